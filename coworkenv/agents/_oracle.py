@@ -1,0 +1,78 @@
+"""The offline ``oracle`` provider: a chat model that follows a task's reference solution.
+
+With probability ``error_rate`` (drawn once per episode from ``seed``) it makes one mistake: it
+skips the last write step, or, for a task without one, answers without the facts asked for.
+Once the conversation holds a repair hint it follows the reference exactly, so the repair path
+of the teacher is exercised offline, deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+
+from ..workspace import ReferenceStep, Task
+
+REPAIR_MARK = "Your previous attempt at this task failed"
+
+
+class OracleChatModel(BaseChatModel):
+    """Replays the reference solution of ``task``, with seeded mistakes unless repairing."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    task: Task
+    error_rate: float = 0.0
+    seed: int = 0
+    write_tools: frozenset[str] = frozenset()
+    _mistake: str | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        rng = random.Random(f"{self.seed}:{self.task.id}")
+        if rng.random() < self.error_rate:
+            writes = [i for i, s in enumerate(self.task.reference) if s.tool in self.write_tools]
+            self._mistake = "skip_write" if writes else "vague_answer"
+
+    @property
+    def _llm_type(self) -> str:
+        return "coworkenv-oracle"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> OracleChatModel:
+        return self
+
+    def plan(self, repairing: bool) -> tuple[list[ReferenceStep], str]:
+        steps, answer = list(self.task.reference), self.task.reference_answer
+        if repairing or self._mistake is None:
+            return steps, answer
+        if self._mistake == "skip_write":
+            last = max(i for i, s in enumerate(steps) if s.tool in self.write_tools)
+            return steps[:last] + steps[last + 1 :], answer
+        return steps, "Done, I looked into it."
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        repairing = any(isinstance(m, HumanMessage) and REPAIR_MARK in str(m.content) for m in messages)
+        steps, answer = self.plan(repairing)
+        done = sum(len(m.tool_calls) for m in messages if isinstance(m, AIMessage))
+        if done < len(steps):
+            step = steps[done]
+            call_id = f"call_{done}"
+            message = AIMessage(
+                content="",
+                tool_calls=[{"id": call_id, "name": step.tool, "args": json.loads(json.dumps(step.arguments))}],
+            )
+        else:
+            message = AIMessage(content=answer)
+        return ChatResult(generations=[ChatGeneration(message=message)])

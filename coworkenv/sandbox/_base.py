@@ -1,0 +1,88 @@
+"""The ``Sandbox`` interface: one isolated, stateful place per episode where tools execute."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class SandboxError(RuntimeError):
+    """An infrastructure failure of a sandbox (not a tool's failure): recorded on the episode."""
+
+    boundary = "sandbox"
+
+
+class SandboxUnavailable(SandboxError):
+    """A backend cannot run on this machine; the message says what to install or start."""
+
+
+class Limits(BaseModel):
+    """Per-call limits applied inside the sandbox."""
+
+    cpu_s: int = Field(default=5, ge=1)
+    mem_mb: int = Field(default=512, ge=32)
+    wall_s: float = Field(default=10.0, gt=0)
+    output_bytes: int = Field(default=1 << 20, ge=1024)
+
+
+@dataclass
+class ToolOutcome:
+    """What a tool call produced: a result, or an error the agent sees (``kind`` says which)."""
+
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str = ""
+    kind: str = ""  # tool | timeout | limit | crash
+    duration_ms: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Sandbox(abc.ABC):
+    """Lifecycle: ``start`` → any number of ``call_tool``/``read_file``/``write_file``/``reset`` → ``close``.
+
+    ``workdir`` holds the episode's private copy of the workspace state; ``initial_state`` is
+    the file that ``start`` and ``reset`` copy into it.
+    """
+
+    name: str = ""
+
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None) -> None:
+        self.initial_state = Path(initial_state)
+        self.limits = limits or Limits()
+
+    @staticmethod
+    def check_available() -> str:
+        """Raise ``SandboxUnavailable`` saying what to install or start; return a description."""
+        return ""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def call_tool(self, app: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome: ...
+
+    @abc.abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """Read a file of the workspace (``path`` relative to it)."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Write a file of the workspace (``path`` relative to it)."""
+
+    @abc.abstractmethod
+    async def reset(self) -> None:
+        """Restore the workspace to its initial state."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Sandbox:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

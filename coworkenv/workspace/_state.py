@@ -1,0 +1,88 @@
+"""Building, dumping and reloading the SQLite state of a workspace."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from types import ModuleType
+
+from . import apps as _apps
+from ._spec import App, ToolSpec, Workspace
+
+STATE_FILE = "state.db"
+APPS_DIR = Path(_apps.__file__).parent
+
+
+def app_module(name: str) -> ModuleType:
+    try:
+        return _apps.ALL_APPS[name]
+    except KeyError:
+        known = ", ".join(sorted(_apps.ALL_APPS))
+        raise KeyError(f"unknown app {name!r}; built-in apps are: {known}") from None
+
+
+def app_spec(name: str) -> App:
+    module = app_module(name)
+    return App(
+        name=module.NAME,
+        description=module.DESCRIPTION,
+        tools=[
+            ToolSpec(
+                name=f"{module.NAME}_{tool['name']}",
+                app=module.NAME,
+                tool=tool["name"],
+                description=tool["description"],
+                effect=tool["effect"],
+                input_schema=tool["input_schema"],
+                output_schema=tool["output_schema"],
+            )
+            for tool in module.TOOLS
+        ],
+    )
+
+
+def build_workspace(seed: int, apps: tuple[str, ...] = ("mail", "calendar", "files")) -> Workspace:
+    """A workspace of built-in apps; its id is derived from the apps and the seed."""
+    return Workspace(
+        id=f"ws-{'-'.join(apps)}-{seed}",
+        name=f"{' + '.join(apps)} (seed {seed})",
+        seed=seed,
+        apps=[app_spec(name) for name in apps],
+    )
+
+
+def write_initial_state(workspace: Workspace, path: str | Path) -> Path:
+    """Create the workspace's initial state at ``path``; the same seed gives the same rows."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        for app in workspace.apps:
+            module = app_module(app.name)
+            conn.executescript(module.SCHEMA)
+            module.seed(conn, random.Random(f"{workspace.seed}:{app.name}"))
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
+def dump_state(source: str | Path | bytes) -> str:
+    """The state (a file, or a database image as bytes) as SQL text; ``load_state`` reloads it."""
+    if isinstance(source, bytes):
+        conn = sqlite3.connect(":memory:")
+        conn.deserialize(source)
+    else:
+        conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        return "\n".join(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def load_state(dump: str) -> sqlite3.Connection:
+    """An in-memory database holding a state dumped by ``dump_state``."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(dump)
+    return conn

@@ -1,0 +1,250 @@
+"""Calendar app: the user's events. Standard library only.
+
+Attendees are the people invited besides the user, stored as email addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from typing import Any
+
+from ._base import (COLLEAGUES, MEETINGS, PEOPLE, TODAY, ToolFailure, check_date, check_emails,
+                    check_time, iso_days, next_id, opt_str, person, req_str, tool_args)
+
+NAME = "calendar"
+DESCRIPTION = "The user's calendar: list, read, create, update and cancel events."
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS calendar_events (
+    id          TEXT PRIMARY KEY,             -- 'e01', 'e02', ...
+    title       TEXT NOT NULL,
+    date        TEXT NOT NULL,                -- YYYY-MM-DD
+    start       TEXT NOT NULL,                -- HH:MM, 24-hour
+    "end"       TEXT NOT NULL,                -- HH:MM, after start, same day
+    attendees   TEXT NOT NULL DEFAULT '[]',   -- JSON list of email addresses (besides the user)
+    location    TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT ''
+);
+"""
+
+FIELDS = ["title", "date", "start", "end", "attendees", "location", "description"]
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "title": {"type": "string"}, "date": {"type": "string"},
+                   "start": {"type": "string"}, "end": {"type": "string"},
+                   "attendees": {"type": "array", "items": {"type": "string"}},
+                   "location": {"type": "string"}, "description": {"type": "string"}},
+    "required": ["id"] + FIELDS, "additionalProperties": False,
+}
+CONFLICTS_SCHEMA = {"type": "array", "description": "other events overlapping this one",
+                    "items": {"type": "object", "properties": {"id": {"type": "string"}, "title": {"type": "string"},
+                                                               "start": {"type": "string"}, "end": {"type": "string"}},
+                              "required": ["id", "title", "start", "end"], "additionalProperties": False}}
+_ID = {"type": "string", "description": "event id, e.g. 'e12'"}
+_DATE = {"type": "string", "description": "date, YYYY-MM-DD"}
+_EDITABLE = {
+    "title": {"type": "string", "minLength": 1},
+    "date": _DATE,
+    "start": {"type": "string", "description": "start time, HH:MM (24-hour)"},
+    "end": {"type": "string", "description": "end time, HH:MM (24-hour), later than start"},
+    "attendees": {"type": "array", "items": {"type": "string"},
+                  "description": "email addresses of invitees besides you"},
+    "location": {"type": "string"},
+    "description": {"type": "string"},
+}
+
+
+def _obj(props: dict, required: list[str]) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+TOOLS: list[dict[str, Any]] = [
+    {"name": "list_events", "effect": "read",
+     "description": "List events ordered by date and start time. Filter by one date or a date range, by an "
+                    "attendee (email address or part of a name), and by text in the title.",
+     "input_schema": _obj({
+         "date": {**_DATE, "description": "only this date, YYYY-MM-DD"},
+         "from_date": {**_DATE, "description": "only on or after this date, YYYY-MM-DD"},
+         "to_date": {**_DATE, "description": "only on or before this date, YYYY-MM-DD"},
+         "attendee": {"type": "string", "description": "email address or name (substring) of an attendee"},
+         "query": {"type": "string", "description": "case-insensitive text to find in the title"},
+     }, []),
+     "output_schema": _obj({"events": {"type": "array", "items": EVENT_SCHEMA}, "count": {"type": "integer"}},
+                           ["events", "count"])},
+    {"name": "get_event", "effect": "read",
+     "description": "Get one event by id, with its time, attendees, location and description.",
+     "input_schema": _obj({"id": _ID}, ["id"]),
+     "output_schema": EVENT_SCHEMA},
+    {"name": "create_event", "effect": "write",
+     "description": "Create an event on the user's calendar. Returns the event and any overlapping events.",
+     "input_schema": _obj(dict(_EDITABLE), ["title", "date", "start", "end"]),
+     "output_schema": _obj({"event": EVENT_SCHEMA, "conflicts": CONFLICTS_SCHEMA}, ["event", "conflicts"])},
+    {"name": "update_event", "effect": "write",
+     "description": "Change fields of an existing event; only the fields given change (attendees replaces the "
+                    "whole list). Returns the updated event and any overlapping events.",
+     "input_schema": _obj({"id": _ID, **_EDITABLE}, ["id"]),
+     "output_schema": _obj({"event": EVENT_SCHEMA, "updated_fields": {"type": "array", "items": {"type": "string"}},
+                            "conflicts": CONFLICTS_SCHEMA}, ["event", "updated_fields", "conflicts"])},
+    {"name": "cancel_event", "effect": "write",
+     "description": "Cancel an event: removes it from the calendar permanently.",
+     "input_schema": _obj({"id": _ID}, ["id"]),
+     "output_schema": _obj({"id": {"type": "string"}, "title": {"type": "string"}, "date": {"type": "string"},
+                            "cancelled": {"const": True}}, ["id", "title", "date", "cancelled"])},
+]
+
+
+# ---------------------------------------------------------------- seed
+
+_AGENDA = {
+    "PRJ-204 design review": "Walk through PRJ-204_migration_plan.md before the cutover.",
+    "Q2 budget review": "PRJ-311: go through budget_q2.csv line by line.",
+    "Website redesign kickoff": "PRJ-118 kickoff; brief in PRJ-118_redesign_brief.md.",
+    "Vendor sync with Globex": "PRJ-427 onboarding status and invoice INV-3071.",
+    "Security audit readout": "PRJ-530 findings, see PRJ-530_audit_findings.md.",
+    "1:1 Sam / Grace": "Monthly 1:1.",
+}
+
+
+def _extras(rng: random.Random) -> list[tuple[str, list[str], str, str]]:
+    """Everyday events: (title, attendee emails, location, description)."""
+    mates = [p["email"] for p in COLLEAGUES]
+    lunch = rng.choice(COLLEAGUES)
+    return [
+        ("Team all-hands", rng.sample(mates, 6), "Auditorium", "Monthly company update."),
+        (f"Lunch with {lunch['first']}", [lunch["email"]], "Cafeteria", ""),
+        ("Interview: backend candidate", [person("Hugo")["email"]], "Room Vega", "Second-round interview."),
+        ("PRJ-118 design critique", [person("Elena")["email"]], "Room Lyra", "Review v2 mockups."),
+        ("Office move walkthrough", [person("Ines")["email"]], "Floor 4", ""),
+        ("Focus time", [], "", "No meetings, please."),
+        ("Dentist", [], "Dr. Weber, Main St 12", "Personal."),
+        ("Initech workshop", [person("Liam")["email"]], "Video call", "Process workshop with Initech."),
+        ("Hiring sync", [person("Grace")["email"], person("Hugo")["email"]], "Room Orion", ""),
+        ("PRJ-204 cutover rehearsal", [person("Alice")["email"], person("Hugo")["email"]], "Room Orion",
+         "Dry run of the migration cutover."),
+        ("Expense report deadline", [], "", "Submit March expenses."),
+        ("Coffee with Jonas", [person("Jonas")["email"]], "Cafe Lumen", "Informal catch-up with Globex."),
+    ]
+
+
+def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
+    """Fill calendar_events with ~18 deterministic events between 9 and 27 March 2026."""
+    conn.executescript(SCHEMA)
+    days = iso_days(TODAY.replace(day=9), TODAY.replace(day=27))
+    future = [d for d in days if d > TODAY.isoformat()]
+
+    def slot() -> tuple[str, str]:
+        start = rng.randrange(9 * 60, 16 * 60 + 1, 30)
+        end = start + rng.choice([30, 45, 60, 90])
+        return f"{start // 60:02d}:{start % 60:02d}", f"{end // 60:02d}:{end % 60:02d}"
+
+    rows = []  # (date, start, end, title, attendees, location, description)
+    for title, firsts, room in MEETINGS:
+        date = rng.choice(future[:4] if title.startswith("1:1") else future)
+        rows.append((date, *slot(), title, [person(f)["email"] for f in firsts], room, _AGENDA[title]))
+    for title, attendees, location, description in rng.sample(_extras(rng), 12):
+        rows.append((rng.choice(days), *slot(), title, attendees, location, description))
+    rows.sort(key=lambda r: (r[0], r[1], r[3]))
+    for n, (date, start, end, title, attendees, location, description) in enumerate(rows, start=1):
+        conn.execute("INSERT INTO calendar_events VALUES (?,?,?,?,?,?,?,?)",
+                     (f"e{n:02d}", title, date, start, end, json.dumps(attendees), location, description))
+
+
+# ---------------------------------------------------------------- handlers
+
+def _event(row: tuple) -> dict[str, Any]:
+    ident, title, date, start, end, attendees, location, description = row
+    return {"id": ident, "title": title, "date": date, "start": start, "end": end,
+            "attendees": json.loads(attendees), "location": location, "description": description}
+
+
+def _get(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM calendar_events WHERE id = ?", (ident,)).fetchone()
+    if row is None:
+        raise ToolFailure(f"no event with id {ident!r}")
+    return _event(tuple(row))
+
+
+def _conflicts(conn: sqlite3.Connection, ev: dict[str, Any]) -> list[dict[str, str]]:
+    rows = conn.execute('SELECT id, title, start, "end" FROM calendar_events WHERE date = ? AND id != ? '
+                        'AND start < ? AND "end" > ? ORDER BY start, id',
+                        (ev["date"], ev["id"], ev["end"], ev["start"]))
+    return [{"id": r[0], "title": r[1], "start": r[2], "end": r[3]} for r in rows]
+
+
+def _validated(args: dict, base: dict[str, Any]) -> dict[str, Any]:
+    """Merge the given editable fields over ``base`` and check the result."""
+    ev = dict(base)
+    for field in FIELDS:
+        if field not in args or args[field] is None:
+            continue
+        if field == "title":
+            ev[field] = req_str(args, field, 200).strip()
+        elif field == "date":
+            ev[field] = check_date(args[field], field)
+        elif field in ("start", "end"):
+            ev[field] = check_time(args[field], field)
+        elif field == "attendees":
+            ev[field] = check_emails(args[field], field)
+        else:
+            ev[field] = opt_str(args, field) or ""
+    if ev["end"] <= ev["start"]:
+        raise ToolFailure(f"end ({ev['end']}) must be later than start ({ev['start']})")
+    return ev
+
+
+def _save(conn: sqlite3.Connection, ev: dict[str, Any]) -> None:
+    conn.execute("INSERT OR REPLACE INTO calendar_events VALUES (?,?,?,?,?,?,?,?)",
+                 (ev["id"], ev["title"], ev["date"], ev["start"], ev["end"], json.dumps(ev["attendees"]),
+                  ev["location"], ev["description"]))
+
+
+def _matches_attendee(emails: list[str], needle: str) -> bool:
+    names = {p["email"]: p["name"].lower() for p in PEOPLE}
+    return any(needle in e or needle in names.get(e, "") for e in emails)
+
+
+def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
+    """Run one calendar tool; raises ToolFailure on a domain error."""
+    args = tool_args(TOOLS, tool, args)
+    if tool == "list_events":
+        bounds = {k: check_date(args[k], k) for k in ("date", "from_date", "to_date") if args.get(k) is not None}
+        if "from_date" in bounds and "to_date" in bounds and bounds["from_date"] > bounds["to_date"]:
+            raise ToolFailure(f"from_date ({bounds['from_date']}) is after to_date ({bounds['to_date']})")
+        attendee = (opt_str(args, "attendee") or "").strip().lower()
+        query = (opt_str(args, "query") or "").strip().lower()
+        events = []
+        for row in conn.execute('SELECT * FROM calendar_events ORDER BY date, start, "end", id'):
+            ev = _event(tuple(row))
+            if (ev["date"] != bounds.get("date", ev["date"]) or ev["date"] < bounds.get("from_date", "")
+                    or ev["date"] > bounds.get("to_date", "9999")):
+                continue
+            if attendee and not _matches_attendee(ev["attendees"], attendee):
+                continue
+            if query and query not in ev["title"].lower():
+                continue
+            events.append(ev)
+        return {"events": events, "count": len(events)}
+    if tool == "get_event":
+        return _get(conn, req_str(args, "id"))
+    if tool == "create_event":
+        for key in ("title", "date", "start", "end"):
+            req_str(args, key)
+        blank = {"id": next_id(conn, "calendar_events", "e"), "attendees": [], "location": "", "description": ""}
+        ev = _validated(args, blank)
+        _save(conn, ev)
+        return {"event": ev, "conflicts": _conflicts(conn, ev)}
+    if tool == "update_event":
+        current = _get(conn, req_str(args, "id"))
+        changed = [f for f in FIELDS if args.get(f) is not None]
+        if not changed:
+            raise ToolFailure(f"nothing to update: give at least one of {', '.join(FIELDS)}")
+        ev = _validated(args, current)
+        _save(conn, ev)
+        return {"event": ev, "updated_fields": changed, "conflicts": _conflicts(conn, ev)}
+    if tool == "cancel_event":
+        ev = _get(conn, req_str(args, "id"))
+        conn.execute("DELETE FROM calendar_events WHERE id = ?", (ev["id"],))
+        return {"id": ev["id"], "title": ev["title"], "date": ev["date"], "cancelled": True}
+    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name

@@ -1,0 +1,261 @@
+"""Files app: the user's shared drive of text documents in folders. Standard library only."""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from typing import Any
+
+from ._base import (COLLEAGUES, DOCUMENTS, PROJECTS, TODAY, USER, ToolFailure, iso_days, next_id, opt_str,
+                    person, req_str, tool_args)
+
+NAME = "files"
+DESCRIPTION = "The user's drive of text documents in folders: list, search, read, write, move and delete files."
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files_files (
+    id       TEXT PRIMARY KEY,                -- 'f01', 'f02', ...
+    name     TEXT NOT NULL,                   -- e.g. 'budget_q2.csv'
+    folder   TEXT NOT NULL,                   -- e.g. 'Finance' or 'Projects/Archive'
+    owner    TEXT NOT NULL,                   -- email address
+    content  TEXT NOT NULL,
+    size     INTEGER NOT NULL,                -- bytes of content in UTF-8
+    modified TEXT NOT NULL,                   -- YYYY-MM-DD
+    UNIQUE (folder, name)
+);
+"""
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()-]{0,99}$")
+_FOLDER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,39}(/[A-Za-z0-9][A-Za-z0-9 _-]{0,39}){0,3}$")
+_META_PROPS: dict[str, Any] = {
+    "id": {"type": "string"}, "name": {"type": "string"}, "folder": {"type": "string"},
+    "owner": {"type": "string"}, "size": {"type": "integer", "description": "bytes"},
+    "modified": {"type": "string", "description": "YYYY-MM-DD"},
+}
+META_SCHEMA = {"type": "object", "properties": _META_PROPS, "required": list(_META_PROPS),
+               "additionalProperties": False}
+FILE_SCHEMA = {"type": "object", "properties": {**_META_PROPS, "content": {"type": "string"}},
+               "required": list(_META_PROPS) + ["content"], "additionalProperties": False}
+HIT_SCHEMA = {"type": "object", "properties": {**_META_PROPS, "snippet": {"type": "string"}},
+              "required": list(_META_PROPS) + ["snippet"], "additionalProperties": False}
+_ID = {"type": "string", "description": "file id, e.g. 'f03'"}
+_FOLDER = {"type": "string", "description": "folder name, e.g. 'Finance' (subfolders as 'Projects/Old')"}
+
+
+def _obj(props: dict, required: list[str]) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+TOOLS: list[dict[str, Any]] = [
+    {"name": "list_files", "effect": "read",
+     "description": "List files (without content), ordered by folder and name, optionally only one folder "
+                    "and/or one owner. Also returns the names of all folders.",
+     "input_schema": _obj({"folder": _FOLDER,
+                           "owner": {"type": "string", "description": "owner's email address"}}, []),
+     "output_schema": _obj({"files": {"type": "array", "items": META_SCHEMA}, "count": {"type": "integer"},
+                            "folders": {"type": "array", "items": {"type": "string"}}},
+                           ["files", "count", "folders"])},
+    {"name": "search_files", "effect": "read",
+     "description": "Find files whose name or content contains the query (case-insensitive). Each hit has a "
+                    "snippet: the first matching line.",
+     "input_schema": _obj({"query": {"type": "string", "minLength": 1}, "folder": _FOLDER}, ["query"]),
+     "output_schema": _obj({"files": {"type": "array", "items": HIT_SCHEMA}, "count": {"type": "integer"}},
+                           ["files", "count"])},
+    {"name": "read_file", "effect": "read",
+     "description": "Read a file's content, by id or by name (add folder if the name exists in several folders).",
+     "input_schema": _obj({"id": _ID, "name": {"type": "string", "description": "file name, e.g. 'budget_q2.csv'"},
+                           "folder": _FOLDER}, []),
+     "output_schema": FILE_SCHEMA},
+    {"name": "write_file", "effect": "write",
+     "description": "Create a file, or overwrite the content of the file with this name in this folder. "
+                    "Returns its metadata and whether it was newly created.",
+     "input_schema": _obj({"name": {"type": "string", "description": "file name, e.g. 'notes.md'"},
+                           "folder": _FOLDER, "content": {"type": "string"}}, ["name", "folder", "content"]),
+     "output_schema": _obj({"file": META_SCHEMA, "created": {"type": "boolean"}}, ["file", "created"])},
+    {"name": "move_file", "effect": "write",
+     "description": "Move a file into another folder (the folder is created if needed).",
+     "input_schema": _obj({"id": _ID, "folder": _FOLDER}, ["id", "folder"]),
+     "output_schema": _obj({"file": META_SCHEMA, "previous_folder": {"type": "string"}},
+                           ["file", "previous_folder"])},
+    {"name": "delete_file", "effect": "write",
+     "description": "Permanently delete a file. This cannot be undone.",
+     "input_schema": _obj({"id": _ID}, ["id"]),
+     "output_schema": _obj({"id": {"type": "string"}, "name": {"type": "string"}, "folder": {"type": "string"},
+                            "deleted": {"const": True}}, ["id", "name", "folder", "deleted"])},
+]
+
+
+# ---------------------------------------------------------------- seed
+
+def _catalog_content(name: str, rng: random.Random) -> str:
+    """Content of one always-present document (DOCUMENTS in _base), with rng-drawn figures."""
+    later = iso_days(TODAY.replace(day=17), TODAY.replace(day=31))
+    if name == "budget_q2.csv":
+        amounts = {code: rng.randrange(5000, 90001, 500) for code in PROJECTS}
+        lines = ["project,name,amount_eur"] + [f"{c},{PROJECTS[c]},{a}" for c, a in amounts.items()]
+        return "\n".join(lines + [f"TOTAL,,{sum(amounts.values())}"]) + "\n"
+    if name.startswith("invoice_INV-"):
+        number = name[len("invoice_"):-len(".txt")]
+        vendor, work = ("Globex", "PRJ-427 onboarding services") if number == "INV-3071" else \
+            ("Initech", "Process consulting")
+        days, rate = rng.randint(3, 12), rng.choice([650, 720, 800, 950])
+        return (f"Invoice {number}\nFrom: {vendor}\nBill to: Acme\nDue: {rng.choice(later)}\n"
+                f"Item: {work}, {days} days x {rate} EUR\nTotal: {days * rate} EUR\n")
+    if name == "PRJ-204_migration_plan.md":
+        return (f"# PRJ-204 Atlas migration plan\n\nOwner: Alice Nguyen\nCutover date: {rng.choice(later)}\n"
+                f"Services migrated: {rng.randint(4, 9)} of 12\nRisk: {rng.choice(['low', 'medium', 'high'])}\n")
+    if name == "PRJ-118_redesign_brief.md":
+        return (f"# PRJ-118 Website redesign brief\n\nGoal: raise sign-ups by {rng.randint(10, 30)}%.\n"
+                f"Launch target: {rng.choice(later)}\nDesign lead: Elena Rossi\n")
+    if name == "PRJ-530_audit_findings.md":
+        high, medium = rng.randint(1, 4), rng.randint(3, 9)
+        return (f"# PRJ-530 Security audit findings\n\nHigh: {high}\nMedium: {medium}\n"
+                f"Total: {high + medium}\nAuditor: Daniel Okafor\n")
+    if name == "globex_vendor_contract.txt":
+        return (f"Vendor contract Acme - Globex (PRJ-427)\nValue: {rng.randrange(40000, 120001, 5000)} EUR\n"
+                f"Term: {rng.choice([12, 18, 24, 36])} months\nRenewal notice by: {rng.choice(later)}\n")
+    if name == "team_roster.csv":
+        return "name,email,role,desk\n" + "".join(
+            f"{p['name']},{p['email']},{p['role']},{rng.randint(100, 450)}\n" for p in COLLEAGUES)
+    if name == "onboarding_checklist.md":
+        return ("# Onboarding checklist\n\n- Laptop and badge\n- Accounts and MFA\n"
+                f"- Buddy assigned: {rng.choice(COLLEAGUES)['name']}\n- First-week 1:1 with manager\n")
+    if name == "office_move_notes.txt":
+        return f"New office: floor {rng.randint(2, 6)}, east wing.\nParking spots: {rng.randint(10, 40)}.\n"
+    raise KeyError(name)
+
+
+def _extras(rng: random.Random) -> list[tuple[str, str, str, str]]:
+    """Everyday files: (name, folder, owner email, content)."""
+    me = USER["email"]
+    past = iso_days(TODAY.replace(day=2), TODAY.replace(day=13))
+    days = sorted(rng.sample(past, 3))
+    out = [(f"meeting_notes_{d}.md", "Shared", rng.choice(COLLEAGUES)["email"],
+            f"# Notes {d}\n\n- Discussed {rng.choice(list(PROJECTS))}\n- Next check-in in two weeks\n")
+           for d in days]
+    return out + [
+        ("draft_q3_goals.md", "Projects", me, "# Q3 goals (draft)\n\n- Finish PRJ-204\n- Start PRJ-118 launch\n"),
+        ("travel_receipts_march.csv", "Finance", me,
+         f"date,item,amount_eur\n{past[1]},train,{rng.randint(40, 140)}\n{past[4]},hotel,{rng.randint(90, 260)}\n"),
+        ("old_roadmap_2025.md", "Archive", person("Chloe")["email"], "# Roadmap 2025 (superseded)\n"),
+        ("logo_ideas.txt", "Shared", person("Elena")["email"], "Ideas: wave, hexagon, lowercase wordmark.\n"),
+        ("holiday_policy.md", "HR", person("Grace")["email"],
+         f"# Holiday policy\n\nAnnual leave: {rng.choice([25, 26, 28])} days.\n"),
+        ("passwords_old.txt", "Archive", me, "Obsolete. Rotate everything listed in the audit instead.\n"),
+    ]
+
+
+def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
+    """Fill files_files with the 10 catalogue documents plus ~7 extras (ids f01.. in folder/name order)."""
+    conn.executescript(SCHEMA)
+    past = iso_days(TODAY.replace(day=2), TODAY.replace(day=13))
+    rows = [(name, folder, person(owner)["email"], _catalog_content(name, rng)) for name, folder, owner in DOCUMENTS]
+    rows += rng.sample(_extras(rng), 7)
+    rows.sort(key=lambda r: (r[1], r[0]))
+    for n, (name, folder, owner, content) in enumerate(rows, start=1):
+        dated = re.search(r"\d{4}-\d{2}-\d{2}", name)  # meeting notes are saved on their day
+        modified = dated.group(0) if dated else rng.choice(past)
+        conn.execute("INSERT INTO files_files VALUES (?,?,?,?,?,?,?)",
+                     (f"f{n:02d}", name, folder, owner, content, len(content.encode()), modified))
+
+
+# ---------------------------------------------------------------- handlers
+
+def _row_dict(row: tuple, content: bool = False) -> dict[str, Any]:
+    ident, name, folder, owner, text, size, modified = row
+    out = {"id": ident, "name": name, "folder": folder, "owner": owner, "size": size, "modified": modified}
+    if content:
+        out["content"] = text
+    return out
+
+
+def _get(conn: sqlite3.Connection, ident: str) -> tuple:
+    row = conn.execute("SELECT * FROM files_files WHERE id = ?", (ident,)).fetchone()
+    if row is None:
+        raise ToolFailure(f"no file with id {ident!r}")
+    return tuple(row)
+
+
+def _folder(args: dict, required: bool) -> str | None:
+    value = req_str(args, "folder") if required else opt_str(args, "folder")
+    if value is None:
+        return None
+    value = value.strip().strip("/")
+    if not _FOLDER_RE.match(value):
+        raise ToolFailure(f"bad folder name {value!r}: use letters, digits, spaces, '_' or '-', "
+                          "subfolders separated by '/'")
+    return value
+
+
+def _by_name(conn: sqlite3.Connection, name: str, folder: str | None) -> tuple:
+    sql, params = "SELECT * FROM files_files WHERE name = ?", [name]
+    if folder is not None:
+        sql, params = sql + " AND folder = ?", params + [folder]
+    rows = [tuple(r) for r in conn.execute(sql + " ORDER BY id", params)]
+    if not rows:
+        where = f" in folder {folder!r}" if folder is not None else ""
+        raise ToolFailure(f"no file named {name!r}{where}")
+    if len(rows) > 1:
+        places = ", ".join(f"{r[0]} ({r[2]})" for r in rows)
+        raise ToolFailure(f"several files are named {name!r}: {places}; give the id or the folder")
+    return rows[0]
+
+
+def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
+    """Run one files tool; raises ToolFailure on a domain error."""
+    args = tool_args(TOOLS, tool, args)
+    if tool == "list_files":
+        folder, owner = _folder(args, False), (opt_str(args, "owner") or "").strip().lower()
+        rows = [tuple(r) for r in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id")]
+        files = [_row_dict(r) for r in rows if (folder is None or r[2] == folder) and (not owner or r[3] == owner)]
+        return {"files": files, "count": len(files), "folders": sorted({r[2] for r in rows})}
+    if tool == "search_files":
+        query, folder = req_str(args, "query").strip().lower(), _folder(args, False)
+        hits = []
+        for row in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id"):
+            row = tuple(row)
+            if folder is not None and row[2] != folder:
+                continue
+            lines = [ln for ln in row[4].splitlines() if query in ln.lower()]
+            if lines or query in row[1].lower():
+                hits.append({**_row_dict(row), "snippet": (lines[0].strip() if lines else "")[:160]})
+        return {"files": hits, "count": len(hits)}
+    if tool == "read_file":
+        ident, name = opt_str(args, "id"), opt_str(args, "name")
+        if (ident is None) == (name is None):
+            raise ToolFailure("give exactly one of 'id' or 'name'")
+        row = _get(conn, ident) if ident is not None else _by_name(conn, name, _folder(args, False))
+        return _row_dict(row, content=True)
+    if tool == "write_file":
+        name, folder = req_str(args, "name").strip(), _folder(args, True)
+        content = args.get("content")
+        if not isinstance(content, str):
+            raise ToolFailure("missing required argument 'content' (a string, may be empty)")
+        if not _NAME_RE.match(name):
+            raise ToolFailure(f"bad file name {name!r}: letters, digits, spaces, '.', '_', '-', '(', ')' only, "
+                              "no '/', at most 100 characters")
+        size, today = len(content.encode()), TODAY.isoformat()
+        found = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ?", (folder, name)).fetchone()
+        if found:
+            ident = found[0]
+            conn.execute("UPDATE files_files SET content = ?, size = ?, modified = ? WHERE id = ?",
+                         (content, size, today, ident))
+        else:
+            ident = next_id(conn, "files_files", "f")
+            conn.execute("INSERT INTO files_files VALUES (?,?,?,?,?,?,?)",
+                         (ident, name, folder, USER["email"], content, size, today))
+        return {"file": _row_dict(_get(conn, ident)), "created": not found}
+    if tool == "move_file":
+        row, folder = _get(conn, req_str(args, "id")), _folder(args, True)
+        clash = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ? AND id != ?",
+                             (folder, row[1], row[0])).fetchone()
+        if clash:
+            raise ToolFailure(f"folder {folder!r} already has a file named {row[1]!r} ({clash[0]})")
+        conn.execute("UPDATE files_files SET folder = ? WHERE id = ?", (folder, row[0]))
+        return {"file": _row_dict(_get(conn, row[0])), "previous_folder": row[2]}
+    if tool == "delete_file":
+        row = _get(conn, req_str(args, "id"))
+        conn.execute("DELETE FROM files_files WHERE id = ?", (row[0],))
+        return {"id": row[0], "name": row[1], "folder": row[2], "deleted": True}
+    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
