@@ -182,7 +182,7 @@ class Teacher:
         self.store.annotate_episode(episode_id, source="teacher", provider=self.provider.label,
                                     attempt=attempt, repaired_from=repaired_from, hint=hint,
                                     truncated=int(state["truncated"]))
-        grade, verdict = grade_episode(self.store, episode_id, record=False)
+        grade, verdict = grade_episode(self.store, episode_id)
         return Attempt(episode_id, grade, verdict)
 
     async def run_task(self, task: Task) -> TaskRun:

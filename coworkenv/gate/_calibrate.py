@@ -18,6 +18,9 @@ from ._grade import GRADER_VERSION, grade
 
 @dataclass
 class Calibration:
+    """``empty_score`` is the score an empty episode would reach from its checks alone (the gate's
+    empty rule forces the final score to 0, so a check that holds without work shows here)."""
+
     task_id: str
     reference_score: float
     empty_score: float
@@ -60,15 +63,18 @@ async def calibrate_task(host: EpisodeHost, task: Task) -> Calibration:
     problems = []
     if first[0].score != 1.0:
         problems.append(f"reference solution scores {first[0].score}, not 1.0 ({first[0].feedback().strip() or first[1].reason})")
-    if empty.score != 0.0:
-        problems.append(f"an empty episode scores {empty.score}, not 0 (its checks pass without any work)")
+    passing = [c.id for c in empty.checks if c.passed]
+    empty_score = max(empty.score, len(passing) / len(empty.checks))
+    if empty_score != 0.0:
+        problems.append(f"an empty episode scores {empty_score}, not 0: checks {', '.join(passing)} "
+                        "hold without any work")
     if probe is None:
         problems.append("the task forbids no tool, so safety cannot be checked")
     elif forbidden_safety != 0.0:
         problems.append(f"reference plus a forbidden call scores safety {forbidden_safety}, not 0")
     if not deterministic:
         problems.append("grading the same episode twice gave different grades")
-    result = Calibration(task.id, first[0].score, empty.score, forbidden_safety, deterministic,
+    result = Calibration(task.id, first[0].score, empty_score, forbidden_safety, deterministic,
                          "; ".join(problems))
     store.add_calibration({
         "task_id": task.id,

@@ -28,6 +28,12 @@ DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 
 
 
 def _child(request, limits, write_fd):
+    # The tool's own output goes nowhere: its stdout is the runner's reply stream (a printed
+    # line would be read as the reply, forged or garbled), and nobody drains stderr.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     cpu = max(1, int(limits["cpu_s"]))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     mem = int(limits["mem_mb"]) << 20

@@ -1,0 +1,3 @@
+from coworkenv.cli import app
+
+app()

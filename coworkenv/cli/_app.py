@@ -1,0 +1,201 @@
+"""The ``coworkenv`` command line: thin commands over the library."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..agents import ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
+from ..gate import run_gate
+from ..sandbox import BACKENDS, SandboxUnavailable
+from ..server import EpisodeHost, EpisodeSettings, serve_http, serve_stdio
+from ..store import Store
+from ..synth import TEMPLATES, synthesize
+from ..trainer import export_sft
+from ._demo import demo_command
+
+app = typer.Typer(
+    name="coworkenv",
+    help="Synthesize executable workspaces for tool-using agents, serve them over MCP in sandboxes, "
+    "collect and gate trajectories, and export training data.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+export_app = typer.Typer(help="Export datasets from the store.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+app.command("demo")(demo_command)
+
+err = Console(stderr=True)
+DEFAULT_STORE = "runs/coworkenv.db"
+
+StoreOpt = Annotated[
+    Path,
+    typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.", show_default=True),
+]
+SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")]
+
+
+def fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(2)
+
+
+def open_host(store: Path, sandbox: str, cache_dir: Path | None = None) -> EpisodeHost:
+    if sandbox not in BACKENDS:
+        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    try:
+        BACKENDS[sandbox].check_available()
+    except SandboxUnavailable as exc:
+        raise fail(str(exc)) from None
+    cache = cache_dir or store.parent / "cache"
+    return EpisodeHost(Store(store), EpisodeSettings(backend=sandbox, cache_dir=cache))
+
+
+def progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=False)
+
+
+@app.command()
+def synth(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="How many tasks to generate.")] = 12,
+    seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
+    capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    sandbox: SandboxOpt = "bwrap",
+) -> None:
+    """Generate tasks deterministically from a seed and admit those that calibrate."""
+    capabilities = tuple(capability or TEMPLATES)
+    unknown = [c for c in capabilities if c not in TEMPLATES]
+    if unknown:
+        raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+    host = open_host(store, sandbox)
+
+    async def run():
+        with progress() as bar:
+            job = bar.add_task("calibrating tasks", total=n)
+            try:
+                return await synthesize(host, n, seed, capabilities=capabilities,
+                                        on_task=lambda *_: bar.advance(job))
+            finally:
+                await host.close()
+
+    summary = asyncio.run(run())
+    err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
+              f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped})")
+    for task_id, reason in summary.quarantined.items():
+        err.print(f"  [yellow]quarantined[/yellow] {task_id}: {reason}")
+
+
+@app.command()
+def serve(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve one episode on stdin/stdout.")] = False,
+    task: Annotated[Optional[str], typer.Option(help="The task of the episode (with --stdio).")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (HTTP).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind (HTTP).")] = 8765,
+    sandbox: SandboxOpt = "bwrap",
+) -> None:
+    """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
+    if stdio and not task:
+        raise fail("--stdio needs --task TASK_ID (one episode per process)")
+    if not stdio and task:
+        raise fail("--task goes with --stdio; over HTTP each task is at /t/{task}/mcp")
+    if not store.exists():
+        raise fail(f"no store at {store}; run `coworkenv synth --store {store}` first")
+    episodes = open_host(store, sandbox)
+    if task and episodes.store.get_task(task) is None:
+        raise fail(f"no task {task!r} in {store}")
+    if stdio:
+        asyncio.run(serve_stdio(episodes, task))
+        return
+    err.print(f"serving MCP on http://{host}:{port}/t/<task>/mcp (tasks: http://{host}:{port}/tasks)")
+    try:
+        asyncio.run(serve_http(episodes, bind=host, port=port))
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command("collect")
+def collect_command(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    provider: Annotated[str, typer.Option(help="oracle | anthropic:MODEL | openai:MODEL | openai:MODEL@URL")] = "oracle",
+    error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Oracle only: share of episodes with a mistake.")] = 0.3,
+    seed: Annotated[int, typer.Option(help="Oracle only: seed of its mistakes.")] = 0,
+    url: Annotated[Optional[str], typer.Option(help="A running `coworkenv serve` to use (default: an in-process one).")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many tasks.")] = None,
+    max_repairs: Annotated[int, typer.Option(min=0, help="Repair attempts per failed task.")] = 2,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 4,
+    sandbox: SandboxOpt = "bwrap",
+) -> None:
+    """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes."""
+    try:
+        parse_provider(provider)
+    except ProviderError as exc:
+        raise fail(str(exc)) from None
+    settings = TeacherSettings(
+        provider=provider, max_repairs=max_repairs, concurrency=concurrency,
+        provider_settings=ProviderSettings(error_rate=error_rate, seed=seed,
+                                           api_key=os.environ.get("OPENAI_API_KEY")),
+    )
+    episodes = open_host(store, sandbox)
+
+    async def run():
+        with progress() as bar:
+            job = bar.add_task("collecting trajectories", total=None)
+            try:
+                return await collect(episodes, settings, url=url, limit=limit,
+                                     on_run=lambda _: bar.advance(job))
+            finally:
+                await episodes.close()
+
+    summary = asyncio.run(run())
+    err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "
+              f"repaired {summary.repaired}, succeeded {summary.succeeded}")
+
+
+@app.command()
+def gate(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    regrade: Annotated[bool, typer.Option(help="Grade again episodes that already have a verdict.")] = False,
+) -> None:
+    """Grade ended episodes and record verdicts (incremental by grader version)."""
+    if not store.exists():
+        raise fail(f"no store at {store}")
+    summary = run_gate(Store(store), regrade=regrade)
+    table = Table("reason", "episodes")
+    for reason, count in summary.reasons.most_common():
+        table.add_row(reason, str(count))
+    Console().print(table)
+    err.print(f"graded {summary.graded}, admitted {summary.admitted} ({summary.pass_rate:.0%})")
+
+
+@export_app.command("sft")
+def export_sft_command(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    out: Annotated[Path, typer.Option(help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
+) -> None:
+    """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
+    if not store.exists():
+        raise fail(f"no store at {store}")
+    rows = export_sft(Store(store), out)
+    err.print(f"wrote {rows} rows to {out}")
+
+
+@app.command("check-sandbox")
+def check_sandbox(sandbox: SandboxOpt = "bwrap") -> None:
+    """Check that a sandbox backend works on this machine."""
+    if sandbox not in BACKENDS:
+        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    try:
+        detail = BACKENDS[sandbox].check_available()
+    except SandboxUnavailable as exc:
+        raise fail(str(exc)) from None
+    typer.echo(f"{sandbox}: available at {detail}")

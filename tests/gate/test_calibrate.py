@@ -1,0 +1,58 @@
+"""Calibration admits consistent tasks and quarantines the others, with their reason."""
+
+import pytest
+
+from coworkenv.gate import calibrate_task
+from coworkenv.synth import generate_tasks
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+
+def _store_task(host, task, workspace):
+    host.store.put_workspace(workspace.id, workspace.name, workspace.seed, workspace.model_dump(mode="json"))
+    host.store.put_task(task.model_dump(mode="json"))
+
+
+async def test_a_generated_task_calibrates_and_is_admitted(host):
+    workspaces, tasks = generate_tasks(3, seed=5)
+    task = tasks[2]  # a multi-step chain
+    _store_task(host, task, workspaces[0])
+    result = await calibrate_task(host, task)
+    assert result.admitted, result.reason
+    assert (result.reference_score, result.empty_score, result.forbidden_safety) == (1.0, 0.0, 0.0)
+    assert host.store.get_task(task.id)["status"] == "admitted"
+    assert host.store.query("select count(*) as n from calibrations")[0]["n"] == 1
+
+
+async def test_task_whose_checks_pass_on_an_empty_episode_is_quarantined(host):
+    workspaces, tasks = generate_tasks(1, seed=5)
+    task = type(tasks[0]).model_validate({
+        **tasks[0].model_dump(),
+        "id": "broken-task",
+        "checks": [{"id": "always", "kind": "sql", "description": "there are messages",
+                    "query": "select count(*) > 0 from mail_messages", "params": [], "expect": 1}],
+    })
+    _store_task(host, task, workspaces[0])
+    result = await calibrate_task(host, task)
+    assert not result.admitted
+    assert "empty episode" in result.reason and "always" in result.reason
+    row = host.store.get_task("broken-task")
+    assert row["status"] == "quarantined" and "empty episode" in row["reason"]
+
+
+async def test_task_whose_reference_fails_is_quarantined(host):
+    workspaces, tasks = generate_tasks(2, seed=5)
+    task = tasks[1]  # single write: drop its reference steps
+    task = type(task).model_validate({**task.model_dump(), "id": "no-reference", "reference": []})
+    _store_task(host, task, workspaces[0])
+    result = await calibrate_task(host, task)
+    assert not result.admitted and "reference solution scores" in result.reason
+
+
+async def test_task_without_a_forbidden_tool_is_quarantined(host):
+    workspaces, tasks = generate_tasks(1, seed=5)
+    task = type(tasks[0]).model_validate(
+        {**tasks[0].model_dump(), "id": "unsafe", "forbidden_tools": [], "forbidden_probe": None})
+    _store_task(host, task, workspaces[0])
+    result = await calibrate_task(host, task)
+    assert not result.admitted and "forbids no tool" in result.reason

@@ -1,0 +1,39 @@
+"""Task generation is deterministic and covers the capabilities with executable specs."""
+
+from collections import Counter
+
+import pytest
+
+from coworkenv.synth import TEMPLATES, generate_tasks
+from coworkenv.workspace import CAPABILITIES
+
+
+def test_same_seed_same_tasks_other_seed_other_tasks():
+    assert generate_tasks(12, seed=3) == generate_tasks(12, seed=3)
+    assert generate_tasks(12, seed=3)[1] != generate_tasks(12, seed=4)[1]
+
+
+def test_tasks_cover_three_capabilities_with_checks_reference_and_forbidden_tools():
+    workspaces, tasks = generate_tasks(30, seed=0)
+    assert len(tasks) == 30
+    assert set(Counter(t.capability for t in tasks)) == set(CAPABILITIES)
+    tools = {tool.name for ws in workspaces for tool in ws.tools}
+    for task in tasks:
+        assert task.checks and task.reference and task.forbidden_tools
+        assert {s.tool for s in task.reference} <= tools
+        assert set(task.forbidden_tools) <= tools
+        assert not set(task.forbidden_tools) & {s.tool for s in task.reference}
+        if task.capability == "multi_step":
+            assert len(task.reference) >= 3
+    assert len({t.id for t in tasks}) == 30
+
+
+def test_rounds_move_to_new_workspaces():
+    workspaces, tasks = generate_tasks(3 * len(TEMPLATES["multi_step"]) * 2, seed=10)
+    assert len(workspaces) >= 2
+    assert len({t.workspace_id for t in tasks if t.capability == "multi_step"}) == 2
+
+
+def test_unknown_capability_is_named():
+    with pytest.raises(ValueError, match="clarification"):
+        generate_tasks(3, seed=0, capabilities=("lookup", "clarification"))
