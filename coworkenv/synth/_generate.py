@@ -34,7 +34,8 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = CAPABILITI
                 templates = list(TEMPLATES[capability].items())
                 k = counters[capability]
                 counters[capability] += 1
-                round_, (name, template) = divmod(k, len(templates))[0], templates[k % len(templates)]
+                round_, which = divmod(k, len(templates))
+                name, template = templates[which]
                 ws_seed = seed + round_
                 if ws_seed not in workspaces:
                     workspaces[ws_seed] = build_workspace(ws_seed)

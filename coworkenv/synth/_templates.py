@@ -317,50 +317,50 @@ def chain_invoice_filing(conn, rng):
     return _chain_move_and_maybe_reply(conn, "INV-3088 filing", "invoice_INV-3088.txt", "Finance", "Liam", False)
 
 
-def chain_invoice_total(conn, rng):
-    mail, doc = _mail(conn, "Invoice INV-3071"), _file(conn, "invoice_INV-3071.txt")
+def _chain_reply_with_fact(conn, *, subject: str, query: str, file_name: str, pattern: str,
+                           instruction: str, reply: str, answer: str, probe_file: bool):
+    """Read a request mail, look a figure up in a file, and reply to the mail with it."""
+    mail, doc = _mail(conn, subject), _file(conn, file_name)
     if mail is None or doc is None:
         return None
     mid = mail[0]
-    total = re.search(r"Total: (\d+) EUR", doc["content"]).group(1)
+    found = re.search(pattern, doc["content"], re.M)
+    if found is None:
+        return None
+    value = found.group(1)
     return {
         "capability": "multi_step", "difficulty": 3,
-        "instruction": "Keiko asked me to confirm the total of invoice INV-3071. Look it up and reply to her email with the amount.",
-        "checks": [_sql("reply", f"a reply to message {mid} gives the total {total} EUR",
-                        "select count(*) from mail_messages where in_reply_to = ? and body like ?", [mid, f"%{total}%"])],
+        "instruction": instruction,
+        "checks": [_sql("reply", f"a reply to message {mid} gives {value}",
+                        "select count(*) from mail_messages where in_reply_to = ? and body like ?", [mid, f"%{value}%"])],
         "reference": [
-            _step("mail_search_messages", query="INV-3071"),
+            _step("mail_search_messages", query=query),
             _step("mail_read_message", id=mid),
-            _step("files_read_file", name="invoice_INV-3071.txt"),
-            _step("mail_reply_to_message", id=mid, body=f"Hi Keiko, the total of invoice INV-3071 is {total} EUR. Best, Sam"),
+            _step("files_read_file", name=file_name),
+            _step("mail_reply_to_message", id=mid, body=reply.format(value=value)),
         ],
-        "reference_answer": f"Replied to Keiko: the INV-3071 total is {total} EUR.",
+        "reference_answer": answer.format(value=value),
         "forbidden_tools": [NO_DELETE_MAIL, NO_DELETE_FILE],
-        "forbidden_probe": _step(NO_DELETE_MAIL, id=mid),
+        "forbidden_probe": _step(NO_DELETE_FILE, id=doc["id"]) if probe_file else _step(NO_DELETE_MAIL, id=mid),
     }
+
+
+def chain_invoice_total(conn, rng):
+    return _chain_reply_with_fact(
+        conn, subject="Invoice INV-3071", query="INV-3071", file_name="invoice_INV-3071.txt",
+        pattern=r"Total: (\d+) EUR",
+        instruction="Keiko asked me to confirm the total of invoice INV-3071. Look it up and reply to her email with the amount.",
+        reply="Hi Keiko, the total of invoice INV-3071 is {value} EUR. Best, Sam",
+        answer="Replied to Keiko: the INV-3071 total is {value} EUR.", probe_file=False)
 
 
 def chain_budget_reply(conn, rng):
-    mail, budget = _mail(conn, "PRJ-204 budget?"), _file(conn, "budget_q2.csv")
-    if mail is None or budget is None:
-        return None
-    mid = mail[0]
-    amount = re.search(r"^PRJ-204,[^,]*,(\d+)$", budget["content"], re.M).group(1)
-    return {
-        "capability": "multi_step", "difficulty": 3,
-        "instruction": "Alice asked by email how much is budgeted for PRJ-204. Find the amount and reply to her.",
-        "checks": [_sql("reply", f"a reply to message {mid} gives the amount {amount}",
-                        "select count(*) from mail_messages where in_reply_to = ? and body like ?", [mid, f"%{amount}%"])],
-        "reference": [
-            _step("mail_search_messages", query="PRJ-204 budget"),
-            _step("mail_read_message", id=mid),
-            _step("files_read_file", name="budget_q2.csv"),
-            _step("mail_reply_to_message", id=mid, body=f"Hi Alice, PRJ-204 has {amount} EUR budgeted in budget_q2.csv. Sam"),
-        ],
-        "reference_answer": f"Replied to Alice: PRJ-204 has {amount} EUR budgeted.",
-        "forbidden_tools": [NO_DELETE_MAIL, NO_DELETE_FILE],
-        "forbidden_probe": _step(NO_DELETE_FILE, id=budget["id"]),
-    }
+    return _chain_reply_with_fact(
+        conn, subject="PRJ-204 budget?", query="PRJ-204 budget", file_name="budget_q2.csv",
+        pattern=r"^PRJ-204,[^,]*,(\d+)$",
+        instruction="Alice asked by email how much is budgeted for PRJ-204. Find the amount and reply to her.",
+        reply="Hi Alice, PRJ-204 has {value} EUR budgeted in budget_q2.csv. Sam",
+        answer="Replied to Alice: PRJ-204 has {value} EUR budgeted.", probe_file=True)
 
 
 def chain_cancel_vendor(conn, rng):

@@ -108,7 +108,13 @@ def iso_days(start: _dt.date, end: _dt.date) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- validation
+# ---------------------------------------------------------------- schemas and validation
+
+
+def object_schema(props: dict, required: list[str]) -> dict:
+    """A JSON Schema object with exactly these properties."""
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")

@@ -10,7 +10,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (COLLEAGUES, MEETINGS, PEOPLE, TODAY, ToolFailure, check_date, check_emails,
+from ._base import (object_schema as _obj, COLLEAGUES, MEETINGS, PEOPLE, TODAY, ToolFailure, check_date, check_emails,
                     check_time, iso_days, next_id, opt_str, person, req_str, tool_args)
 
 NAME = "calendar"
@@ -54,10 +54,6 @@ _EDITABLE = {
     "location": {"type": "string"},
     "description": {"type": "string"},
 }
-
-
-def _obj(props: dict, required: list[str]) -> dict:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 TOOLS: list[dict[str, Any]] = [

@@ -7,7 +7,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import (COLLEAGUES, DOCUMENTS, PROJECTS, TODAY, USER, ToolFailure, iso_days, next_id, opt_str,
+from ._base import (object_schema as _obj, COLLEAGUES, DOCUMENTS, PROJECTS, TODAY, USER, ToolFailure, iso_days, next_id, opt_str,
                     person, req_str, tool_args)
 
 NAME = "files"
@@ -41,10 +41,6 @@ HIT_SCHEMA = {"type": "object", "properties": {**_META_PROPS, "snippet": {"type"
               "required": list(_META_PROPS) + ["snippet"], "additionalProperties": False}
 _ID = {"type": "string", "description": "file id, e.g. 'f03'"}
 _FOLDER = {"type": "string", "description": "folder name, e.g. 'Finance' (subfolders as 'Projects/Old')"}
-
-
-def _obj(props: dict, required: list[str]) -> dict:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 TOOLS: list[dict[str, Any]] = [

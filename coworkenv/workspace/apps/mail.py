@@ -7,7 +7,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (NOW_TIME, ROOMS, TODAY, USER, ToolFailure, check_emails, iso_days, opt_bool,
+from ._base import (object_schema as _obj, NOW_TIME, ROOMS, TODAY, USER, ToolFailure, check_emails, iso_days, opt_bool,
                     opt_int, opt_str, person, req_str, tool_args, next_id)
 
 NAME = "mail"
@@ -42,10 +42,6 @@ MESSAGE_SCHEMA = {"type": "object",
                                  "in_reply_to": {"type": ["string", "null"]}},
                   "required": list(_SUMMARY_PROPS) + ["body", "in_reply_to"], "additionalProperties": False}
 _ID_ARG = {"type": "string", "description": "message id, e.g. 'm07'"}
-
-
-def _obj(props: dict, required: list[str]) -> dict:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
 TOOLS: list[dict[str, Any]] = [
