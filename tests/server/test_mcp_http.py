@@ -1,0 +1,299 @@
+"""The MCP server over streamable HTTP, in both protocol eras, against real sandboxes and store.
+
+2026-07-28 era: no sessions, an episode per key in the path (``/t/{task}/e/{key}/mcp``).
+2025-11-25 era (``mode="legacy"``): one episode per MCP session at ``/t/{task}/mcp``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, MCPError
+
+from coworkenv.server import EpisodeHost, running_http_server
+from coworkenv.store import Store
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
+
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+EVENT = {"title": "Coworkenv test sync", "date": "2026-03-27", "start": "08:00", "end": "08:30"}
+MAIL = {"to": ["alice.nguyen@acme.example"], "subject": "Coworkenv test note", "body": "Only here."}
+
+
+def open_episodes(host: EpisodeHost, task_id: str) -> list[str]:
+    return [e.id for e in host.open_episodes.values() if e.task.id == task_id]
+
+
+async def wait_until_ended(store: Store, episode_id: str) -> dict:
+    while (row := store.get_episode(episode_id))["status"] == "running":
+        await anyio.sleep(0.02)
+    return row
+
+
+async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
+    """Everything an agent does in one episode; returns the episode id and checks the record."""
+    store = host.store
+    task = host.task(task_id)
+    specs = host.workspace(task.workspace_id).tools
+
+    listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert list(listed) == [spec.name for spec in specs] + ["submit_answer"]
+    for spec in specs:
+        tool = listed[spec.name]
+        assert tool.input_schema == spec.input_schema
+        assert tool.output_schema == spec.output_schema
+        assert tool.description == spec.description
+        assert tool.annotations.read_only_hint is (spec.effect == "read"), spec.name
+    assert listed["calendar_list_events"].annotations.read_only_hint is True
+    assert listed["calendar_create_event"].annotations.read_only_hint is False
+    assert listed["submit_answer"].input_schema["required"] == ["answer"]
+
+    prompts = await client.list_prompts()
+    assert [p.name for p in prompts.prompts] == ["task"]
+    prompt = await client.get_prompt("task")
+    assert [m.content.text for m in prompt.messages] == [task.instruction]
+    assert prompt.messages[0].role == "user"
+
+    (resource,) = [r for r in (await client.list_resources()).resources if r.name == "task"]
+    contents = (await client.read_resource(resource.uri)).contents
+    assert [c.text for c in contents] == [task.instruction]
+
+    # A write is visible to a later read of the same episode.
+    before = await client.call_tool("calendar_list_events", {"query": EVENT["title"]})
+    assert not before.is_error and before.structured_content["count"] == 0
+    created = await client.call_tool("calendar_create_event", EVENT)
+    assert not created.is_error, created.content
+    event = created.structured_content["event"]
+    assert {k: event[k] for k in EVENT} == EVENT
+    assert json.loads(created.content[0].text) == created.structured_content
+    fetched = await client.call_tool("calendar_get_event", {"id": event["id"]})
+    assert not fetched.is_error and fetched.structured_content == event
+    after = await client.call_tool("calendar_list_events", {"query": EVENT["title"]})
+    assert [e["id"] for e in after.structured_content["events"]] == [event["id"]]
+
+    submitted = await client.call_tool("submit_answer", {"answer": "Scheduled the test sync."})
+    assert not submitted.is_error, submitted.content
+    episode_id = submitted.structured_content["episode_id"]
+    assert submitted.structured_content["status"] == "ended"
+
+    calls = store.tool_calls(episode_id)
+    assert [c["tool"] for c in calls] == [
+        "calendar_list_events", "calendar_create_event", "calendar_get_event",
+        "calendar_list_events", "submit_answer",
+    ]
+    assert [c["idx"] for c in calls] == list(range(5))
+    assert [c["is_error"] for c in calls] == [0] * 5
+    assert json.loads(calls[1]["arguments"]) == EVENT
+    assert json.loads(calls[1]["result"]) == created.structured_content
+
+    row = await wait_until_ended(store, episode_id)
+    assert row["task_id"] == task_id
+    assert row["status"] == "ended"
+    assert row["final_answer"] == "Scheduled the test sync."
+    assert row["final_state"] and EVENT["title"] in row["final_state"]
+    assert episode_id not in host.open_episodes
+    return episode_id
+
+
+async def test_modern_era_episode_by_key(host: EpisodeHost, tasks: list[str]):
+    task = tasks[0]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            async with Client(f"{base}/t/{task}/e/run-1/mcp") as client:
+                assert client.protocol_version == MODERN
+                episode_id = await exercise(client, host, task)
+                # The key names that episode: once ended it stays ended.
+                late = await client.call_tool("calendar_list_events", {})
+                assert late.is_error and "has ended" in late.content[0].text
+    # Nothing is recorded after the end.
+    assert host.store.tool_calls(episode_id)[-1]["tool"] == "submit_answer"
+
+
+async def test_legacy_era_one_episode_per_session(host: EpisodeHost, tasks: list[str]):
+    task = tasks[0]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
+                assert client.protocol_version == LEGACY
+                first = await exercise(client, host, task)
+            async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
+                await client.call_tool("calendar_list_events", {})
+                (second,) = open_episodes(host, task)
+            assert second != first
+            # Closing the session ends its episode.
+            row = await wait_until_ended(host.store, second)
+            assert row["status"] == "ended" and row["final_state"]
+            assert [c["tool"] for c in host.store.tool_calls(second)] == ["calendar_list_events"]
+
+
+async def check_isolated(a: Client, b: Client) -> None:
+    """A writes an event, B sends a mail, concurrently; neither sees the other's change."""
+    results = {}
+
+    async def call(name: str, client: Client, tool: str, arguments: dict) -> None:
+        results[name] = await client.call_tool(tool, arguments)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, "a", a, "calendar_create_event", EVENT)
+        tg.start_soon(call, "b", b, "mail_send_message", MAIL)
+    assert not results["a"].is_error and not results["b"].is_error
+
+    async def count(client: Client, tool: str, query: str) -> int:
+        result = await client.call_tool(tool, {"query": query})
+        assert not result.is_error, result.content
+        return result.structured_content["count"]
+
+    assert await count(a, "calendar_list_events", EVENT["title"]) == 1
+    assert await count(b, "calendar_list_events", EVENT["title"]) == 0
+    assert await count(b, "mail_search_messages", MAIL["subject"]) == 1
+    assert await count(a, "mail_search_messages", MAIL["subject"]) == 0
+
+
+async def test_concurrent_keys_do_not_share_state(host: EpisodeHost, tasks: list[str]):
+    task = tasks[0]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            async with Client(f"{base}/t/{task}/e/alice/mcp") as a, Client(f"{base}/t/{task}/e/bob/mcp") as b:
+                await check_isolated(a, b)
+                assert len(open_episodes(host, task)) == 2
+            # The same key, from a new connection, finds the same episode again.
+            async with Client(f"{base}/t/{task}/e/alice/mcp") as again:
+                seen = await again.call_tool("calendar_list_events", {"query": EVENT["title"]})
+                assert seen.structured_content["count"] == 1
+                assert len(open_episodes(host, task)) == 2
+
+
+async def test_concurrent_legacy_sessions_do_not_share_state(host: EpisodeHost, tasks: list[str]):
+    task = tasks[0]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            url = f"{base}/t/{task}/mcp"
+            async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
+                await check_isolated(a, b)
+                episodes = open_episodes(host, task)
+                assert len(episodes) == 2
+            for episode_id in episodes:
+                assert len(host.store.tool_calls(episode_id)) == 3
+                assert (await wait_until_ended(host.store, episode_id))["status"] == "ended"
+
+
+async def test_wrong_arguments_are_tool_errors_naming_the_field(host: EpisodeHost, tasks: list[str]):
+    task = tasks[0]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            for client in (Client(f"{base}/t/{task}/e/bad-args/mcp"), Client(f"{base}/t/{task}/mcp", mode="legacy")):
+                async with client:
+                    episode_id = await check_wrong_arguments(client, host, task)
+                assert host.store.get_episode(episode_id)["task_id"] == task
+
+
+async def check_wrong_arguments(client: Client, host: EpisodeHost, task: str) -> str:
+    cases = [
+        ({k: v for k, v in EVENT.items() if k != "end"}, ["missing", "'end'"]),
+        ({**EVENT, "title": 42}, ["'title'", "string"]),
+        ({**EVENT, "attendees": ["bruno.costa@acme.example", 7]}, ["attendees.1"]),
+        ({**EVENT, "colour": "red"}, ["unexpected", "colour"]),
+    ]
+    for arguments, names in cases:
+        result = await client.call_tool("calendar_create_event", arguments)
+        assert result.is_error, arguments
+        assert result.structured_content is None
+        text = result.content[0].text
+        assert "calendar_create_event" in text
+        for name in names:
+            assert name in text, (name, text)
+
+    unknown = await client.call_tool("calendar_teleport", {"to": "Mars"})
+    assert unknown.is_error and "calendar_teleport" in unknown.content[0].text
+
+    # The session goes on.
+    ok = await client.call_tool("calendar_create_event", EVENT)
+    assert not ok.is_error, ok.content
+    listed = await client.call_tool("calendar_list_events", {"query": EVENT["title"]})
+    assert listed.structured_content["count"] == 1
+
+    (episode_id,) = open_episodes(host, task)
+    calls = host.store.tool_calls(episode_id)
+    assert [c["error_kind"] for c in calls] == ["arguments"] * 4 + ["unknown_tool", None, None]
+    assert [c["is_error"] for c in calls] == [1] * 5 + [0, 0]
+    assert calls[4]["tool"] == "calendar_teleport"
+    # Nothing the invalid calls asked for reached the workspace.
+    submitted = await client.call_tool("submit_answer", {"answer": "done"})
+    assert submitted.structured_content["episode_id"] == episode_id
+    final_state = (await wait_until_ended(host.store, episode_id))["final_state"]
+    assert final_state.count(EVENT["title"]) == 1 and "colour" not in final_state
+    return episode_id
+
+
+async def test_addressing_errors(host: EpisodeHost, tasks: list[str]):
+    task, other = tasks[0], tasks[1]
+    with anyio.fail_after(60):
+        async with running_http_server(host) as base:
+            # 2026-07-28 has no sessions: the bare task URL says where episodes live.
+            async with Client(f"{base}/t/{task}/mcp") as client:
+                assert client.protocol_version == MODERN
+                with pytest.raises(MCPError) as info:
+                    await client.list_tools()
+                assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
+                with pytest.raises(MCPError, match=r"/t/.*/e/"):
+                    await client.call_tool("calendar_list_events", {})
+
+            # An unknown task is named, in both eras.
+            async with Client(f"{base}/t/no-such-task/e/k/mcp") as client:
+                with pytest.raises(MCPError, match="no-such-task"):
+                    await client.list_tools()
+            async with Client(f"{base}/t/no-such-task/mcp", mode="legacy") as client:
+                with pytest.raises(MCPError, match="no-such-task"):
+                    await client.call_tool("calendar_list_events", {})
+            assert host.open_episodes == {}
+
+            # A legacy session belongs to the task it was opened on.
+            await check_session_is_bound_to_its_task(base, host, task, other)
+
+
+def sse_messages(response: httpx.Response) -> list[dict]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in response.text.splitlines()
+                if line.startswith("data:") and line[5:].strip()]
+    return [response.json()]
+
+
+async def check_session_is_bound_to_its_task(base: str, host: EpisodeHost, task: str, other: str) -> None:
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        init = await http.post(f"{base}/t/{task}/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "0"}},
+        })
+        assert init.status_code == 200
+        headers = {**headers, "mcp-session-id": init.headers["mcp-session-id"],
+                   "mcp-protocol-version": LEGACY}
+        note = await http.post(f"{base}/t/{task}/mcp", headers=headers,
+                               json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert note.status_code == 202
+
+        async def rpc(path_task: str, rid: int, method: str, params: dict) -> dict:
+            response = await http.post(f"{base}/t/{path_task}/mcp", headers=headers,
+                                       json={"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+            (message,) = [m for m in sse_messages(response) if m.get("id") == rid]
+            return message
+
+        own = await rpc(task, 2, "tools/call", {"name": "calendar_create_event", "arguments": EVENT})
+        assert own["result"]["isError"] is False
+        (episode_id,) = open_episodes(host, task)
+
+        for rid, (method, params) in enumerate([
+            ("prompts/get", {"name": "task"}),
+            ("tools/call", {"name": "calendar_cancel_event", "arguments": {"id": "e01"}}),
+        ], start=3):
+            foreign = await rpc(other, rid, method, params)
+            assert "result" not in foreign, foreign
+            assert task in foreign["error"]["message"] and other in foreign["error"]["message"]
+        assert open_episodes(host, other) == []
+        assert [c["tool"] for c in host.store.tool_calls(episode_id)] == ["calendar_create_event"]
+        await http.delete(f"{base}/t/{task}/mcp", headers=headers)
