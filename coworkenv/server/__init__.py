@@ -2,7 +2,8 @@
 
 from ._episodes import SUBMIT_TOOL, CallResult, Episode, EpisodeHost, EpisodeSettings, argument_error
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
-from ._serve import http_app, running_http_server, serve_http, serve_stdio
+from ._conformance import conformance_server, serve_conformance
+from ._serve import ServeSettings, http_app, running_http_server, serve_http, serve_stdio
 
 __all__ = [
     "SUBMIT_TOOL",
@@ -11,11 +12,14 @@ __all__ = [
     "EpisodeHost",
     "EpisodeSettings",
     "HttpEpisodes",
+    "ServeSettings",
     "SingleEpisode",
     "argument_error",
     "build_server",
+    "conformance_server",
     "http_app",
     "running_http_server",
+    "serve_conformance",
     "serve_http",
     "serve_stdio",
 ]

@@ -1,32 +1,65 @@
-"""The MCP server: tools, the task prompt and resource of one episode, over any transport.
+"""The MCP server: tools, resources, the task prompt, logging, progress and completion of one episode.
 
 The handlers are the same for every transport; what differs is how a request finds its
 episode (a ``Resolver``): one episode per process on stdio or in memory, and on HTTP one per
 legacy MCP session or per episode key in the URL path (the 2026-07-28 era has no session id).
+Every request is served by exactly one episode, so no request can reach another episode's state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
+import time
+import warnings
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp import MCPError
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
+from ..sandbox import SandboxError
 from ._episodes import Episode, EpisodeHost
 
 Resolver = Callable[[Any], Awaitable[Episode]]
 TASK_PROMPT = "task"
+TASK_URI = "coworkenv://task"
 INVALID_PARAMS = -32602
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+DEFAULT_LOG_LEVEL = "info"
+PROGRESS_EVERY_S = 1.0  # a call still running after this long reports progress, and again each period
 
 
-def _task_uri(episode: Episode) -> str:
-    return f"coworkenv://episodes/{episode.id}/task"
+@dataclass(frozen=True)
+class RecordKind:
+    """App records exposed as resources: read with the app's get tool, completed from its list tool."""
+
+    app: str
+    collection: str
+    get_tool: str
+    list_tool: str
+    list_key: str
+    list_arguments: tuple[tuple[str, Any], ...] = ()
+    mime_type: str = "application/json"
+
+    @property
+    def uri_template(self) -> str:
+        return f"coworkenv://{self.app}/{self.collection}/{{id}}"
+
+
+RECORD_KINDS = (
+    RecordKind("mail", "messages", "read_message", "search_messages", "messages", (("limit", 100),)),
+    RecordKind("calendar", "events", "get_event", "list_events", "events"),
+    RecordKind("files", "files", "read_file", "list_files", "files"),
+)
+_RECORD_URI = re.compile(r"^coworkenv://(?P<app>[a-z_]+)/(?P<collection>[a-z_]+)/(?P<id>[^/]+)$")
 
 
 def _tool(spec) -> types.Tool:
@@ -39,13 +72,82 @@ def _tool(spec) -> types.Tool:
         annotations=types.ToolAnnotations(
             read_only_hint=read_only,
             destructive_hint=not read_only and spec.tool.startswith(("delete", "cancel", "remove")),
+            idempotent_hint=read_only,
             open_world_hint=False,
         ),
     )
 
 
-def build_server(resolve: Resolver, *, name: str = "coworkenv") -> Server:
-    """A low-level MCP server whose every request is served by the episode ``resolve`` finds."""
+def _record_kinds(episode: Episode) -> list[RecordKind]:
+    apps = {app.name for app in episode.workspace.apps}
+    return [kind for kind in RECORD_KINDS if kind.app in apps]
+
+
+async def _observe(episode: Episode, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A read of the episode's live state for a resource or a completion (not a recorded tool call)."""
+    if episode.ended:
+        raise MCPError(code=INVALID_PARAMS, message=f"episode {episode.id} has ended; start a new one")
+    try:
+        outcome = await episode.sandbox.call_tool(app, tool, arguments)
+    except SandboxError as exc:
+        raise MCPError(code=INVALID_PARAMS, message=f"reading {app} records failed: {exc}") from None
+    if not outcome.ok:
+        raise MCPError(code=INVALID_PARAMS, message=outcome.error)
+    return outcome.result
+
+
+class _Logging:
+    """The log level each episode asked for (2025-11-25 ``logging/setLevel``) and sending log messages."""
+
+    def __init__(self) -> None:
+        self.levels: dict[str, str] = {}
+
+    def set(self, episode: Episode, level: str) -> None:
+        self.levels[episode.id] = level
+
+    async def send(self, ctx: Any, episode: Episode, level: str, data: Any) -> None:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # The handshake era sends whatever is at or above the episode's level.
+            threshold = self.levels.get(episode.id, DEFAULT_LOG_LEVEL)
+            if LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+                return
+        # 2026-07-28: the SDK sends only what this request opted into in its _meta.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            pending = ctx.session.send_log_message(level, data, logger="coworkenv", related_request_id=ctx.request_id)
+        with contextlib.suppress(Exception):  # a client that went away misses a log line, nothing more
+            await pending
+
+
+async def _with_progress(ctx: Any, work: Awaitable[Any], label: str) -> Any:
+    """Await ``work``; when the caller asked for progress, report it while a slow call runs."""
+    meta = ctx.meta or {}
+    if meta.get("progress_token") is None:
+        return await work
+    started = time.monotonic()
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=PROGRESS_EVERY_S)
+            if done:
+                break
+            await ctx.session.report_progress(time.monotonic() - started, None,
+                                              f"{label}: running for {time.monotonic() - started:.0f} s")
+    finally:
+        if not task.done():
+            task.cancel()
+    result = task.result()
+    await ctx.session.report_progress(1.0, 1.0, f"{label}: done")
+    return result
+
+
+def build_server(resolve: Resolver, *, name: str = "coworkenv",
+                 on_end: Callable[[Episode], Awaitable[None]] | None = None) -> Server:
+    """A low-level MCP server whose every request is served by the episode ``resolve`` finds.
+
+    ``on_end`` runs once an episode ends through ``submit_answer`` (HTTP uses it to grade).
+    """
+    logs = _Logging()
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         episode = await resolve(ctx)
@@ -53,7 +155,14 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv") -> Server:
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode = await resolve(ctx)
-        outcome = await episode.call(params.name, params.arguments)
+        was_open = not episode.ended
+        outcome = await _with_progress(ctx, episode.call(params.name, params.arguments), params.name)
+        if not outcome.ok:
+            await logs.send(ctx, episode, "warning", {"tool": params.name, "error": outcome.error})
+        if was_open and episode.ended:
+            await logs.send(ctx, episode, "notice", {"episode": episode.id, "status": "ended"})
+            if on_end is not None:
+                await on_end(episode)
         return types.CallToolResult(
             content=[types.TextContent(text=outcome.text)],
             structured_content=outcome.result if outcome.ok else None,
@@ -70,38 +179,91 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv") -> Server:
     async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         episode = await resolve(ctx)
         if params.name != TASK_PROMPT:
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {params.name!r}; the only prompt is {TASK_PROMPT!r}")
+            raise MCPError(code=INVALID_PARAMS,
+                           message=f"unknown prompt {params.name!r}; the only prompt is {TASK_PROMPT!r}")
         return types.GetPromptResult(
             description=f"task {episode.task.id}",
             messages=[types.PromptMessage(role="user", content=types.TextContent(text=episode.task.instruction))],
         )
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
-        episode = await resolve(ctx)
+        await resolve(ctx)
         return types.ListResourcesResult(resources=[types.Resource(
-            name="task", uri=_task_uri(episode), mime_type="text/plain",
-            description="The instruction of this episode's task",
+            name="task", uri=TASK_URI, mime_type="text/plain", description="The instruction of this episode's task",
         )])
+
+    async def list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        episode = await resolve(ctx)
+        return types.ListResourceTemplatesResult(resource_templates=[
+            types.ResourceTemplate(
+                name=f"{kind.app}-{kind.collection}", uri_template=kind.uri_template, mime_type=kind.mime_type,
+                description=f"One record of the {kind.app} app in this episode's workspace, as JSON "
+                            f"(the result of {kind.app}_{kind.get_tool}); ids complete",
+            )
+            for kind in _record_kinds(episode)
+        ])
 
     async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         episode = await resolve(ctx)
-        if str(params.uri) != _task_uri(episode):
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {params.uri}")
+        uri = str(params.uri)
+        if uri == TASK_URI:
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/plain", text=episode.task.instruction,
+            )])
+        match = _RECORD_URI.match(uri)
+        kind = next((k for k in _record_kinds(episode) if match and (k.app, k.collection) ==
+                     (match["app"], match["collection"])), None)
+        if kind is None:
+            templates = ", ".join([TASK_URI] + [k.uri_template for k in _record_kinds(episode)])
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri}; resources here: {templates}")
+        record = await _observe(episode, kind.app, kind.get_tool, {"id": match["id"]})
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=str(params.uri), mime_type="text/plain", text=episode.task.instruction,
+            uri=uri, mime_type=kind.mime_type, text=json.dumps(record),
         )])
 
-    return Server(
-        name,
-        version=__version__,
-        instructions="A synthetic coworker workspace. Read the 'task' prompt, use the tools, then call submit_answer.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
-    )
+    async def complete(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        episode = await resolve(ctx)
+        values: list[str] = []
+        if isinstance(params.ref, types.ResourceTemplateReference) and params.argument.name == "id":
+            kind = next((k for k in _record_kinds(episode) if k.uri_template == params.ref.uri), None)
+            if kind is not None:
+                listed = await _observe(episode, kind.app, kind.list_tool, dict(kind.list_arguments))
+                prefix = params.argument.value
+                values = sorted(r["id"] for r in listed[kind.list_key] if r["id"].startswith(prefix))
+        return types.CompleteResult(completion=types.Completion(
+            values=values[:100], total=len(values), has_more=len(values) > 100,
+        ))
+
+    async def set_logging_level(ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        logs.set(await resolve(ctx), params.level)
+        return types.EmptyResult()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is still part of 2025-11-25
+        return Server(
+            name,
+            version=__version__,
+            instructions="A synthetic coworker workspace. Read the 'task' prompt, use the tools, "
+                         "then call submit_answer.",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_resource_templates,
+            on_read_resource=read_resource,
+            on_completion=complete,
+            on_set_logging_level=set_logging_level,
+        )
+
+
+def grade_ended(episode: Episode) -> None:
+    """Grade an ended episode into the store, as ``coworkenv gate`` would (live and teacher sources)."""
+    from ..gate import GATED_SOURCES, grade_episode  # the gate's calibration imports this package
+
+    row = episode.host.store.get_episode(episode.id)
+    if row is not None and row["status"] != "running" and row["source"] in GATED_SOURCES:
+        grade_episode(episode.host.store, episode.id)
 
 
 class SingleEpisode:
@@ -128,25 +290,52 @@ class SingleEpisode:
                     raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
             return self.episode
 
+    async def end(self) -> None:
+        """End the episode (if one was opened) and grade it."""
+        if self.episode is not None:
+            await self.episode.finish(self.episode.final_answer)
+            grade_ended(self.episode)
+
 
 class HttpEpisodes:
     """Resolver for HTTP: episodes by legacy session id or by the episode key in the URL path.
 
-    ``/t/{task}/mcp``          one new episode per MCP session (protocol 2025-11-25)
-    ``/t/{task}/e/{key}/mcp``  the episode named by ``key``, opened on first use (both eras)
-    ``/e/{episode}/mcp``       an episode already open, by its id
+    ``[/w/{workspace}]/t/{task}/mcp``          one new episode per MCP session (protocol 2025-11-25)
+    ``[/w/{workspace}]/t/{task}/e/{key}/mcp``  the episode named by ``key``, opened on first use (both eras)
+    ``/e/{episode}/mcp``                       an episode already open, by its id
+
+    An episode ends on ``submit_answer``, on DELETE (of its session, or of a key or episode URL),
+    or after ``idle_timeout`` seconds without a request; it is then graded into the store.
     """
 
-    def __init__(self, host: EpisodeHost, *, source: str = "live") -> None:
+    def __init__(self, host: EpisodeHost, *, source: str = "live", idle_timeout: float | None = 1800,
+                 grade: bool = True) -> None:
         self.host = host
         self.source = source
+        self.idle_timeout = idle_timeout
+        self.grade = grade
         self.by_key: dict[tuple[str, ...], Episode] = {}
+        self.last_seen: dict[str, float] = {}
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
+        self._ended: set[str] = set()
 
     async def __call__(self, ctx: Any) -> Episode:
         request = ctx.request
         if request is None:
             raise MCPError(code=INVALID_PARAMS, message="this server serves episodes over HTTP only")
+        episode = await self._find(ctx, request)
+        self.last_seen[episode.id] = time.monotonic()
+        return episode
+
+    def by_path(self, params: dict[str, str]) -> Episode | None:
+        """The open episode a key or episode URL names, if any (for DELETE)."""
+        if "episode" in params:
+            return self.host.open_episodes.get(params["episode"])
+        if "key" in params:
+            return self.by_key.get(("key", params["task"], params["key"]))
+        return None
+
+    async def _find(self, ctx: Any, request: Any) -> Episode:
         params = request.path_params
         if "episode" in params:
             episode = self.host.open_episodes.get(params["episode"])
@@ -157,10 +346,11 @@ class HttpEpisodes:
         if "key" in params:
             key: tuple[str, ...] = ("key", task_id, params["key"])
         elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            prefix = f"/w/{params['workspace']}" if "workspace" in params else ""
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"protocol {ctx.protocol_version} has no sessions: open an episode at "
-                f"/t/{task_id}/e/<your-episode-key>/mcp",
+                f"{prefix}/t/{task_id}/e/<your-episode-key>/mcp",
             )
         else:
             session_id = request.headers.get("mcp-session-id")
@@ -171,19 +361,63 @@ class HttpEpisodes:
         async with lock:
             episode = self.by_key.get(key)
             if episode is None or (episode.ended and key[0] == "session"):
-                try:
-                    episode = await self.host.open(task_id, source=self.source)
-                except KeyError as exc:
-                    raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
+                episode = await self._open(task_id, params.get("workspace"))
                 self.by_key[key] = episode
                 if key[0] == "session":
-                    _on_connection_end(ctx, episode.finish)
+                    _on_connection_end(ctx, lambda: self.end(episode))
         if episode.task.id != task_id:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"this session belongs to task {episode.task.id!r}, not {task_id!r}",
             )
         return episode
+
+    async def _open(self, task_id: str, workspace_id: str | None) -> Episode:
+        try:
+            task = self.host.task(task_id)
+        except KeyError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
+        if workspace_id is not None and task.workspace_id != workspace_id:
+            raise MCPError(code=INVALID_PARAMS,
+                           message=f"task {task_id!r} belongs to workspace {task.workspace_id!r}, not {workspace_id!r}")
+        return await self.host.open(task, source=self.source)
+
+    async def end(self, episode: Episode, *, error: str | None = None) -> None:
+        """End ``episode`` (keeping its state) and grade it, once."""
+        self.last_seen.pop(episode.id, None)
+        if episode.id in self._ended:
+            return
+        self._ended.add(episode.id)
+        if not episode.ended:
+            await episode.finish(episode.final_answer, error=error)
+        if self.grade:
+            grade_ended(episode)
+
+    async def reap_idle(self, now: float | None = None) -> list[str]:
+        """End episodes idle for longer than ``idle_timeout``; return their ids."""
+        if self.idle_timeout is None:
+            return []
+        now = time.monotonic() if now is None else now
+        idle = [eid for eid, seen in self.last_seen.items() if now - seen > self.idle_timeout]
+        for episode_id in idle:
+            episode = self.host.open_episodes.get(episode_id)
+            if episode is None:
+                self.last_seen.pop(episode_id, None)
+                continue
+            await self.end(episode)
+        self._forget_ended()
+        return idle
+
+    def _forget_ended(self) -> None:
+        """Drop session entries of ended episodes (keys stay: an ended key still says it has ended)."""
+        for key in [k for k, e in self.by_key.items() if e.ended and k[0] == "session"]:
+            del self.by_key[key]
+            self._locks.pop(key, None)
+
+    async def close(self) -> None:
+        """End every episode this resolver opened that is still open."""
+        for episode in list(self.by_key.values()):
+            await self.end(episode)
 
 
 def _on_connection_end(ctx: Any, callback: Callable[[], Awaitable[None]]) -> None:

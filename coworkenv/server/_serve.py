@@ -1,106 +1,333 @@
-"""Transports: stdio (one episode per process) and streamable HTTP (many episodes per process)."""
+"""Transports: stdio (one episode per process) and streamable HTTP (many episodes, tasks and
+workspaces per process), with the HTTP guards: bearer token, Host/Origin checks, body size and
+request-rate limits, and sessions pinned to the URL they were opened at."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import json
 import socket
+import time
 from collections.abc import AsyncIterator
-
 import uvicorn
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, Field, SecretStr
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._episodes import EpisodeHost
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WILDCARD = ("0.0.0.0", "::", "")
+EPISODE_ROUTES = (
+    "/t/{task}/mcp",
+    "/t/{task}/e/{key}/mcp",
+    "/w/{workspace}/t/{task}/mcp",
+    "/w/{workspace}/t/{task}/e/{key}/mcp",
+    "/e/{episode}/mcp",
+)
 
 
-def http_app(host: EpisodeHost, *, bind: str = "127.0.0.1", session_idle_timeout: float = 1800,
-             json_response: bool = False) -> Starlette:
-    """The HTTP server: MCP endpoints per task and per episode, plus a JSON list of tasks."""
-    server = build_server(HttpEpisodes(host, source="live"))
-    security = None
-    if bind in LOOPBACK:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
+class ServeSettings(BaseModel):
+    """How the HTTP server listens and what it lets through."""
+
+    bind: str = "127.0.0.1"
+    port: int = 8765
+    token: SecretStr | None = None  # required ("Authorization: Bearer ...") on every request when set
+    allowed_hosts: list[str] = Field(default_factory=list)  # extra Host names clients may use
+    session_idle_timeout: float = 1800  # a 2025-11-25 session (and its episode) ends after this idle time
+    episode_idle_timeout: float | None = 1800  # any episode ends after this long without a request
+    max_body_bytes: int = 1 << 20
+    rate_per_s: float | None = 50.0  # per episode address (session or URL) and client
+    rate_burst: int = 100
+    json_response: bool = False
+
+    def check(self) -> None:
+        """Refuse settings that would expose episodes: a non-loopback bind needs a token."""
+        if not is_loopback(self.bind) and self.token is None:
+            raise ValueError(f"binding to {self.bind!r} (not loopback) needs a bearer token; set one or bind "
+                             "to 127.0.0.1")
+
+    def hosts(self) -> set[str]:
+        """Host names (without port) a request may address."""
+        names = {h.lower() for h in self.allowed_hosts}
+        if is_loopback(self.bind) or self.bind in WILDCARD:
+            names.update(LOOPBACK)
+        if self.bind not in WILDCARD:
+            names.add(self.bind.lower())
+        return names
+
+
+def is_loopback(bind: str) -> bool:
+    return bind in LOOPBACK or bind.startswith("127.")
+
+
+def _host_name(value: str) -> str:
+    """``example.com:8765`` -> ``example.com``; ``[::1]:80`` -> ``::1``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _origin_host(origin: str) -> str | None:
+    scheme, sep, rest = origin.partition("://")
+    if not sep or scheme not in ("http", "https"):
+        return None
+    return _host_name(rest.split("/", 1)[0])
+
+
+class _Bucket:
+    __slots__ = ("tokens", "at")
+
+    def __init__(self, tokens: float, at: float) -> None:
+        self.tokens, self.at = tokens, at
+
+
+class Guard:
+    """ASGI middleware in front of every route: token, Host/Origin, body size, rate, session pinning."""
+
+    def __init__(self, app: ASGIApp, settings: ServeSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.hosts = settings.hosts()
+        self.token = settings.token.get_secret_value().encode() if settings.token else None
+        self.buckets: dict[tuple[str, str], _Bucket] = {}
+        self.session_paths: dict[str, str] = {}  # legacy session id -> the URL path it was opened at
+        self.session_seen: dict[str, float] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refuse(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        session_id = headers.get("mcp-session-id")
+        path = scope["path"]
+        if session_id is not None and session_id in self.session_paths:
+            self.session_seen[session_id] = time.monotonic()
+        if session_id is not None and session_id in self.session_paths and self.session_paths[session_id] != path:
+            message = (f"session {session_id} belongs to {self.session_paths[session_id]}, not {path}; "
+                       "open a new session at this URL")
+            await _error(404, message, request_id=await _request_id(receive))(scope, receive, send)
+            return
+
+        async def pinning_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and session_id is None:
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        self.session_paths[value.decode()] = path
+                        self.session_seen[value.decode()] = time.monotonic()
+            await send(message)
+
+        await self.app(scope, receive, pinning_send)
+        if scope["method"] == "DELETE" and session_id is not None:
+            self.session_paths.pop(session_id, None)
+            self.session_seen.pop(session_id, None)
+
+    def _refuse(self, scope: Scope, headers: Headers) -> Response | None:
+        if self.token is not None:
+            scheme, _, credential = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
+                return _error(401, "missing or wrong bearer token", {"www-authenticate": 'Bearer realm="coworkenv"'})
+        if _host_name(headers.get("host", "")) not in self.hosts:
+            return _error(421, f"Host {headers.get('host', '')!r} is not served here (DNS rebinding protection)")
+        origin = headers.get("origin")
+        if origin is not None and _origin_host(origin) not in self.hosts:
+            return _error(403, f"Origin {origin!r} is not allowed")
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.settings.max_body_bytes:
+            return _error(413, f"request body over {self.settings.max_body_bytes} bytes")
+        if self.settings.rate_per_s is not None and not self._take(scope, headers):
+            return _error(429, f"over {self.settings.rate_per_s:g} requests/s for this episode",
+                          {"retry-after": "1"})
+        return None
+
+    def _take(self, scope: Scope, headers: Headers) -> bool:
+        client = (scope.get("client") or ("?", 0))[0]
+        key = (client, headers.get("mcp-session-id") or scope["path"])
+        now = time.monotonic()
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = _Bucket(float(self.settings.rate_burst), now)
+        rate = self.settings.rate_per_s or 0.0
+        bucket.tokens = min(float(self.settings.rate_burst), bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        if bucket.tokens < 1:
+            return False
+        bucket.tokens -= 1
+        return True
+
+    def prune(self, older_than_s: float = 60.0) -> None:
+        """Forget idle rate buckets, and pins of sessions the transport has timed out by now."""
+        now = time.monotonic()
+        for key in [k for k, b in self.buckets.items() if b.at < now - older_than_s]:
+            del self.buckets[key]
+        expired = now - self.settings.session_idle_timeout - older_than_s
+        for session_id in [s for s, seen in self.session_seen.items() if seen < expired]:
+            self.session_paths.pop(session_id, None)
+            del self.session_seen[session_id]
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None, *,
+           request_id: str | int | None = None) -> Response:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": message}}
+    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+async def _request_id(receive: Receive, limit: int = 1 << 16) -> str | int | None:
+    """The JSON-RPC id of a refused request, read from its (small) body, so the error names it."""
+    body = b""
+    while len(body) <= limit:
+        message = await receive()
+        body += message.get("body", b"")
+        if message["type"] != "http.request" or not message.get("more_body"):
+            break
+    try:
+        request_id = json.loads(body).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return request_id if isinstance(request_id, (str, int)) else None
+
+
+def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None) -> Guard:
+    """The HTTP server (an ASGI app): MCP endpoints per task, workspace and episode, plus a JSON list of tasks.
+    """
+    settings = settings or ServeSettings()
+    if bind is not None:
+        settings = settings.model_copy(update={"bind": bind})
+    settings.check()
+    episodes = HttpEpisodes(host, source="live", idle_timeout=settings.episode_idle_timeout)
     manager = StreamableHTTPSessionManager(
-        app=server,
-        json_response=json_response,
-        session_idle_timeout=session_idle_timeout,
-        security_settings=security,
+        app=build_server(episodes, on_end=episodes.end),
+        json_response=settings.json_response,
+        session_idle_timeout=settings.session_idle_timeout,
+        max_request_body_size=settings.max_body_bytes,
+        security_settings=None,  # Guard checks Host and Origin on every route
     )
     endpoint = StreamableHTTPASGIApp(manager)
 
+    async def end_or_forward(scope: Scope, receive: Receive, send: Send) -> None:
+        # Without a session, DELETE of a key or episode URL ends that episode (2026-07-28 has no sessions).
+        request = Request(scope)
+        if scope["method"] == "DELETE" and "mcp-session-id" not in request.headers:
+            episode = episodes.by_path(dict(request.path_params))
+            if episode is None or episode.ended:
+                await _error(404, f"no open episode at {scope['path']}")(scope, receive, send)
+                return
+            await episodes.end(episode)
+            await Response(status_code=204)(scope, receive, send)
+            return
+        await endpoint(scope, receive, send)
+
     async def tasks(request: Request) -> JSONResponse:
         rows = host.store.tasks(status=request.query_params.get("status", "admitted"))
+        workspace = request.path_params.get("workspace")
         return JSONResponse([
-            {"id": r["id"], "capability": r["capability"], "difficulty": r["difficulty"],
-             "instruction": r["instruction"], "status": r["status"], "url": f"/t/{r['id']}/mcp"}
-            for r in rows
+            {"id": r["id"], "workspace_id": r["workspace_id"], "capability": r["capability"],
+             "difficulty": r["difficulty"], "instruction": r["instruction"], "status": r["status"],
+             "url": f"/w/{r['workspace_id']}/t/{r['id']}/mcp"}
+            for r in rows if workspace is None or r["workspace_id"] == workspace
         ])
+
+    async def workspaces(request: Request) -> JSONResponse:
+        return JSONResponse([{"id": r["id"], "name": r["name"], "tasks": f"/w/{r['id']}/tasks"}
+                             for r in host.store.query("select id, name from workspaces order by id")])
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
+            reaper = asyncio.create_task(_reap(episodes, guard))
             try:
                 yield
             finally:
+                reaper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reaper
+                await episodes.close()
                 await host.close()
 
-    return Starlette(
-        routes=[
-            Route("/t/{task}/mcp", endpoint=endpoint),
-            Route("/t/{task}/e/{key}/mcp", endpoint=endpoint),
-            Route("/e/{episode}/mcp", endpoint=endpoint),
-            Route("/tasks", endpoint=tasks),
-        ],
-        lifespan=lifespan,
-    )
+    mcp_endpoint = _AsgiEndpoint(end_or_forward)
+    routes = [Route(path, endpoint=mcp_endpoint) for path in EPISODE_ROUTES] + [
+        Route("/tasks", endpoint=tasks),
+        Route("/w/{workspace}/tasks", endpoint=tasks),
+        Route("/workspaces", endpoint=workspaces),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    guard = Guard(app, settings)
+    return guard
 
 
-async def serve_http(host: EpisodeHost, *, bind: str = "127.0.0.1", port: int = 8765) -> None:
-    config = uvicorn.Config(http_app(host, bind=bind), host=bind, port=port, log_level="warning")
+class _AsgiEndpoint:
+    """A raw ASGI callable as a route endpoint (Starlette passes every method to an object endpoint)."""
+
+    def __init__(self, call) -> None:
+        self.call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.call(scope, receive, send)
+
+
+async def _reap(episodes: HttpEpisodes, guard: Guard) -> None:
+    """End idle episodes and forget idle rate buckets, periodically."""
+    period = min(30.0, max(0.05, (episodes.idle_timeout or 30.0) / 4))
+    while True:
+        await asyncio.sleep(period)
+        await episodes.reap_idle()
+        guard.prune()
+
+
+async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None) -> None:
+    settings = settings or ServeSettings()
+    app = http_app(host, settings)
+    config = uvicorn.Config(app, host=settings.bind, port=settings.port, log_level="warning")
     await uvicorn.Server(config).serve()
 
 
 @contextlib.asynccontextmanager
-async def running_http_server(host: EpisodeHost, *, bind: str = "127.0.0.1") -> AsyncIterator[str]:
-    """Serve ``host`` over HTTP on a free loopback port inside this event loop; yield its base URL."""
+async def running_http_server(host: EpisodeHost, settings: ServeSettings | None = None, *,
+                              bind: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve ``host`` over HTTP on a free port inside this event loop; yield its base URL."""
+    settings = (settings or ServeSettings()).model_copy(update={"bind": bind})
     sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((bind, 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(http_app(host, bind=bind), log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    app = http_app(host, settings)
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(uv.serve(sockets=[sock]))
     try:
-        while not server.started:
+        while not uv.started:
             if task.done():
                 task.result()
                 raise RuntimeError("the HTTP server stopped during start-up")
             await asyncio.sleep(0.01)
-        yield f"http://{bind}:{port}"
+        yield f"http://{'[' + bind + ']' if ':' in bind else bind}:{port}"
     finally:
-        server.should_exit = True
+        uv.should_exit = True
         await task
         sock.close()
 
 
 async def serve_stdio(host: EpisodeHost, task_id: str) -> None:
-    """Serve one episode of ``task_id`` on stdin/stdout until the client goes away."""
+    """Serve one episode of ``task_id`` on stdin/stdout until the client goes away; grade it then."""
     resolver = SingleEpisode(host, task_id, source="live")
-    server = build_server(resolver)
+    server = build_server(resolver, on_end=lambda _episode: resolver.end())
     try:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
+        await resolver.end()
         await host.close()
+

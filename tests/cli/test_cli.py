@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from coworkenv.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["synth", "serve", "collect", "gate", "export sft", "demo", "check-sandbox"]
+COMMANDS = ["synth", "serve", "serve --conformance", "collect", "gate", "export sft", "demo", "check-sandbox"]
 runner = CliRunner()
 
 
@@ -30,6 +30,8 @@ def test_bad_flags_are_named(tmp_path):
     assert result.exit_code == 2 and "unknown provider" in result.output
     result = runner.invoke(app, ["serve", "--stdio", "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 2 and "--task" in result.output
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--store", str(tmp_path / "s.db")], env={})
+    assert result.exit_code == 2 and "token" in result.output
     result = runner.invoke(app, ["synth", "--sandbox", "qemu", "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 2 and "qemu" in result.output
     result = runner.invoke(app, ["gate", "--store", str(tmp_path / "missing.db")])
