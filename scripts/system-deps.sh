@@ -5,6 +5,10 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 command -v npm >/dev/null 2>&1 || need+=(npm)  # the MCP conformance suite and Inspector (tests)
+if [ "${WITH_DOCKER:-0}" = 1 ]; then  # the docker sandbox backend and its offline image build
+  command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

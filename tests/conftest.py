@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,41 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "bwrap" in item.keywords:
                 item.add_marker(skip)
+    if any(item.get_closest_marker("docker") for item in items):
+        problem = _docker_problem()
+        if problem and os.environ.get("COWORKENV_REQUIRE_DOCKER"):
+            raise pytest.UsageError(f"COWORKENV_REQUIRE_DOCKER is set but {problem}")
+        if problem:
+            skip = pytest.mark.skip(reason=problem)
+            for item in items:
+                if item.get_closest_marker("docker"):
+                    item.add_marker(skip)
+
+
+def _docker_problem() -> str | None:
+    """Why docker tests cannot run here (the engine's one-line error), or None."""
+    from coworkenv.sandbox import SandboxUnavailable
+    from coworkenv.sandbox._image import docker_client
+
+    try:
+        docker_client()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The docker sandbox image, built once (a couple of minutes) or reused when it exists."""
+    from coworkenv.sandbox import build_image
+
+    return build_image().image
+
+
+@pytest.fixture(autouse=True)
+def _docker_image_for_docker_tests(request):
+    if request.node.get_closest_marker("docker") is not None:
+        request.getfixturevalue("sandbox_image")
 
 
 @pytest.fixture

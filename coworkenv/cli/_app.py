@@ -21,6 +21,7 @@ from ..store import Store
 from ..synth import TEMPLATES, synthesize
 from ..trainer import export_sft
 from ._demo import demo_command
+from ._sandbox import sandbox_app
 
 app = typer.Typer(
     name="coworkenv",
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 export_app = typer.Typer(help="Export datasets from the store.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
+app.add_typer(sandbox_app, name="sandbox")
 app.command("demo")(demo_command)
 
 err = Console(stderr=True)

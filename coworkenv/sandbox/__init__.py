@@ -4,8 +4,12 @@ from pathlib import Path
 
 from ._base import Limits, Sandbox, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapSandbox
+from ._docker import DockerSandbox
+from ._image import IMAGE, BuildResult, build_image
+from ._labels import CleanupReport, cleanup
+from ._pool import PoolSettings, SandboxPool
 
-BACKENDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox}
+BACKENDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox, "docker": DockerSandbox}
 
 
 def create_sandbox(backend: str, initial_state: Path, *, limits: Limits | None = None, **options) -> Sandbox:
@@ -21,11 +25,19 @@ def create_sandbox(backend: str, initial_state: Path, *, limits: Limits | None =
 
 __all__ = [
     "BACKENDS",
+    "BuildResult",
     "BwrapSandbox",
+    "CleanupReport",
+    "DockerSandbox",
+    "IMAGE",
     "Limits",
+    "PoolSettings",
     "Sandbox",
     "SandboxError",
+    "SandboxPool",
     "SandboxUnavailable",
     "ToolOutcome",
+    "build_image",
+    "cleanup",
     "create_sandbox",
 ]

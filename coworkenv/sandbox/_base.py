@@ -21,12 +21,15 @@ class SandboxUnavailable(SandboxError):
 
 
 class Limits(BaseModel):
-    """Per-call limits applied inside the sandbox."""
+    """Limits applied inside the sandbox: per tool call, and (docker) on the whole container."""
 
-    cpu_s: int = Field(default=5, ge=1)
-    mem_mb: int = Field(default=512, ge=32)
-    wall_s: float = Field(default=10.0, gt=0)
-    output_bytes: int = Field(default=1 << 20, ge=1024)
+    cpu_s: int = Field(default=5, ge=1, description="CPU seconds per call")
+    mem_mb: int = Field(default=512, ge=32, description="address space per call, MiB")
+    wall_s: float = Field(default=10.0, gt=0, description="wall-clock seconds per call")
+    output_bytes: int = Field(default=1 << 20, ge=1024, description="largest result of a call")
+    pids: int = Field(default=64, ge=4, description="processes a call may run at once")
+    cpus: float = Field(default=1.0, gt=0, description="CPUs of the sandbox (docker)")
+    workspace_mb: int = Field(default=256, ge=16, description="size of /workspace and /tmp (docker tmpfs)")
 
 
 @dataclass
@@ -79,6 +82,9 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    def abandon(self) -> None:
+        """Remove what the sandbox holds on the host without an event loop (at interpreter exit)."""
 
     async def __aenter__(self) -> Sandbox:
         await self.start()

@@ -1,153 +1,404 @@
 """The tool runner: a long-lived, stdlib-only process that runs inside the sandbox.
 
 It reads one JSON request per line on stdin and writes one JSON reply per line on stdout. Each
-tool call runs in a forked child with CPU-time and memory limits and a wall-clock deadline, so a
-hung or crashing tool is killed and reported as a tool error while the runner keeps serving.
+tool call runs in its own child process with CPU-time, memory and process limits and a wall-clock
+deadline, so a hung or crashing tool is killed and reported as a tool error while the runner keeps
+serving. The child for the next call is forked ahead of time (after the previous reply went out),
+so a call costs a hand-over through a pipe rather than a fork.
 
 Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "args": {...},
-            "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576}}
+            "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576, "pids": 64}}
            {"id": 2, "op": "ping"}
+           {"id": 3, "op": "read", "path": "state.db"}             -> {"data": base64}
+           {"id": 4, "op": "write", "path": "notes/a.txt", "data": base64}
+           {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state)
 Replies:   {"id": 1, "ok": true, "result": {...}}
-           {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash", "error": "..."}
+           {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
+
+With ``--sandboxed`` (only ever inside a pid namespace of its own) the runner also kills every
+process of the sandbox that is not itself, its ancestors or its waiting child after each call and
+while a call runs with more processes than allowed: a tool cannot leave anything running behind.
 
 This file must not import anything outside the standard library: it runs under ``python3 -I -S``.
 """
 
+import base64
+import gc
 import importlib
 import json
 import os
 import resource
 import select
+import shutil
 import signal
 import sqlite3
 import sys
 import time
 
 STATE_FILE = "state.db"
-DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20}
+DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
+SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset
+WATCH_EVERY_S = 0.05
 
 
-def _child(request, limits, write_fd):
-    # The tool's own output goes nowhere: its stdout is the runner's reply stream (a printed
+class Runner:
+    def __init__(self, workspace, initial_state, sandboxed):
+        self.workspace = os.path.realpath(workspace)
+        self.initial_state = initial_state
+        self.sandboxed = sandboxed
+        self.imported = set()
+        self.exiting = []  # children that sent their reply and are on their way out
+        self.loaded = None  # the app the last call's child imported without trouble
+        self.keep = {os.getpid()}
+        pid = os.getppid()
+        while pid > 1:  # our ancestors (bwrap's init) are not the tool's
+            self.keep.add(pid)
+            pid = _parent_of(pid)
+        self.keep.add(1)
+        self.worker = None  # (pid, request_write_fd, reply_read_fd) of the child for the next call
+
+    # ------------------------------------------------------------------ tool calls
+
+    def spawn_worker(self):
+        if self.worker is not None:
+            return
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        gc.freeze()  # the child must not copy the runner's heap by collecting it
+        pid = os.fork()
+        if pid == 0:
+            os.close(req_w)
+            os.close(rep_r)
+            _worker(req_r, rep_w)
+        os.close(req_r)
+        os.close(rep_w)
+        self.worker = (pid, req_w, rep_r)
+
+    def drop_worker(self):
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        pid, req_w, rep_r = worker
+        _kill_group(pid)
+        os.close(req_w)
+        os.close(rep_r)
+        _reap(pid)
+
+    def call(self, request):
+        limits = dict(DEFAULT_LIMITS)
+        limits.update(request.get("limits") or {})
+        self.spawn_worker()
+        pid, req_w, rep_r = self.worker
+        self.worker = None
+        payload = json.dumps({"app": request.get("app"), "tool": request.get("tool"),
+                              "args": request.get("args"), "limits": limits}).encode()
+        try:
+            _write_all(req_w, payload)
+        except OSError:
+            pass  # the child died; reported below
+        os.close(req_w)
+        deadline = time.monotonic() + float(limits["wall_s"])
+        chunks, size, verdict = [], 0, None
+        next_watch = time.monotonic() + WATCH_EVERY_S
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                verdict = {"kind": "timeout", "error": f"tool exceeded its wall-clock limit of {limits['wall_s']}s"}
+                break
+            if self.sandboxed and now >= next_watch:
+                next_watch = now + WATCH_EVERY_S
+                if len(self.foreign_pids()) > int(limits["pids"]):
+                    verdict = {"kind": "limit", "error": f"tool started more than {limits['pids']} processes"}
+                    break
+            timeout = min(deadline, next_watch) - now if self.sandboxed else deadline - now
+            ready, _, _ = select.select([rep_r], [], [], max(timeout, 0))
+            if not ready:
+                continue
+            chunk = os.read(rep_r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limits["output_bytes"]:
+                verdict = {"kind": "limit", "error": f"tool output exceeded {limits['output_bytes']} bytes"}
+                break
+            if chunk.endswith(b"\n"):
+                break  # a whole reply (one JSON line); a process the tool left may still hold the pipe
+        os.close(rep_r)
+        if verdict is not None:
+            _kill_group(pid)
+            _reap(pid)
+            return {"ok": False, **verdict}
+        try:
+            reply = json.loads(b"".join(chunks))
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict) and "ok" in reply:
+            # A complete reply: the child is exiting; it is reaped after the reply went out.
+            self.exiting.append(pid)
+            if reply.pop("app_loaded", False) is True:
+                self.loaded = request.get("app")
+            return reply
+        _kill_group(pid)
+        status = _reap(pid)
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig in (signal.SIGXCPU, signal.SIGKILL):
+                return {"ok": False, "kind": "timeout",
+                        "error": f"tool exceeded its CPU-time limit of {limits['cpu_s']}s"}
+            return {"ok": False, "kind": "crash", "error": f"tool process died with signal {signal.Signals(sig).name}"}
+        return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}
+
+    def after_call(self, request, reply):
+        """Off the critical path, once the reply went out: clean up, warm up, fork the next child."""
+        for pid in self.exiting:
+            _kill_group(pid)  # whatever the tool started goes with it; reaped below or later
+        self.exiting.clear()
+        if self.sandboxed:
+            self.sweep()
+        app, self.loaded = self.loaded, None
+        if isinstance(app, str) and app not in self.imported:
+            # Import an app in the runner only once a limited child imported it and finished in
+            # time, so that later children start warm and a misbehaving import never runs unlimited.
+            self.imported.add(app)
+            try:
+                importlib.import_module("apps." + app)
+            except Exception:  # noqa: BLE001 - the children report the failure
+                pass
+        _reap_any()
+        self.spawn_worker()
+
+    # ------------------------------------------------------------------ processes
+
+    def foreign_pids(self):
+        keep = set(self.keep)
+        if self.worker is not None:
+            keep.add(self.worker[0])
+        pids = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                pids.append(int(name))
+        return pids
+
+    def sweep(self):
+        """Kill every process of the sandbox that is not the runner's, and wait until they are gone."""
+        killed = set()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            pids = self.foreign_pids()
+            if not pids:
+                break
+            for pid in pids:
+                if pid not in killed:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    killed.add(pid)
+            _reap_any()
+            if all(pid in killed for pid in self.foreign_pids()):
+                select.select([], [], [], 0.002)  # dying ones (zombies another init reaps) go in a moment
+
+    # ------------------------------------------------------------------ files
+
+    def resolve(self, path):
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise ValueError(f"invalid path {path!r}")
+        candidate = os.path.realpath(os.path.join(self.workspace, path))
+        if candidate != self.workspace and not candidate.startswith(self.workspace + os.sep):
+            raise PermissionError(f"path {path!r} is outside the sandbox workspace")
+        return candidate
+
+    def read(self, request):
+        with open(self.resolve(request.get("path")), "rb") as f:
+            return {"data": base64.b64encode(f.read()).decode()}
+
+    def write(self, request):
+        target = self.resolve(request.get("path"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        target = self.resolve(request.get("path"))  # a directory on the way may have been a link
+        with open(target, "wb") as f:
+            f.write(base64.b64decode(request.get("data") or ""))
+        return {"written": len(base64.b64decode(request.get("data") or ""))}
+
+    def reset(self):
+        self.drop_worker()
+        if self.sandboxed:
+            self.sweep()
+        for directory in (self.workspace, *SCRATCH_DIRS):
+            if directory != self.workspace and not self.sandboxed:
+                continue
+            _empty(directory)
+        if self.initial_state:
+            shutil.copyfile(self.initial_state, os.path.join(self.workspace, STATE_FILE))
+        self.spawn_worker()
+        return {"reset": True}
+
+    # ------------------------------------------------------------------ loop
+
+    def serve(self, stdin, stdout):
+        for line in stdin:
+            if not line.strip():
+                continue
+            request, after = {}, None
+            try:
+                request = json.loads(line)
+                op = request.get("op")
+            except ValueError as exc:
+                op = None
+                reply = {"ok": False, "kind": "crash", "error": f"runner got a malformed request: {exc}"}
+            if not isinstance(request, dict):
+                request, op = {}, None
+                reply = {"ok": False, "kind": "crash", "error": "runner got a request that is not an object"}
+            try:
+                if op == "ping":
+                    reply = {"ok": True, "result": {"pid": os.getpid()}}
+                elif op == "call":
+                    reply = self.call(request)
+                    after = self.after_call
+                elif op in ("read", "write"):
+                    reply = {"ok": True, "result": getattr(self, op)(request)}
+                elif op == "reset":
+                    reply = {"ok": True, "result": self.reset()}
+                elif op is not None:
+                    reply = {"ok": False, "kind": "crash", "error": f"runner got an unknown op {op!r}"}
+            except PermissionError as exc:
+                reply = {"ok": False, "kind": "path", "error": str(exc)}
+            except FileNotFoundError as exc:
+                reply = {"ok": False, "kind": "missing", "error": f"no such file in the workspace: {exc.filename}"}
+            except (OSError, ValueError) as exc:
+                reply = {"ok": False, "kind": "path", "error": f"{type(exc).__name__}: {exc}"}
+            reply["id"] = request.get("id")
+            try:
+                stdout.write(json.dumps(reply) + "\n")
+                stdout.flush()
+            except BrokenPipeError:
+                return
+            if after is not None:
+                after(request, reply)
+
+
+def _worker(req_r, rep_w):
+    """The child that runs one call: waits for its request, limits itself, runs, replies, exits."""
+    # The tool's own output goes nowhere: the runner's stdout is the reply stream (a printed
     # line would be read as the reply, forged or garbled), and nobody drains stderr.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
     os.close(devnull)
-    cpu = max(1, int(limits["cpu_s"]))
+    os.setsid()  # its own process group, so that the runner kills whatever it starts
+    gc.disable()  # one short call: collecting would only copy pages shared with the runner
+    data = b""
+    while True:
+        chunk = os.read(req_r, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(req_r)
+    request = json.loads(data)
+    limits = request["limits"]
+    cpu = max(1, int(limits["cpu_s"])) + int(resource.getrusage(resource.RUSAGE_SELF).ru_utime)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     mem = int(limits["mem_mb"]) << 20
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
-        module = importlib.import_module("apps." + request["app"])
+        module = importlib.import_module("apps." + str(request["app"]))
         tool_failure = importlib.import_module("apps._base").ToolFailure
     except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
         try:
+            loaded = {"app_loaded": True}
             conn = sqlite3.connect(STATE_FILE)
             try:
                 result = module.handle(conn, request["tool"], request.get("args") or {})
                 conn.commit()
             finally:
                 conn.close()
-            reply = {"ok": True, "result": result}
+            reply = {"ok": True, "result": result, **loaded}
         except tool_failure as exc:
-            reply = {"ok": False, "kind": "tool", "error": str(exc)}
+            reply = {"ok": False, "kind": "tool", "error": str(exc), **loaded}
         except MemoryError:
             reply = {"ok": False, "kind": "limit", "error": "tool exceeded its memory limit"}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
-            reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}"}
+            reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}", **loaded}
     try:
         data = json.dumps(reply).encode()
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, MemoryError) as exc:
         data = json.dumps({"ok": False, "kind": "crash", "error": f"result is not JSON: {exc}"}).encode()
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(write_fd, view):]
-        except BrokenPipeError:
-            break
+    try:
+        _write_all(rep_w, data + b"\n")
+    except OSError:
+        pass
+    os.close(rep_w)  # the runner has the whole reply now, before this process is torn down
     os._exit(0)
 
 
-def _run_call(request):
-    limits = dict(DEFAULT_LIMITS)
-    limits.update(request.get("limits") or {})
-    try:  # import in the runner so that every forked call starts warm
-        importlib.import_module("apps." + request["app"])
-    except Exception:  # noqa: BLE001 - the child reports the failure
-        pass
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _child(request, limits, write_fd)
-    os.close(write_fd)
-    deadline = time.monotonic() + float(limits["wall_s"])
-    chunks, size, verdict = [], 0, None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            verdict = {"kind": "timeout", "error": f"tool exceeded its wall-clock limit of {limits['wall_s']}s"}
-            break
-        ready, _, _ = select.select([read_fd], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(read_fd, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limits["output_bytes"]:
-            verdict = {"kind": "limit", "error": f"tool output exceeded {limits['output_bytes']} bytes"}
-            break
-    os.close(read_fd)
-    if verdict is not None:
-        _kill(pid)
-    _, status = os.waitpid(pid, 0)
-    if verdict is not None:
-        return {"ok": False, **verdict}
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU or sig == signal.SIGKILL:
-            return {"ok": False, "kind": "timeout", "error": f"tool exceeded its CPU-time limit of {limits['cpu_s']}s"}
-        return {"ok": False, "kind": "crash", "error": f"tool process died with signal {signal.Signals(sig).name}"}
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _parent_of(pid):
     try:
-        return json.loads(b"".join(chunks))
-    except ValueError:
-        return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
-def _kill(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def main():
-    sys.path.insert(0, os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib"))
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
+def _kill_group(pid):
+    for kill in (os.killpg, os.kill):
         try:
-            request = json.loads(line)
-            op = request.get("op")
-        except ValueError as exc:
-            request, op = {}, None
-            reply = {"ok": False, "kind": "crash", "error": f"runner got a malformed request: {exc}"}
-        if op == "ping":
-            reply = {"ok": True, "result": {"pid": os.getpid()}}
-        elif op == "call":
-            reply = _run_call(request)
-        elif op is not None:
-            reply = {"ok": False, "kind": "crash", "error": f"runner got an unknown op {op!r}"}
-        reply["id"] = request.get("id")
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _reap(pid):
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return None
+
+
+def _reap_any():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _empty(directory):
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for name in entries:
+        path = os.path.join(directory, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def main(argv):
+    sys.path.insert(0, os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib"))
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead child's pipe is an error, not our death
+    sandboxed = "--sandboxed" in argv
+    runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed)
+    runner.spawn_worker()
+    runner.serve(sys.stdin, sys.stdout)
+    runner.drop_worker()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel
 
-from ..sandbox import Limits, Sandbox, SandboxError, create_sandbox
+from ..sandbox import Limits, PoolSettings, Sandbox, SandboxError, SandboxPool
 from ..store import Store, new_id
 from ..workspace import STATE_FILE, Task, ToolSpec, Workspace, dump_state, write_initial_state
 
@@ -40,10 +40,11 @@ SUBMIT_TOOL = ToolSpec(
 
 
 class EpisodeSettings(BaseModel):
-    """How episodes run: the sandbox backend, its limits and where derived files go."""
+    """How episodes run: the sandbox backend, its limits, its warm pool and where derived files go."""
 
     backend: str = "bwrap"
     limits: Limits = Limits()
+    pool: PoolSettings = PoolSettings()
     cache_dir: Path | None = None  # initial states are derived here; a temp dir when unset
 
 
@@ -150,7 +151,7 @@ class Episode:
             self.final_answer = answer
             state = await self.final_state()
             try:
-                await self.sandbox.close()
+                self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
             finally:
                 self.host.store.end_episode(self.id, final_answer=answer, final_state=state,
                                             truncated=truncated, error=error)
@@ -171,6 +172,7 @@ class EpisodeHost:
             self.cache_dir = Path(self.settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.open_episodes: dict[str, Episode] = {}
+        self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool)
         self._workspaces: dict[str, Workspace] = {}
 
     def workspace(self, workspace_id: str) -> Workspace:
@@ -200,9 +202,7 @@ class EpisodeHost:
                    repaired_from: str | None = None, hint: str = "") -> Episode:
         task = self.task(task) if isinstance(task, str) else task
         workspace = self.workspace(task.workspace_id)
-        sandbox = create_sandbox(self.settings.backend, self.initial_state(workspace),
-                                 limits=self.settings.limits)
-        await sandbox.start()
+        sandbox = await self.pool.acquire(self.initial_state(workspace))
         episode_id = self.store.start_episode(task.id, source=source, provider=provider,
                                               attempt=attempt, repaired_from=repaired_from, hint=hint,
                                               episode_id=new_id("ep"))
@@ -217,5 +217,6 @@ class EpisodeHost:
         """End every open episode (their state is kept) and remove derived files."""
         for episode in list(self.open_episodes.values()):
             await episode.finish(episode.final_answer)
+        await self.pool.close()
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from coworkenv.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["synth", "serve", "serve --conformance", "collect", "gate", "export sft", "demo", "check-sandbox"]
+COMMANDS = ["synth", "serve", "serve --conformance", "collect", "gate", "export sft", "demo", "check-sandbox",
+            "sandbox build-image", "sandbox cleanup"]
 runner = CliRunner()
 
 

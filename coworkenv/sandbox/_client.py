@@ -1,0 +1,140 @@
+"""The host side of the runner protocol, shared by the backends: requests, replies, file ops, reset.
+
+A backend only says how the runner is started and reached (``_connect``) and stopped
+(``_disconnect``); everything that crosses the boundary is the JSON-lines protocol of ``_runner.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import base64
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._base import Limits, Sandbox, SandboxError, ToolOutcome
+
+RUNNER = Path(__file__).with_name("_runner.py")
+DEFAULT_APPS_DIR = Path(__file__).parent.parent / "workspace" / "apps"
+MAX_MESSAGE = 1 << 28  # a reply line (a read file, base64) may be this long
+CONTROL_TIMEOUT_S = 30.0
+
+
+class LineReader(Protocol):
+    async def readline(self) -> bytes: ...
+
+
+class LineWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class RunnerSandbox(Sandbox):
+    """A sandbox whose tools run through a long-lived runner spoken to in JSON lines."""
+
+    #: whether a runner that died (killed from inside, say) is started again over the same workspace
+    respawns = False
+
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None, apps_dir: Path | None = None) -> None:
+        super().__init__(initial_state, limits=limits)
+        self.apps_dir = Path(apps_dir or DEFAULT_APPS_DIR)
+        self._reader: LineReader | None = None
+        self._writer: LineWriter | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self.started = False
+        self.closed = False
+
+    @abc.abstractmethod
+    async def _connect(self) -> tuple[LineReader, LineWriter]:
+        """Start the runner (or reach the one already there) and return its reply and request streams."""
+
+    @abc.abstractmethod
+    async def _disconnect(self) -> None:
+        """Stop the runner's transport; the next ``_connect`` starts it again if the backend can."""
+
+    async def _stderr_tail(self) -> str:
+        return ""
+
+    async def _open(self) -> None:
+        self._reader, self._writer = await self._connect()
+        reply = await self._request({"op": "ping"}, timeout=CONTROL_TIMEOUT_S)
+        if not reply.get("ok"):
+            raise SandboxError(f"sandbox runner did not start: {reply}")
+
+    async def _ensure_runner(self) -> None:
+        if self.closed or not self.started:
+            raise SandboxError("sandbox is not started")
+        if self._reader is None:
+            if not self.respawns:
+                raise SandboxError(f"the {self.name} sandbox's runner is gone; the episode cannot go on")
+            await self._open()
+
+    async def _request(self, request: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            raise SandboxError("sandbox is not started")
+        request = {**request, "id": next(self._ids)}
+        try:
+            writer.write((json.dumps(request) + "\n").encode())
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        except (asyncio.TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
+            await self._lost()
+            raise SandboxError(f"sandbox runner stopped answering ({type(exc).__name__})") from None
+        if not line:
+            tail = await self._stderr_tail()
+            await self._lost()
+            raise SandboxError(f"sandbox runner exited{': ' + tail if tail else ''}")
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            await self._lost()
+            raise SandboxError("sandbox runner sent a malformed reply") from None
+        if reply.get("id") != request["id"]:
+            await self._lost()
+            raise SandboxError("sandbox runner replied out of turn")
+        return reply
+
+    async def _lost(self) -> None:
+        self._reader = self._writer = None
+        await self._disconnect()
+
+    async def call_tool(self, app: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
+        async with self._lock:
+            await self._ensure_runner()
+            started = time.perf_counter()
+            reply = await self._request(
+                {"op": "call", "app": app, "tool": tool, "args": arguments, "limits": self.limits.model_dump()},
+                timeout=self.limits.wall_s + 5,
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+        if reply.get("ok"):
+            return ToolOutcome(ok=True, result=reply.get("result"), duration_ms=elapsed)
+        return ToolOutcome(ok=False, error=reply.get("error", ""), kind=reply.get("kind", "crash"),
+                           duration_ms=elapsed)
+
+    async def _control(self, request: dict[str, Any]) -> dict[str, Any]:
+        async with self._lock:
+            await self._ensure_runner()
+            reply = await self._request(request, timeout=CONTROL_TIMEOUT_S)
+        if reply.get("ok"):
+            return reply.get("result") or {}
+        if reply.get("kind") == "missing":
+            raise FileNotFoundError(reply.get("error", ""))
+        raise SandboxError(reply.get("error") or f"runner refused {request.get('op')}")
+
+    async def read_file(self, path: str) -> bytes:
+        result = await self._control({"op": "read", "path": path})
+        return base64.b64decode(result["data"])
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._control({"op": "write", "path": path, "data": base64.b64encode(data).decode()})
+
+    async def reset(self) -> None:
+        """Restore the workspace to the initial state and empty the scratch dirs, in the same sandbox."""
+        await self._control({"op": "reset"})

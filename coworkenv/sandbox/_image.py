@@ -1,0 +1,145 @@
+"""The Docker sandbox image, built with no registry: a minimal Debian root filesystem with python3.
+
+``build_image`` runs ``debootstrap --variant=minbase`` against Debian's mirror, packs the tree into a
+tarball and ``docker import``s it. The image's tag carries a hash of the recipe, so building twice
+reuses the image (or the cached tarball) instead of building again. Machines that can pull base
+images can use the ``Dockerfile`` beside this module instead (``build_image(dockerfile=True)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ._base import SandboxUnavailable
+
+IMAGE_REPOSITORY = "coworkenv-sandbox"
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ("python3",)  # libpython3 brings the stdlib the runner needs (json, sqlite3, select)
+SANDBOX_UID = 10001  # the non-root user tools run as; no passwd entry is needed
+DOCKERFILE = Path(__file__).with_name("Dockerfile")
+# Changing any of these changes the tag, so an old image is never mistaken for the new recipe.
+RECIPE = f"{SUITE} minbase {' '.join(PACKAGES)} uid={SANDBOX_UID} v1"
+RECIPE_HASH = hashlib.sha256(RECIPE.encode()).hexdigest()[:12]
+IMAGE = f"{IMAGE_REPOSITORY}:{RECIPE_HASH}"
+IMAGE_LABEL = "coworkenv.sandbox-image"
+CHANGES = [
+    f"LABEL {IMAGE_LABEL}={RECIPE_HASH}",
+    f"USER {SANDBOX_UID}:{SANDBOX_UID}",
+    "WORKDIR /workspace",
+    "ENV PATH=/usr/bin:/bin LANG=C.UTF-8",
+]
+
+
+@dataclass
+class BuildResult:
+    image: str
+    built: bool  # False when an existing image was reused
+    how: str  # "reused" | "imported cached rootfs" | "debootstrap" | "dockerfile"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "coworkenv"
+
+
+def docker_client():
+    """A Docker SDK client that answers, or ``SandboxUnavailable`` saying what to install or start."""
+    try:
+        import docker
+    except ImportError:
+        raise SandboxUnavailable(
+            "the docker sandbox needs the Docker SDK — install it with `pip install 'coworkenv[docker]'`"
+        ) from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine means the same
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise SandboxUnavailable(
+            f"docker engine not reachable at {where} — start it (dockerd, or scripts/start-docker.sh) "
+            f"or use --sandbox bwrap ({type(exc).__name__})"
+        ) from None
+    return client
+
+
+def image_exists(client, image: str = IMAGE) -> bool:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def build_image(
+    *,
+    cache_dir: Path | None = None,
+    mirror: str = MIRROR,
+    dockerfile: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> BuildResult:
+    """Build the sandbox image unless it exists; reuse a cached rootfs tarball when there is one."""
+    client = docker_client()
+    if not force and image_exists(client):
+        return BuildResult(IMAGE, built=False, how="reused")
+    if dockerfile:
+        log(f"building {IMAGE} from {DOCKERFILE}")
+        client.images.build(path=str(DOCKERFILE.parent), dockerfile=DOCKERFILE.name, tag=IMAGE, rm=True,
+                            labels={IMAGE_LABEL: RECIPE_HASH}, buildargs={"UID": str(SANDBOX_UID)})
+        return BuildResult(IMAGE, built=True, how="dockerfile")
+    cache = Path(cache_dir or default_cache_dir())
+    tarball = cache / f"rootfs-{RECIPE_HASH}.tar"
+    how = "imported cached rootfs"
+    if force or not tarball.exists():
+        log(f"debootstrap {SUITE} (minbase + {', '.join(PACKAGES)}) from {mirror}")
+        build_rootfs_tarball(tarball, mirror=mirror)
+        how = "debootstrap"
+    log(f"docker import {tarball} as {IMAGE}")
+    client.api.import_image_from_file(str(tarball), repository=IMAGE_REPOSITORY, tag=RECIPE_HASH,
+                                      changes=CHANGES)
+    if not image_exists(client):
+        raise SandboxUnavailable(f"docker import of {tarball} did not produce {IMAGE}")
+    return BuildResult(IMAGE, built=True, how=how)
+
+
+def build_rootfs_tarball(tarball: Path, *, mirror: str = MIRROR) -> None:
+    """debootstrap a minimal Debian with python3 and pack it into ``tarball`` (written atomically)."""
+    debootstrap = shutil.which("debootstrap")
+    if debootstrap is None:
+        raise SandboxUnavailable("building the sandbox image needs debootstrap — `apt-get install debootstrap`")
+    if os.geteuid() != 0:
+        raise SandboxUnavailable("debootstrap needs root — run `coworkenv sandbox build-image` as root")
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="coworkenv-rootfs-", dir=tarball.parent) as tmp:
+        root = Path(tmp) / "rootfs"
+        _run([debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), mirror])
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+            target = root / junk
+            if target.is_dir():
+                for entry in target.iterdir():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+        for mount_point in ("workspace", "opt/coworkenv"):
+            (root / mount_point).mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix(".partial")
+        _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."])
+        partial.replace(tarball)
+
+
+def _run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise SandboxUnavailable(f"{Path(cmd[0]).name} failed (exit {done.returncode}): " + " | ".join(tail))

@@ -1,0 +1,124 @@
+"""Labels on what sandboxes leave on the host, and the cleanup of what a dead process left behind.
+
+Every episode directory (``coworkenv-ep-*``) holds ``label.json`` and every container carries
+Docker labels naming the process that owns it: host name, pid and the pid's start time (so a
+reused pid is not taken for the owner). ``cleanup`` removes what belongs to a process that is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LABEL = "coworkenv-ep-"  # prefix of every episode directory
+LABEL_FILE = "label.json"
+DOCKER_LABEL = "coworkenv.sandbox"  # every container of a docker sandbox has it
+OWNER_LABELS = ("coworkenv.owner.host", "coworkenv.owner.pid", "coworkenv.owner.start")
+
+
+def process_start(pid: int) -> str:
+    """The start time of ``pid`` in clock ticks since boot, or "" when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner() -> dict[str, str]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": str(pid), "start": process_start(pid)}
+
+
+def docker_labels(**extra: str) -> dict[str, str]:
+    me = owner()
+    return {DOCKER_LABEL: "1", **dict(zip(OWNER_LABELS, (me["host"], me["pid"], me["start"]))), **extra}
+
+
+def is_orphan(host: str, pid: str, start: str) -> bool:
+    """Whether the owner named by a label is gone (only decidable for owners on this host)."""
+    if host != socket.gethostname():
+        return False
+    try:
+        alive = process_start(int(pid))
+    except ValueError:
+        return True
+    return alive == "" or alive != start
+
+
+def write_label(directory: Path, **extra: str) -> None:
+    (directory / LABEL_FILE).write_text(json.dumps({**owner(), "created": time.time(), **extra}))
+
+
+def default_root() -> Path:
+    return Path(tempfile.gettempdir())
+
+
+@dataclass
+class CleanupReport:
+    directories: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)
+    kept: int = 0  # labeled things whose owner is alive (or on another host)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def removed(self) -> int:
+        return len(self.directories) + len(self.containers)
+
+
+def cleanup(*, root: Path | None = None, docker: bool = True, everything: bool = False) -> CleanupReport:
+    """Remove episode directories and containers whose owner process is gone (all, with ``everything``)."""
+    report = CleanupReport()
+    _cleanup_directories(Path(root or default_root()), everything, report)
+    if docker:
+        _cleanup_docker(everything, report)
+    return report
+
+
+def _cleanup_directories(root: Path, everything: bool, report: CleanupReport) -> None:
+    if not root.is_dir():
+        return
+    for directory in sorted(root.glob(LABEL + "*")):
+        if not directory.is_dir() or directory.is_symlink():
+            continue
+        try:
+            label = json.loads((directory / LABEL_FILE).read_text())
+            orphan = is_orphan(str(label.get("host")), str(label.get("pid")), str(label.get("start")))
+        except (OSError, ValueError):
+            # No label: an episode directory whose owner died while creating it, or one from before
+            # labels; removed only once it is old enough not to be one being created right now.
+            orphan = time.time() - directory.stat().st_mtime > 3600
+        if orphan or everything:
+            shutil.rmtree(directory, ignore_errors=True)
+            report.directories.append(str(directory))
+        else:
+            report.kept += 1
+
+
+def _cleanup_docker(everything: bool, report: CleanupReport) -> None:
+    from ._base import SandboxUnavailable
+    from ._image import docker_client
+
+    try:
+        client = docker_client()
+    except SandboxUnavailable as exc:
+        report.notes.append(f"docker skipped: {exc}")
+        return
+    import docker
+
+    for container in client.containers.list(all=True, filters={"label": DOCKER_LABEL}):
+        labels = container.labels or {}
+        if everything or is_orphan(*(labels.get(k, "") for k in OWNER_LABELS)):
+            try:
+                container.remove(force=True, v=True)
+                report.containers.append(container.name)
+            except docker.errors.NotFound:
+                pass
+        else:
+            report.kept += 1

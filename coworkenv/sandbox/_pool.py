@@ -1,0 +1,185 @@
+"""A warm pool: ready sandboxes per initial state, so that an episode starts without waiting.
+
+``acquire`` hands out a started sandbox (a ready one when there is one, else it starts one) and
+tops the pool up in the background; ``release`` resets a sandbox to its initial state (a restore in
+the same sandbox, not a rebuild) and keeps it for the next episode, or closes it when the pool is
+full or the reset fails. Whatever the pool holds is closed by ``close`` and, should the process end
+without it (Ctrl-C), by an exit hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import weakref
+from collections import Counter, OrderedDict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ._base import Limits, Sandbox, SandboxError
+from ._labels import cleanup
+
+RESET_TIMEOUT_S = 30.0
+
+
+class PoolSettings(BaseModel):
+    """How many ready sandboxes to keep, and whether to clean up after dead processes first."""
+
+    size: int = Field(default=2, ge=0, description="ready sandboxes kept per workspace (0: no pool)")
+    max_idle: int = Field(default=32, ge=0, description="ready sandboxes kept in all")
+    cleanup_orphans: bool = Field(default=True, description="on first use, remove what dead processes left")
+
+
+class SandboxPool:
+    """Started sandboxes of one backend, keyed by the initial state they restore."""
+
+    def __init__(self, backend: str, *, limits: Limits | None = None, settings: PoolSettings | None = None,
+                 **options: Any) -> None:
+        self.backend = backend
+        self.limits = limits or Limits()
+        self.settings = settings or PoolSettings()
+        self.options = options
+        self.stats: Counter[str] = Counter()  # warm, cold, recycled, discarded
+        self._idle: OrderedDict[Path, list[Sandbox]] = OrderedDict()
+        self._starting: Counter[Path] = Counter()
+        self._live: set[Sandbox] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+        self._swept = not self.settings.cleanup_orphans
+        _POOLS.add(self)
+
+    def idle(self, initial_state: Path | None = None) -> int:
+        if initial_state is not None:
+            return len(self._idle.get(Path(initial_state).resolve(), []))
+        return sum(len(v) for v in self._idle.values())
+
+    async def _new(self, key: Path) -> Sandbox:
+        from . import create_sandbox
+
+        sandbox = create_sandbox(self.backend, key, limits=self.limits, **self.options)
+        self._live.add(sandbox)
+        try:
+            await sandbox.start()
+        except BaseException:
+            self._live.discard(sandbox)
+            await sandbox.close()
+            raise
+        return sandbox
+
+    async def acquire(self, initial_state: Path) -> Sandbox:
+        """A started sandbox holding ``initial_state``: a ready one from the pool when there is one."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closing")
+        if not self._swept:  # a server restarted after a crash removes what its predecessor left
+            self._swept = True
+            self._spawn(asyncio.to_thread(cleanup, root=self.options.get("root"), docker=self.backend == "docker"))
+        key = Path(initial_state).resolve()
+        ready = self._idle.get(key)
+        if ready:
+            sandbox = ready.pop()
+            self._idle.move_to_end(key)
+            self.stats["warm"] += 1
+        else:
+            sandbox = await self._new(key)
+            self.stats["cold"] += 1
+        self._spawn(self._fill(key))
+        return sandbox
+
+    async def release(self, sandbox: Sandbox) -> None:
+        """Keep ``sandbox`` for another episode, reset to its initial state, or close it."""
+        key = sandbox.initial_state.resolve()
+        if self._closed or self.idle(key) + self._starting[key] >= self.settings.size:
+            await self._discard(sandbox)
+            return
+        try:
+            async with asyncio.timeout(RESET_TIMEOUT_S):
+                await sandbox.reset()
+        except (SandboxError, OSError, asyncio.TimeoutError):
+            await self._discard(sandbox)
+            return
+        if self._closed:
+            await self._discard(sandbox)
+            return
+        self._idle.setdefault(key, []).append(sandbox)
+        self._idle.move_to_end(key)
+        self.stats["recycled"] += 1
+        await self._trim()
+
+    def release_soon(self, sandbox: Sandbox) -> None:
+        """``release`` in the background (an episode's end does not wait for the reset)."""
+        self._spawn(self.release(sandbox))
+
+    async def _discard(self, sandbox: Sandbox) -> None:
+        self._live.discard(sandbox)
+        self.stats["discarded"] += 1
+        await sandbox.close()
+
+    async def _fill(self, key: Path) -> None:
+        while not self._closed and self.idle(key) + self._starting[key] < self.settings.size \
+                and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
+            self._starting[key] += 1
+            try:
+                sandbox = await self._new(key)
+            except (SandboxError, OSError):
+                return  # the next acquire starts one itself and sees the error
+            finally:
+                self._starting[key] -= 1
+            if self._closed:
+                await self._discard(sandbox)
+                return
+            self._idle.setdefault(key, []).append(sandbox)
+        await self._trim()
+
+    async def _trim(self) -> None:
+        """Close the least recently used ready sandboxes beyond ``max_idle``."""
+        while self.idle() > self.settings.max_idle:
+            key, ready = next((k, v) for k, v in self._idle.items() if v)
+            await self._discard(ready.pop(0))
+            if not ready:
+                del self._idle[key]
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for background fills and releases to finish."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Close every sandbox the pool started (ready or handed out and not yet released).
+
+        The pool is empty afterwards, and usable again: the next ``acquire`` starts afresh.
+        """
+        self._closed = True
+        try:
+            await self.drain()
+            self._idle.clear()
+            live, self._live = list(self._live), set()
+            for sandbox in live:
+                await sandbox.close()
+        finally:
+            self._closed = False
+
+    def close_now(self) -> None:
+        """Close what is left without an event loop (the exit hook)."""
+        self._closed = True
+        live, self._live = list(self._live), set()
+        for sandbox in live:
+            try:
+                sandbox.abandon()
+            except Exception:  # noqa: BLE001 - best effort at exit; `coworkenv sandbox cleanup` does the rest
+                pass
+
+
+_POOLS: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_pools_at_exit() -> None:
+    for pool in list(_POOLS):
+        pool.close_now()

@@ -1,0 +1,125 @@
+"""The warm pool: ready sandboxes per initial state, reset between episodes, bounded, cleaned up.
+
+Real sandboxes of both backends over the conformance suite's probe app; the episode host's use of
+the pool is checked through its public API (episodes opened and finished over real sandboxes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coworkenv.sandbox import PoolSettings, SandboxError, SandboxPool
+from coworkenv.sandbox._conformance import LIMITS, probe, value, write_initial_state, write_probe_apps
+from coworkenv.server import EpisodeHost, EpisodeSettings
+from coworkenv.synth import synthesize
+
+pytestmark = pytest.mark.anyio
+BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture
+def apps_dir(tmp_path: Path) -> Path:
+    return write_probe_apps(tmp_path / "lib")
+
+
+def states(tmp_path: Path, n: int) -> list[Path]:
+    return [write_initial_state(tmp_path / f"initial-{i}.db") for i in range(n)]
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+async def test_released_sandbox_comes_back_reset_and_warm(backend: str, tmp_path: Path, apps_dir: Path):
+    (initial,) = states(tmp_path, 1)
+    pool = SandboxPool(backend, limits=LIMITS, settings=PoolSettings(size=1), apps_dir=apps_dir)
+    try:
+        with anyio.fail_after(90):
+            first = await pool.acquire(initial)
+            assert pool.stats["cold"] == 1
+            await pool.drain()
+            assert pool.idle(initial) == 1  # topped up in the background
+
+            second = await pool.acquire(initial)  # the ready one: no start
+            assert second is not first and pool.stats["warm"] == 1
+            assert await value(second, "seeded") == "yes"
+
+            assert (await probe(first, "put", key="seeded", value="dirty")).ok
+            await first.write_file("left/over.txt", b"x")
+            assert (await probe(first, "write", path="/tmp/left.txt", text="x")).result["ok"]
+            await pool.drain()  # the fill after the second acquire
+            await pool.release(second)  # the pool is full: closed, not kept
+            assert second.closed and pool.idle(initial) == 1
+
+            await pool.release(first)  # reset only when kept
+            third = await pool.acquire(initial)
+            ready = {third, *pool._idle.get(initial.resolve(), [])}
+            assert first in ready or first.closed
+            for sandbox in ready:
+                assert await sandbox.read_file("state.db") == initial.read_bytes()
+                where = await probe(sandbox, "where")
+                assert where.result["files"] == ["state.db"] and where.result["tmp"] == [], where.result
+    finally:
+        with anyio.fail_after(60):
+            await pool.close()
+    assert pool.idle() == 0 and first.closed and third.closed
+
+
+@pytest.mark.bwrap
+async def test_pool_is_bounded_and_discards_what_cannot_be_reset(tmp_path: Path, apps_dir: Path):
+    a, b, c = states(tmp_path, 3)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=2, max_idle=3), apps_dir=apps_dir,
+                       root=tmp_path)
+    try:
+        with anyio.fail_after(90):
+            held = [await pool.acquire(state) for state in (a, b, c)]
+            await pool.drain()
+            assert pool.idle() == 3  # max_idle, not 2 per state
+            assert len(list(tmp_path.glob("coworkenv-ep-*"))) == 6  # 3 handed out, 3 ready
+
+            broken = held[0]
+            await broken.close()  # a sandbox that died: its reset fails, the pool drops it
+            await pool.release(broken)
+            assert pool.stats["discarded"] >= 1 and broken not in pool._idle.get(a.resolve(), [])
+
+            await pool.release(held[1])
+            assert pool.idle() <= 3  # the least recently used ones go first
+            with pytest.raises(SandboxError, match="not started"):
+                await broken.call_tool("probe", "where", {})
+    finally:
+        with anyio.fail_after(60):
+            await pool.close()
+    assert all(sandbox.closed for sandbox in held)
+    assert not list(tmp_path.glob("coworkenv-ep-*"))
+
+
+@pytest.mark.bwrap
+async def test_no_pool_starts_and_closes_a_sandbox_per_episode(tmp_path: Path, apps_dir: Path):
+    (initial,) = states(tmp_path, 1)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=0), apps_dir=apps_dir)
+    with anyio.fail_after(60):
+        sandbox = await pool.acquire(initial)
+        await pool.drain()
+        assert pool.idle() == 0
+        await pool.release(sandbox)
+        assert sandbox.closed
+        await pool.close()
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+async def test_episodes_of_a_host_reuse_reset_sandboxes(backend: str, store, tmp_path: Path):
+    """Real tasks calibrate in the backend (the built-in apps run there), reusing pooled sandboxes."""
+    settings = EpisodeSettings(backend=backend, cache_dir=tmp_path / "cache", pool=PoolSettings(size=1))
+    host = EpisodeHost(store, settings)
+    try:
+        with anyio.fail_after(240):
+            summary = await synthesize(host, 2, seed=0)
+            assert summary.admitted == 2, summary
+            await host.pool.drain()
+            # Calibration opens several episodes per task: all but the first start warm, and each
+            # finds the initial state again although the one before wrote to it.
+            assert host.pool.stats["warm"] >= 2 and host.pool.stats["recycled"] >= 2, host.pool.stats
+    finally:
+        with anyio.fail_after(60):
+            await host.close()
+    assert host.pool.idle() == 0

@@ -1,0 +1,47 @@
+"""The package's sandbox conformance and escape suite, against every backend.
+
+Each check of ``coworkenv.sandbox._conformance`` runs against real ``bwrap`` and real Docker
+sandboxes over the suite's ``probe`` app, with a bystander sandbox (another episode) that must
+still serve when the check is done.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coworkenv.sandbox import BACKENDS, SandboxUnavailable, create_sandbox
+from coworkenv.sandbox._conformance import CONFORMANCE, ESCAPES, bench
+
+BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
+SLOW = {"limits", "endless_loop", "huge_output", "memory_bomb"}  # seconds of CPU-time limits each
+
+
+def _params(names):
+    return [pytest.param(name, marks=pytest.mark.slow) if name in SLOW else name for name in names]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("check", _params(CONFORMANCE))
+async def test_conformance(backend: str, check: str, tmp_path: Path):
+    with anyio.fail_after(120):
+        async with bench(backend, tmp_path) as b:
+            await CONFORMANCE[check](b)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+@pytest.mark.parametrize("case", _params(ESCAPES))
+async def test_escape_is_contained(backend: str, case: str, tmp_path: Path):
+    with anyio.fail_after(120):
+        async with bench(backend, tmp_path) as b:
+            await ESCAPES[case](b)
+
+
+def test_backends_are_a_closed_list_and_unknown_ones_name_the_known(tmp_path: Path):
+    assert sorted(BACKENDS) == ["bwrap", "docker"]
+    with pytest.raises(SandboxUnavailable, match="unknown sandbox backend 'qemu'.*bwrap, docker"):
+        create_sandbox("qemu", tmp_path / "state.db")
