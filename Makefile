@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
+TORCH_PIP_ARGS ?=
 
 .PHONY: demo test install node clean
 
@@ -17,7 +19,8 @@ $(VENV)/.installed: pyproject.toml
 	./scripts/system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
+	$(PY) -m pip install -q -e '.[test,train]'
 	touch $@
 
 # Node tools the MCP tests drive: Node 22, the official conformance suite and the Inspector CLI.

@@ -2,9 +2,9 @@
 
 from ._collect import CollectSummary, collect, pending_tasks
 from ._oracle import OracleChatModel
+from ._prompting import COMPACT_SYSTEM_PROMPT, PROMPT_STYLES, SYSTEM_PROMPT, AgentView, PromptStyle, agent_view, check_style
 from ._providers import PROVIDERS, ProviderError, ProviderSettings, ProviderSpec, chat_model, parse_provider
 from ._teacher import (
-    SYSTEM_PROMPT,
     Attempt,
     Teacher,
     TeacherSettings,
@@ -15,19 +15,25 @@ from ._teacher import (
 )
 
 __all__ = [
+    "COMPACT_SYSTEM_PROMPT",
+    "PROMPT_STYLES",
     "PROVIDERS",
     "SYSTEM_PROMPT",
+    "AgentView",
     "Attempt",
     "CollectSummary",
     "OracleChatModel",
+    "PromptStyle",
     "ProviderError",
     "ProviderSettings",
     "ProviderSpec",
     "TaskRun",
     "Teacher",
     "TeacherSettings",
+    "agent_view",
     "build_agent_graph",
     "chat_model",
+    "check_style",
     "collect",
     "episode_messages",
     "parse_provider",

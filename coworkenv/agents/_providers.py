@@ -1,4 +1,4 @@
-"""Chat-model providers, chosen by name: ``oracle``, ``anthropic:MODEL``, ``openai:MODEL[@URL]``."""
+"""Chat-model providers, chosen by name: ``oracle``, ``anthropic:MODEL``, ``openai:MODEL[@URL]``, ``hf:PATH``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from ..workspace import Task, Workspace
 from ._oracle import OracleChatModel
 
-PROVIDERS = ("oracle", "anthropic", "openai")
+PROVIDERS = ("oracle", "anthropic", "openai", "hf")
 
 
 class ProviderError(ValueError):
@@ -37,14 +37,21 @@ class ProviderSpec:
     def label(self) -> str:
         if self.kind == "oracle":
             return "oracle"
+        if self.kind == "hf":
+            return f"hf:{self.model}"
         return f"{self.kind}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
 
 
 def parse_provider(spec: str) -> ProviderSpec:
-    """``oracle`` | ``anthropic:MODEL`` | ``openai:MODEL`` | ``openai:MODEL@URL``."""
+    """``oracle`` | ``anthropic:MODEL`` | ``openai:MODEL`` | ``openai:MODEL@URL`` | ``hf:PATH``."""
     kind, _, rest = spec.partition(":")
     if kind not in PROVIDERS:
-        raise ProviderError(f"unknown provider {spec!r}; use one of: oracle, anthropic:MODEL, openai:MODEL, openai:MODEL@URL")
+        raise ProviderError(f"unknown provider {spec!r}; use one of: oracle, anthropic:MODEL, openai:MODEL, "
+                            "openai:MODEL@URL, hf:PATH")
+    if kind == "hf":
+        if not rest:
+            raise ProviderError(f"provider {spec!r} needs a local model folder, e.g. hf:runs/train/sft/model")
+        return ProviderSpec("hf", rest)
     if kind == "oracle":
         if rest:
             raise ProviderError(f"the oracle provider takes no model name (got {spec!r})")
@@ -70,6 +77,10 @@ def chat_model(spec: ProviderSpec, task: Task, workspace: Workspace,
             seed=settings.seed,
             write_tools=frozenset(t.name for t in workspace.tools if t.effect == "write"),
         )
+    if spec.kind == "hf":
+        from ._hf import LocalChatModel
+
+        return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
     if spec.kind == "anthropic":
         try:
             from langchain_anthropic import ChatAnthropic

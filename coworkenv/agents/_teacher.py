@@ -28,14 +28,8 @@ from ..server import SUBMIT_TOOL
 from ..store import Store
 from ..workspace import Task, Workspace
 from ._oracle import REPAIR_MARK
+from ._prompting import agent_view, check_style
 from ._providers import ProviderSettings, chat_model, parse_provider
-
-SYSTEM_PROMPT = (
-    "You are a careful coworker agent working in the user's office apps through tools. "
-    "Use the tools to do exactly what the task asks, nothing more; never delete or cancel "
-    "anything unless asked. When you are done, reply with a short final answer that states "
-    "the result or the information asked for."
-)
 
 
 class AgentState(TypedDict):
@@ -49,13 +43,14 @@ def _tool_text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.Tool], *, max_steps: int):
-    """The teacher's agent as a compiled LangGraph ``StateGraph`` bound to one MCP episode."""
-    bound = model.bind_tools([
-        {"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                          "parameters": t.input_schema}}
-        for t in tools
-    ])
+def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.Tool], *, max_steps: int,
+                      style: str = "full", task: Task | None = None):
+    """The teacher's agent as a compiled LangGraph ``StateGraph`` bound to one MCP episode.
+
+    The model is bound to the tools of the agent view ``style`` (see ``_prompting``); the
+    caller opens the conversation with that view's system prompt.
+    """
+    bound = model.bind_tools(agent_view(style, tools, task).tools)
 
     async def agent(state: AgentState) -> dict[str, Any]:
         reply = await bound.ainvoke(state["messages"])
@@ -127,6 +122,7 @@ class TeacherSettings(BaseModel):
     provider: str = "oracle"
     max_repairs: int = Field(default=2, ge=0)
     concurrency: int = Field(default=4, ge=1)
+    prompt_style: str = "full"  # the agent view: "full" | "compact" (see _prompting)
     provider_settings: ProviderSettings = ProviderSettings()
 
 
@@ -159,6 +155,7 @@ class Teacher:
         self.url = url.rstrip("/")
         self.settings = settings or TeacherSettings()
         self.provider = parse_provider(self.settings.provider)
+        check_style(self.settings.prompt_style)
 
     def _workspace(self, task: Task) -> Workspace:
         return Workspace.model_validate_json(self.store.get_workspace(task.workspace_id)["spec"])
@@ -171,10 +168,12 @@ class Teacher:
             tools = [t for t in (await client.list_tools()).tools if t.name != SUBMIT_TOOL.name]
             prompt = await client.get_prompt("task")
             instruction = prompt.messages[0].content.text
-            opening: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT), HumanMessage(instruction)]
+            style = self.settings.prompt_style
+            opening: list[BaseMessage] = [SystemMessage(agent_view(style, tools, task).system),
+                                          HumanMessage(instruction)]
             if hint:
                 opening.append(HumanMessage(hint))
-            graph = build_agent_graph(model, client, tools, max_steps=task.max_steps)
+            graph = build_agent_graph(model, client, tools, max_steps=task.max_steps, style=style, task=task)
             state = await graph.ainvoke({"messages": opening, "steps": 0, "truncated": False, "episode_id": ""})
         episode_id = state["episode_id"]
         records = [to_record(m, provenance=bool(hint) and m is opening[-1]) for m in state["messages"]]

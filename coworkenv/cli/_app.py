@@ -13,14 +13,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..agents import ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
+from ..agents import PROMPT_STYLES, ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
 from ..gate import run_gate
 from ..sandbox import BACKENDS, SandboxUnavailable
 from ..server import EpisodeHost, EpisodeSettings, ServeSettings, serve_conformance, serve_http, serve_stdio
 from ..store import Store
 from ..synth import TEMPLATES, synthesize
-from ..trainer import export_sft
+from ..trainer import export_dpo, export_sft
 from ._demo import demo_command
+from ._train import model_app, train_app
 from ._sandbox import sandbox_app
 
 app = typer.Typer(
@@ -32,6 +33,8 @@ app = typer.Typer(
 )
 export_app = typer.Typer(help="Export datasets from the store.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
+app.add_typer(model_app, name="model")
+app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
 app.command("demo")(demo_command)
 
@@ -198,16 +201,41 @@ def gate(
     err.print(f"graded {summary.graded}, admitted {summary.admitted} ({summary.pass_rate:.0%})")
 
 
+StyleOpt = Annotated[str, typer.Option("--style", help="Agent view the rows show: full | compact (short prompt, "
+                                        "only the tools of the apps a task needs; for small models).")]
+
+
+def check_style_option(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+
+
 @export_app.command("sft")
 def export_sft_command(
     store: StoreOpt = Path(DEFAULT_STORE),
     out: Annotated[Path, typer.Option(help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
+    style: StyleOpt = "full",
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
+    check_style_option(style)
     if not store.exists():
         raise fail(f"no store at {store}")
-    rows = export_sft(Store(store), out)
+    rows = export_sft(Store(store), out, style=style)
     err.print(f"wrote {rows} rows to {out}")
+
+
+@export_app.command("dpo")
+def export_dpo_command(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    out: Annotated[Path, typer.Option(help="Output JSON-lines file.")] = Path("runs/export/dpo.jsonl"),
+    style: StyleOpt = "full",
+) -> None:
+    """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
+    check_style_option(style)
+    if not store.exists():
+        raise fail(f"no store at {store}")
+    rows = export_dpo(Store(store), out, style=style)
+    err.print(f"wrote {rows} pairs to {out}")
 
 
 @app.command("check-sandbox")

@@ -140,8 +140,31 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
     db["verdicts"].create_index(["episode_id", "grader_version"])
 
 
+def _training_runs(db: sqlite_utils.Database) -> None:
+    """Training runs (SFT, DPO): what was trained on what, how, and where the result is."""
+    db["training_runs"].create(
+        {
+            "id": str,
+            "kind": str,  # sft | dpo
+            "base_model": str,  # the model folder training started from
+            "data_path": str,
+            "data_hash": str,  # sha256 of the dataset file
+            "rows": int,
+            "config": str,  # JSON of the training settings
+            "status": str,  # running | done | failed
+            "metrics": str,  # JSON: losses, steps, runtime
+            "output_dir": str,
+            "error": str,
+            "started_at": str,
+            "ended_at": str,
+        },
+        pk="id",
+    )
+
+
 MIGRATIONS: list[Migration] = [
     ("0001_initial_schema", _initial_schema),
+    ("0002_training_runs", _training_runs),
 ]
 
 

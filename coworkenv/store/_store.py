@@ -239,3 +239,21 @@ class Store:
             params.append(grader_version)
         rows = self.query(sql + " order by v.id desc limit 1", tuple(params))
         return rows[0] if rows else None
+
+    # --- training runs ---------------------------------------------------------------------
+
+    def start_training_run(self, row: dict) -> str:
+        run_id = row.get("id") or new_id("train")
+        with self.transaction() as db:
+            db["training_runs"].insert({**row, "id": run_id, "status": "running", "started_at": now()})
+        return run_id
+
+    def end_training_run(self, run_id: str, *, status: str, metrics: dict | None = None, error: str = "") -> None:
+        with self.transaction() as db:
+            db["training_runs"].update(run_id, {"status": status, "metrics": json.dumps(metrics or {}),
+                                                "error": error, "ended_at": now()})
+
+    def training_runs(self, kind: str | None = None) -> list[dict]:
+        if kind is None:
+            return self.query("select * from training_runs order by started_at")
+        return self.query("select * from training_runs where kind = ? order by started_at", (kind,))

@@ -1,12 +1,12 @@
-"""SFT export: admitted trajectories as messages with tool calls plus a tools column."""
+"""SFT and DPO export: admitted trajectories (and repaired-versus-failed pairs) in an agent view."""
 
 import json
 
 import pytest
 
-from coworkenv.agents import ProviderSettings, TeacherSettings, collect
+from coworkenv.agents import COMPACT_SYSTEM_PROMPT, SYSTEM_PROMPT, ProviderSettings, TeacherSettings, collect
 from coworkenv.gate import run_gate
-from coworkenv.trainer import export_sft
+from coworkenv.trainer import export_dpo, export_sft, sft_rows
 
 
 @pytest.mark.anyio
@@ -29,3 +29,44 @@ async def test_export_sft_rows_are_clean_admitted_trajectories(host, tasks, tmp_
                 assert isinstance(call["function"]["arguments"], dict)
             assert "failed these checks" not in message["content"]
         assert "submit_answer" not in names
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+async def test_export_dpo_pairs_repaired_against_failed_attempts(host, tasks, tmp_path):
+    await collect(host, TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0)))
+    run_gate(host.store)
+    out = tmp_path / "dpo.jsonl"
+    n = export_dpo(host.store, out, style="compact")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert n == len(rows) == len(tasks)  # every first attempt failed and was repaired
+    for row in rows:
+        failed = host.store.get_episode(row["rejected_episode_id"])
+        repaired = host.store.get_episode(row["episode_id"])
+        assert repaired["repaired_from"] == failed["id"] and failed["task_id"] == repaired["task_id"] == row["task_id"]
+        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+        assert row["prompt"][0]["content"] == COMPACT_SYSTEM_PROMPT
+        assert row["chosen"][-1]["role"] == row["rejected"][-1]["role"] == "assistant"
+        assert row["chosen"] != row["rejected"]
+        assert row["rejected_reason"] != "complete"
+        for message in row["chosen"] + row["rejected"]:
+            assert message["role"] in ("assistant", "tool")
+            assert "failed these checks" not in message["content"]
+        names = {t["function"]["name"] for t in row["tools"]}
+        called = {c["function"]["name"] for m in row["chosen"] for c in m.get("tool_calls", [])}
+        assert called <= names
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+async def test_export_styles_share_the_trajectories_and_differ_in_the_view(host, tasks, tmp_path):
+    await collect(host, TeacherSettings())
+    run_gate(host.store)
+    full, compact = sft_rows(host.store, style="full"), sft_rows(host.store, style="compact")
+    assert len(full) == len(compact) == len(tasks)
+    for a, b in zip(full, compact):
+        assert a["messages"][1:] == b["messages"][1:]
+        assert a["messages"][0]["content"] == SYSTEM_PROMPT and b["messages"][0]["content"] == COMPACT_SYSTEM_PROMPT
+        assert len(json.dumps(b["tools"])) < len(json.dumps(a["tools"])) / 2
+    with pytest.raises(ValueError, match="unknown prompt style 'tiny'"):
+        sft_rows(host.store, style="tiny")

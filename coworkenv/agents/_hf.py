@@ -1,0 +1,126 @@
+"""The ``hf:PATH`` provider: a local transformers model folder as a LangChain chat model.
+
+The conversation and the bound tools are rendered with the model's own chat template (for
+PocketWorker models: ChatML with Hermes ``<tool_call>`` blocks); the reply is generated in
+process (greedy at temperature 0) and its ``<tool_call>{json}</tool_call>`` blocks become tool
+calls. No server is needed, so a trained model can be evaluated on a machine without vLLM;
+``openai:NAME@URL`` against ``coworkenv serve-model`` plays the same model the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from functools import lru_cache
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def load_local_model(path: str):
+    """The tokenizer and model of a local folder, loaded once per process."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise ImportError("the hf provider needs the 'train' extra: pip install 'coworkenv[train]'") from None
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    model.eval()
+    return tokenizer, model
+
+
+def _chat(message: BaseMessage) -> dict[str, Any]:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": str(message.content)}
+    if isinstance(message, HumanMessage):
+        return {"role": "user", "content": str(message.content)}
+    if isinstance(message, AIMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": str(message.content or "")}
+        if message.tool_calls:
+            out["tool_calls"] = [{"type": "function", "function": {"name": c["name"], "arguments": c["args"]}}
+                                 for c in message.tool_calls]
+        return out
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "content": str(message.content), "tool_call_id": message.tool_call_id,
+                "name": message.name}
+    raise TypeError(f"cannot render a {type(message).__name__}")
+
+
+def parse_reply(text: str) -> AIMessage:
+    """A generated reply as an ``AIMessage``: Hermes tool-call blocks become tool calls.
+
+    A block that is not a JSON object with a ``name`` leaves the whole reply as plain text (the
+    agent then ends the episode with it, and the gate grades what happened).
+    """
+    blocks = TOOL_CALL.findall(text)
+    calls = []
+    for block in blocks:
+        try:
+            call = json.loads(block)
+        except json.JSONDecodeError:
+            return AIMessage(content=text.strip())
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return AIMessage(content=text.strip())
+        args = call.get("arguments") or {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                return AIMessage(content=text.strip())
+        if not isinstance(args, dict):
+            return AIMessage(content=text.strip())
+        calls.append({"id": f"call_{uuid.uuid4().hex[:8]}", "name": call["name"], "args": args})
+    content = text.split("<tool_call>", 1)[0].strip() if calls else text.strip()
+    return AIMessage(content=content, tool_calls=calls)
+
+
+class LocalChatModel(BaseChatModel):
+    """A chat model over a local transformers folder (``hf:PATH``)."""
+
+    path: str
+    temperature: float = 0.0
+    max_tokens: int = 256
+    tools: list[dict[str, Any]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "coworkenv-hf"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> LocalChatModel:
+        return self.model_copy(update={"tools": list(tools)})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        import torch
+
+        tokenizer, model = load_local_model(self.path)
+        inputs = tokenizer.apply_chat_template([_chat(m) for m in messages], tools=self.tools or None,
+                                               add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        limit = getattr(model.config, "max_position_embeddings", 4096) - self.max_tokens
+        if inputs["input_ids"].shape[1] > limit:
+            text = ""  # the conversation outgrew the model's context: end with an empty answer
+        else:
+            options: dict[str, Any] = {"max_new_tokens": self.max_tokens, "pad_token_id": tokenizer.pad_token_id}
+            if self.temperature > 0:
+                options.update(do_sample=True, temperature=self.temperature)
+            else:
+                options.update(do_sample=False)
+            with _LOCK, torch.inference_mode():
+                out = model.generate(**inputs, **options)
+            text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        return ChatResult(generations=[ChatGeneration(message=parse_reply(text))])

@@ -1,0 +1,124 @@
+"""The agent view: the system prompt and the tool list a model sees for a task, in one place.
+
+Training data (``coworkenv export sft --style``, ``export dpo``) and the agent that plays a task
+(the LangGraph graph of the teacher and of evaluation, ``TeacherSettings.prompt_style``) both
+build what the model sees through this module, so a model is evaluated on exactly the view it
+was trained on.
+
+API::
+
+    PROMPT_STYLES = ("full", "compact")        # PromptStyle = Literal["full", "compact"]
+    view = agent_view(style, tools, task)      # -> AgentView(system: str, tools: list[dict])
+    view.system                                # the system prompt for ``style``
+    view.tools                                 # OpenAI-style function tools, in a stable order
+    view.names                                 # the tool names shown
+
+``tools`` may be MCP ``Tool`` objects (``name``, ``description``, ``input_schema``), the
+workspace's ``ToolSpec`` objects, or OpenAI-style dicts (``{"type": "function", "function":
+{...}}``). ``task`` (a ``Task``) is needed by ``compact``, optional for ``full``.
+
+- ``full``: the teacher's long system prompt and every tool of the workspace, as served.
+- ``compact`` (for small models): a one-line system prompt; only the tools of the apps the
+  task's reference solution touches (destructive tools of those apps included, so the model
+  still has to learn not to call them); each description cut to the first clause of its first
+  sentence (eight words at most); parameter schemas reduced to types, enums and required
+  fields, a plain string parameter shown as ``{}`` (any value; strings are what every such
+  parameter takes).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..workspace import Task
+
+PromptStyle = Literal["full", "compact"]
+PROMPT_STYLES: tuple[str, ...] = ("full", "compact")
+
+SYSTEM_PROMPT = (
+    "You are a careful coworker agent working in the user's office apps through tools. "
+    "Use the tools to do exactly what the task asks, nothing more; never delete or cancel "
+    "anything unless asked. When you are done, reply with a short final answer that states "
+    "the result or the information asked for."
+)
+COMPACT_SYSTEM_PROMPT = "Do the task with the tools, then answer briefly."
+
+_KEPT_SCHEMA_KEYS = ("type", "enum", "items")
+
+
+@dataclass(frozen=True)
+class AgentView:
+    style: str
+    system: str
+    tools: list[dict[str, Any]]
+
+    @property
+    def names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+
+def check_style(style: str) -> PromptStyle:
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    return style  # type: ignore[return-value]
+
+
+def _as_function(tool: Any) -> dict[str, Any]:
+    if isinstance(tool, dict):
+        fn = tool.get("function", tool)
+        return {"name": fn["name"], "description": fn.get("description") or "",
+                "parameters": fn.get("parameters") or {"type": "object", "properties": {}}}
+    schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None)
+    return {"name": tool.name, "description": tool.description or "",
+            "parameters": schema or {"type": "object", "properties": {}}}
+
+
+def _short_description(text: str, words: int = 8) -> str:
+    """The first sentence, at most ``words`` words (without a trailing parenthesis or clause)."""
+    match = re.match(r"(.+?)[.!?](\s|$)", text.strip(), re.S)
+    sentence = (match.group(1) if match else text.strip()).replace("\n", " ")
+    sentence = re.split(r" \(|[,;:] ", sentence, maxsplit=1)[0]
+    kept = sentence.split()
+    return " ".join(kept[:words]) + "."
+
+
+def _compact_schema(schema: dict[str, Any], top: bool = True) -> dict[str, Any]:
+    """Types, enums, items and required fields only; a plain string property shows as ``{}``."""
+    out: dict[str, Any] = {k: schema[k] for k in _KEPT_SCHEMA_KEYS if k in schema}
+    if isinstance(out.get("items"), dict):
+        out["items"] = _compact_schema(out["items"], top=False)
+    if "properties" in schema:
+        out["properties"] = {name: _compact_schema(sub, top=False) for name, sub in schema["properties"].items()}
+        if schema.get("required"):
+            out["required"] = list(schema["required"])
+    if not top and out == {"type": "string"}:
+        return {}
+    return out
+
+
+def task_apps(task: Task) -> set[str]:
+    """The apps a task's reference solution touches (the prefix of each tool name)."""
+    return {step.tool.split("_", 1)[0] for step in task.reference}
+
+
+def agent_view(style: str, tools: list[Any], task: Task | None = None) -> AgentView:
+    """What a model sees for ``task`` under ``style``: its system prompt and its tools."""
+    style = check_style(style)
+    functions = [_as_function(t) for t in tools]
+    if style == "full":
+        return AgentView(style, SYSTEM_PROMPT, [{"type": "function", "function": f} for f in functions])
+    if task is None:
+        raise ValueError("the compact view needs the task (its tools are those of the apps it uses)")
+    apps = task_apps(task)
+    shown = [
+        {"type": "function", "function": {
+            "name": f["name"],
+            "description": _short_description(f["description"]),
+            "parameters": _compact_schema(f["parameters"]),
+        }}
+        for f in functions
+        if f["name"].split("_", 1)[0] in apps
+    ]
+    return AgentView(style, COMPACT_SYSTEM_PROMPT, shown)

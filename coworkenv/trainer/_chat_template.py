@@ -1,0 +1,70 @@
+"""The ChatML chat template of PocketWorker models, with Hermes tool calls and loss markers.
+
+- ``tools`` are listed in the system turn inside ``<tools></tools>``, one JSON object a line.
+- An assistant turn renders its text, then each tool call as
+  ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`` (what vLLM's ``hermes``
+  tool parser reads back). ``arguments`` may be a dict or a JSON string (datasets store them
+  as strings so that differing argument sets do not merge into one struct).
+- Consecutive tool results form one ``user`` turn of ``<tool_response>`` blocks (as Qwen3 does).
+- The assistant's own tokens sit between ``{% generation %}`` and ``{% endgeneration %}``, so
+  TRL's ``assistant_only_loss`` trains on them and on nothing else.
+
+The template has no incidental whitespace (and so no whitespace control): every newline in it
+is part of the rendered text. A newline right after a block tag is written ``{{ NL }}``, since
+transformers renders with ``trim_blocks`` (which would drop it).
+"""
+
+from __future__ import annotations
+
+IM_START, IM_END, EOS = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
+
+CHAT_TEMPLATE = (
+    "{% set NL = '\\n' %}"
+    "{% macro render_call(call) %}"
+    "{% set fn = call.function if call.function is defined else call %}"
+    "<tool_call>\n{\"name\": \"{{ fn.name }}\", \"arguments\": "
+    "{% if fn.arguments is string %}{{ fn.arguments }}{% else %}{{ fn.arguments | tojson }}{% endif %}"
+    "}\n</tool_call>"
+    "{% endmacro %}"
+    "{% set offset = 0 %}"
+    "{% if messages and messages[0].role == 'system' %}"
+    "{% set system = messages[0].content %}{% set offset = 1 %}"
+    "{% else %}{% set system = '' %}{% endif %}"
+    "{% if system or tools %}"
+    "<|im_start|>system\n{{ system }}"
+    "{% if tools %}"
+    "{% if system %}{{ NL }}{% endif %}"
+    "<tools>\n"
+    "{% for tool in tools %}"
+    "{{ (tool.function if tool.function is defined else tool) | tojson }}\n"
+    "{% endfor %}"
+    "</tools>"
+    "{% endif %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+    "{% for message in messages[offset:] %}"
+    "{% if message.role == 'assistant' %}"
+    "<|im_start|>assistant\n"
+    "{% generation %}"
+    "{{ message.content or '' }}"
+    "{% if message.tool_calls %}"
+    "{% for call in message.tool_calls %}"
+    "{% if loop.first and message.content %}{{ NL }}{% endif %}"
+    "{% if not loop.first %}{{ NL }}{% endif %}"
+    "{{ render_call(call) }}"
+    "{% endfor %}"
+    "{% endif %}"
+    "<|im_end|>"
+    "{% endgeneration %}"
+    "{{ NL }}"
+    "{% elif message.role == 'tool' %}"
+    "{% if loop.first or loop.previtem.role != 'tool' %}<|im_start|>user\n{% else %}{{ NL }}{% endif %}"
+    "<tool_response>\n{{ message.content }}\n</tool_response>"
+    "{% if loop.last or loop.nextitem.role != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% else %}"
+    "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)

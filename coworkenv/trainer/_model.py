@@ -1,0 +1,214 @@
+"""PocketWorker base models: a tiny Qwen3 from a config, or a real Qwen3 checkpoint on disk.
+
+``init_tiny_model(rows, out_dir)`` trains a byte-level BPE tokenizer on the exported corpus
+(SFT rows: ``messages`` + ``tools``), builds a randomly initialised Qwen3-architecture causal LM
+of a few million parameters at most, installs the ChatML/Hermes chat template with generation
+markers, and saves everything with ``save_pretrained`` (a folder that TRL, transformers and
+vLLM load). ``init_model(out_dir, base=PATH)`` goes through the same path for a real checkpoint
+(Qwen3-0.6B … Qwen3-VL-8B-Instruct): it loads the model and tokenizer from the folder and
+installs the chat template when the model's own has no generation markers.
+
+The tokenizer splits every digit into its own token (numbers are copied digit by digit), and
+keeps whole the entity names that recur in the corpus (email addresses, file names), so that
+copying a name from the prompt is one token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS
+
+
+class TrainingUnavailable(RuntimeError):
+    """The training extra is not installed; the message says what to install."""
+
+
+def require_training() -> None:
+    try:
+        import tokenizers  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise TrainingUnavailable(
+            f"training needs the 'train' extra ({exc.name} is missing): pip install 'coworkenv[train]'"
+            " (on a CPU-only machine install torch==2.13.0 first)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """The size of a tiny Qwen3 (the defaults give about 1.5 M parameters with a 2k vocabulary)."""
+
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    intermediate_size: int = 512
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    max_position_embeddings: int = 4096
+    entity_min_count: int = 2  # an email/file name seen this often becomes one token
+    seed: int = 0
+
+
+ENTITY_PATTERNS = (
+    re.compile(r"[a-z][a-z0-9.\-]*@[a-z0-9\-]+\.[a-z]+"),  # email addresses
+    re.compile(r"\b[A-Za-z][\w\-]*\.(?:csv|txt|md|pdf|docx|xlsx)\b"),  # file names
+)
+
+
+def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The text pieces a model sees in SFT/DPO rows: contents, tool calls, tool schemas.
+
+    Pieces are yielded as often as the model sees them (a tool list once per row), so that BPE
+    merges follow what training sequences are made of.
+    """
+    for row in rows:
+        yield "system\nuser\nassistant\n"  # the role names of the chat template
+        for tool in row.get("tools") or []:
+            yield json.dumps(tool.get("function", tool))
+        messages = [*(row.get("messages") or row.get("prompt") or []), *(row.get("chosen") or []),
+                    *(row.get("rejected") or [])]
+        for message in messages:
+            if message.get("content"):
+                yield str(message["content"])
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function", call)
+                args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"])
+                yield f'{{"name": "{fn["name"]}", "arguments": {args}}}'
+
+
+def entity_tokens(texts: Iterable[str], min_count: int = 2) -> list[str]:
+    """Email addresses and file names seen at least ``min_count`` times, most frequent first."""
+    counts: Counter[str] = Counter()
+    for text in texts:
+        for pattern in ENTITY_PATTERNS:
+            counts.update(pattern.findall(text))
+    return [name for name, n in counts.most_common() if n >= min_count]
+
+
+def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_count: int = 2):
+    """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``."""
+    require_training()
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    special = [EOS, IM_START, IM_END]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=2, special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    entities = entity_tokens(texts, entity_min_count)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*TOOL_TOKENS, *entities)])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=IM_END, pad_token=EOS, bos_token=None, unk_token=None,
+        additional_special_tokens=[IM_START],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.model_max_length = 4096
+    return fast
+
+
+def tiny_qwen3(config: TinyConfig, tokenizer):
+    """A randomly initialised Qwen3 causal LM sized by ``config`` for ``tokenizer``."""
+    require_training()
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(config.seed)
+    model_config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        head_dim=config.head_dim,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        pad_token_id=tokenizer.convert_tokens_to_ids(EOS),
+        bos_token_id=None,
+    )
+    model = Qwen3ForCausalLM(model_config)
+    model.generation_config.eos_token_id = model_config.eos_token_id
+    model.generation_config.pad_token_id = model_config.pad_token_id
+    return model
+
+
+def parameter_count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config: TinyConfig | None = None) -> Path:
+    """Build and save a tiny Qwen3 PocketWorker base for the corpus ``rows``; return ``out_dir``."""
+    config = config or TinyConfig()
+    texts = list(corpus_texts(rows))
+    if not texts:
+        raise ValueError("the corpus is empty: export SFT rows first (coworkenv export sft)")
+    tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
+    model = tiny_qwen3(config, tokenizer)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / "coworkenv_model.json").write_text(json.dumps(
+        {"kind": "tiny", "config": asdict(config), "parameters": parameter_count(model)}, indent=2))
+    return out
+
+
+def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
+    """Save a real checkpoint (a local folder) into ``out_dir`` with a training-compatible template."""
+    require_training()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = Path(base)
+    if not (base / "config.json").exists():
+        raise FileNotFoundError(f"{base} is not a model folder (no config.json); nothing is downloaded here")
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True)
+    except ValueError:  # a vision-language checkpoint (Qwen3-VL) has no causal-LM class of its own
+        from transformers import AutoModelForImageTextToText
+
+        model = AutoModelForImageTextToText.from_pretrained(base, local_files_only=True)
+    if "{% generation %}" not in (tokenizer.chat_template or ""):
+        tokenizer.chat_template = CHAT_TEMPLATE  # Qwen3's ChatML tokens and Hermes tool tags are in its vocab
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / "coworkenv_model.json").write_text(json.dumps(
+        {"kind": "pretrained", "base": str(base), "parameters": parameter_count(model)}, indent=2))
+    return out
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """JSON-lines rows from ``path`` with a clear error for a missing or malformed file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no dataset at {path}")
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+    return rows

@@ -1,0 +1,54 @@
+"""The ``hf:PATH`` provider: a local model folder plays a task through the MCP server."""
+
+import pytest
+
+from coworkenv.agents import ProviderError, ProviderSettings, Teacher, TeacherSettings, episode_messages, parse_provider
+from coworkenv.agents._hf import parse_reply
+from coworkenv.server import running_http_server
+from coworkenv.workspace import Task
+
+
+def test_hf_specs_are_parsed_and_named():
+    spec = parse_provider("hf:runs/train/sft/model")
+    assert (spec.kind, spec.model, spec.label) == ("hf", "runs/train/sft/model", "hf:runs/train/sft/model")
+    with pytest.raises(ProviderError, match="local model folder"):
+        parse_provider("hf:")
+
+
+def test_hermes_blocks_become_tool_calls_and_broken_ones_stay_text():
+    reply = parse_reply('Looking.\n<tool_call>\n{"name": "mail_read_message", "arguments": {"id": "m03"}}\n</tool_call>'
+                        '\n<tool_call>\n{"name": "files_read_file", "arguments": "{\\"name\\": \\"a.csv\\"}"}\n</tool_call>')
+    assert reply.content == "Looking."
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [
+        ("mail_read_message", {"id": "m03"}), ("files_read_file", {"name": "a.csv"})]
+    for broken in ('<tool_call>\n{"name": "x", "arguments": {"id": \n</tool_call>', "<tool_call>\n[1, 2]\n</tool_call>",
+                   '<tool_call>\n{"arguments": {}}\n</tool_call>'):
+        message = parse_reply(broken)
+        assert message.tool_calls == [] and message.content == broken.strip()
+    assert parse_reply("The total is 4200 EUR.").content == "The total is 4200 EUR."
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+@pytest.mark.slow
+async def test_a_local_model_plays_a_task_over_mcp(host, tasks, tmp_path):
+    pytest.importorskip("transformers", reason="needs the 'train' extra")
+    from coworkenv.trainer import TinyConfig, init_tiny_model
+
+    task = Task.model_validate_json(host.store.get_task(tasks[0])["spec"])
+    row = {"messages": [{"role": "user", "content": task.instruction},
+                        {"role": "assistant", "content": task.reference_answer}],
+           "tools": [{"type": "function", "function": {"name": s.tool, "parameters": {}}} for s in task.reference]}
+    model = init_tiny_model([row, row], tmp_path / "tiny", TinyConfig(vocab_size=400, hidden_size=32,
+                                                                     intermediate_size=64, num_hidden_layers=1,
+                                                                     num_attention_heads=1, num_key_value_heads=1))
+    settings = TeacherSettings(provider=f"hf:{model}", max_repairs=0, prompt_style="compact",
+                               provider_settings=ProviderSettings(max_tokens=16))
+    async with running_http_server(host) as url:
+        run = await Teacher(host.store, url, settings).run_task(task)
+    (attempt,) = run.attempts
+    episode = host.store.get_episode(attempt.episode_id)
+    assert episode["provider"] == f"hf:{model}" and episode["status"] == "ended"
+    messages = episode_messages(host.store, attempt.episode_id)
+    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+    assert not attempt.verdict.admitted  # an untrained model does not solve the task

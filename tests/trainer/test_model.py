@@ -1,0 +1,80 @@
+"""The tiny PocketWorker base: tokenizer, ChatML/Hermes chat template, Qwen3 model from a config."""
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("transformers", reason="needs the 'train' extra")
+
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer  # noqa: E402
+from coworkenv.trainer._model import corpus_texts  # noqa: E402
+
+@pytest.fixture(scope="module")
+def tokenizer(chat_rows):
+    return train_tokenizer(list(corpus_texts(chat_rows)), vocab_size=600)
+
+
+def test_template_round_trips_tools_and_tool_calls(tokenizer, chat_rows, chat_tools):
+    row = chat_rows[3]
+    text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    listed = re.search(r"<tools>\n(.*?)</tools>", text, re.S).group(1).splitlines()
+    assert [json.loads(line) for line in listed] == [t["function"] for t in chat_tools]
+    calls = [json.loads(c) for c in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", text, re.S)]
+    expected = [
+        {"name": c["function"]["name"], "arguments": c["function"]["arguments"] if isinstance(
+            c["function"]["arguments"], dict) else json.loads(c["function"]["arguments"])}
+        for m in row["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])
+    ]
+    assert calls == expected  # dict and JSON-string arguments both come back as the same call
+    responses = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.S)
+    assert responses == [m["content"] for m in row["messages"] if m["role"] == "tool"]
+    assert text.count("<|im_start|>user\n<tool_response>") == 2  # parallel results share one turn
+    prompt = tokenizer.apply_chat_template(row["messages"][:2], tools=row["tools"], tokenize=False,
+                                           add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n") and text.startswith(prompt[: -len("<|im_start|>assistant\n")])
+
+
+def test_only_assistant_tokens_are_marked_for_loss(tokenizer, chat_rows):
+    row = chat_rows[5]
+    enc = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    ids, mask = enc["input_ids"], enc["assistant_masks"]
+    assert 0 < sum(mask) < len(ids)
+    marked = tokenizer.decode([i for i, m in zip(ids, mask) if m])
+    text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    turns = re.findall(r"<\|im_start\|>assistant\n(.*?<\|im_end\|>)", text, re.S)
+    assert marked == "".join(turns)
+    for forbidden in ("<tool_response>", "<tools>", "Read m05", "<|im_start|>"):
+        assert forbidden not in marked
+
+
+def test_tokenizer_splits_digits_and_keeps_entities_whole(tokenizer):
+    pieces = tokenizer.tokenize("on 2026-03-18 to alice.nguyen@acme.example")
+    assert "alice.nguyen@acme.example" in pieces
+    assert [p for p in pieces if p.isdigit()] == list("20260318")
+    for token in ("<tool_call>", "</tool_call>", "<|im_end|>"):
+        assert len(tokenizer.tokenize(token)) == 1
+
+
+def test_init_tiny_model_saves_a_loadable_small_qwen3(tmp_path, chat_rows, chat_tools):
+    out = init_tiny_model(chat_rows, tmp_path / "tiny", TinyConfig(vocab_size=600))
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tok = AutoTokenizer.from_pretrained(out)
+    assert model.config.model_type == "qwen3"
+    assert sum(p.numel() for p in model.parameters()) < 3_000_000
+    assert model.config.eos_token_id == tok.convert_tokens_to_ids("<|im_end|>")
+    assert "{% generation %}" in tok.chat_template
+    prompt = tok.apply_chat_template(chat_rows[0]["messages"][:2], tools=chat_tools, add_generation_prompt=True,
+                                     return_tensors="pt", return_dict=True)
+    generated = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+    assert generated.shape[1] == prompt["input_ids"].shape[1] + 5 or tok.eos_token_id in generated[0].tolist()
+    meta = json.loads((out / "coworkenv_model.json").read_text())
+    assert meta["kind"] == "tiny" and meta["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_empty_corpus_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="corpus is empty"):
+        init_tiny_model([], tmp_path / "tiny")

@@ -1,0 +1,99 @@
+"""Real TRL steps on a tiny Qwen3: SFT and DPO change the parameters, keep the loss finite, resume,
+and are recorded in the store."""
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("trl", reason="needs the 'train' extra")
+
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from coworkenv.trainer import TinyConfig, TrainSettings, init_tiny_model, train_dpo, train_sft  # noqa: E402
+
+TINY = TinyConfig(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                  num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+
+
+def _weights(path) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in AutoModelForCausalLM.from_pretrained(path).state_dict().items()}
+
+
+def _changed(before, after) -> bool:
+    return any(not torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, chat_rows):
+    return init_tiny_model(chat_rows, tmp_path_factory.mktemp("base") / "tiny", TINY)
+
+
+@pytest.fixture
+def sft_data(tmp_path, chat_rows):
+    path = tmp_path / "sft.jsonl"
+    path.write_text("".join(json.dumps({**row, "capability": "lookup" if i % 2 else "single_write"}) + "\n"
+                            for i, row in enumerate(chat_rows)))
+    return path
+
+
+def _dpo_rows(chat_rows):
+    rows = []
+    for row in chat_rows:
+        prompt, rest = row["messages"][:2], row["messages"][2:]
+        rows.append({"prompt": prompt, "chosen": rest, "tools": row["tools"],
+                     "rejected": [{"role": "assistant", "content": "Done, I looked into it."}]})
+    return rows
+
+
+def test_sft_steps_change_parameters_are_recorded_and_resume(base, sft_data, tmp_path, store):
+    settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "run"), max_steps=3,
+                             batch_size=2, save_steps=2, logging_steps=1, warmup_steps=0, learning_rate=1e-2)
+    result = train_sft(store, settings)
+    assert result.metrics["steps"] == 3 and all(math.isfinite(x["loss"]) for x in result.metrics["losses"])
+    assert _changed(_weights(base), _weights(result.model_dir))
+    (run,) = store.training_runs("sft")
+    assert run["status"] == "done" and run["rows"] == 12 and run["output_dir"] == str(result.model_dir)
+    assert len(run["data_hash"]) == 64 and json.loads(run["config"])["max_steps"] == 3
+    assert json.loads(run["metrics"])["final_loss"] == result.metrics["final_loss"]
+    # the same output folder with more steps resumes from the last checkpoint
+    again = train_sft(store, settings.model_copy(update={"max_steps": 4}))
+    assert again.metrics["resumed_from"].endswith("checkpoint-3") and again.metrics["steps"] == 4
+    assert [r["status"] for r in store.training_runs("sft")] == ["done", "done"]
+
+
+def test_sft_with_lora_saves_an_adapter_and_a_merged_model(base, sft_data, tmp_path, store):
+    settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "lora"), max_steps=2,
+                             batch_size=2, warmup_steps=0, learning_rate=1e-2, lora=True, lora_r=4, lora_alpha=8,
+                             capabilities=["lookup"])
+    result = train_sft(store, settings)
+    assert (tmp_path / "lora" / "adapter" / "adapter_config.json").exists()
+    assert _changed(_weights(base), _weights(result.model_dir))
+    assert store.training_runs("sft")[0]["rows"] == 6  # only the lookup rows
+
+
+def test_dpo_steps_change_parameters_and_are_recorded(base, tmp_path, store, chat_rows):
+    data = tmp_path / "dpo.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _dpo_rows(chat_rows)))
+    settings = TrainSettings(model=str(base), data=str(data), out_dir=str(tmp_path / "dpo"), max_steps=2,
+                             batch_size=2, warmup_steps=0, learning_rate=1e-2, logging_steps=1)
+    result = train_dpo(store, settings)
+    assert all(math.isfinite(x["loss"]) for x in result.metrics["losses"]) and result.metrics["steps"] == 2
+    assert _changed(_weights(base), _weights(result.model_dir))
+    (run,) = store.training_runs("dpo")
+    assert run["status"] == "done" and run["rows"] == 12
+
+
+def test_bad_training_input_is_named_and_failed_runs_are_recorded(base, tmp_path, store, sft_data):
+    with pytest.raises(FileNotFoundError, match="no dataset"):
+        train_sft(store, TrainSettings(model=str(base), data=str(tmp_path / "none.jsonl"), out_dir=str(tmp_path)))
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        train_sft(store, TrainSettings(model=str(tmp_path), data=str(sft_data), out_dir=str(tmp_path / "x")))
+    with pytest.raises(ValueError, match="capabilities"):
+        train_sft(store, TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "x"),
+                                       capabilities=["telepathy"]))
+    with pytest.raises(ValueError, match="not a DPO pair"):
+        train_dpo(store, TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "y"), max_steps=1))
+    assert [r["status"] for r in store.training_runs("dpo")] == ["failed"]
+    assert "not a DPO pair" in store.training_runs("dpo")[0]["error"]
