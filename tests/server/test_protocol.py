@@ -167,3 +167,27 @@ async def test_a_live_agent_that_solves_the_task_is_admitted_and_export_skips_it
     assert [json.loads(c["arguments"]) for c in calls[:-1]] == [s.arguments for s in task.reference]
     # The server never sees the conversation: the export has nothing to train on, and says so by count.
     assert export_sft(host.store, tmp_path / "sft.jsonl") == 0
+
+
+@pytest.mark.slow
+async def test_a_stdio_episode_is_graded_when_the_client_goes_away(host: EpisodeHost, tasks: list[str],
+                                                                   store_path):
+    import os
+    import sys
+    from pathlib import Path
+
+    from mcp import StdioServerParameters
+
+    root = Path(__file__).resolve().parents[2]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "coworkenv", "serve", "--stdio", "--task", tasks[0], "--store", str(store_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)},
+    )
+    with anyio.fail_after(45):
+        async with Client(params) as client:
+            assert not (await client.call_tool("calendar_get_event", {"id": "e01"})).is_error
+    (episode,) = host.store.query("select * from episodes where task_id = ? and source = 'live'", (tasks[0],))
+    assert episode["status"] == "ended" and episode["final_answer"] is None
+    verdict = await wait_for_verdict(host.store, episode["id"])
+    assert verdict["admitted"] == 0
