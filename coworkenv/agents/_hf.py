@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
-_LOCK = threading.Lock()
+_LOCK = threading.Lock()  # loading and generation: torch already uses every core for one call
 
 
 @lru_cache(maxsize=4)
@@ -108,7 +108,8 @@ class LocalChatModel(BaseChatModel):
     ) -> ChatResult:
         import torch
 
-        tokenizer, model = load_local_model(self.path)
+        with _LOCK:  # the first call imports transformers and loads the model: one thread at a time
+            tokenizer, model = load_local_model(self.path)
         inputs = tokenizer.apply_chat_template([_chat(m) for m in messages], tools=self.tools or None,
                                                add_generation_prompt=True, return_tensors="pt", return_dict=True)
         limit = getattr(model.config, "max_position_embeddings", 4096) - self.max_tokens

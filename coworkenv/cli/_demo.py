@@ -111,6 +111,9 @@ def demo_command(
         if problem:
             err.print(f"[red]error:[/red] {problem}")
             raise typer.Exit(2)
+        from ._train import quiet_training_logs
+
+        quiet_training_logs()
     directory.mkdir(parents=True, exist_ok=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err) as progress:

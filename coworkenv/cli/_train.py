@@ -18,6 +18,18 @@ train_app = typer.Typer(help="Train PocketWorker models with TRL.", no_args_is_h
 err = Console(stderr=True)
 
 
+def quiet_training_logs() -> None:
+    """No per-step progress bars and load reports from datasets/transformers on the console."""
+    try:
+        import datasets
+        import transformers
+    except ImportError:
+        return
+    datasets.disable_progress_bars()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def _fail(message: str) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}")
     return typer.Exit(2)
@@ -40,6 +52,7 @@ def init_tiny_command(
         help="Instead of a tiny model, prepare this local checkpoint folder (e.g. a Qwen3-0.6B download).")] = None,
 ) -> None:
     """A tiny Qwen3 with a BPE tokenizer trained on the corpus and the ChatML/Hermes chat template."""
+    quiet_training_logs()
     try:
         if base is not None:
             path = init_model(out, base=base)
@@ -60,6 +73,7 @@ def _train(kind: str, **options) -> None:
     from ..trainer import train_dpo, train_sft
 
     store = options.pop("store")
+    quiet_training_logs()
     try:
         settings = TrainSettings(**options)
     except ValidationError as exc:

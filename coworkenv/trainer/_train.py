@@ -182,7 +182,10 @@ def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettin
         })
     started = time.perf_counter()
     try:
+        from transformers import PrinterCallback
+
         trainer, tokenizer = build(rows)
+        trainer.remove_callback(PrinterCallback)  # no log dicts on stdout; losses are in the metrics
         resume = _last_checkpoint(Path(settings.out_dir) / "checkpoints") if settings.resume else None
         trainer.train(resume_from_checkpoint=resume)
         metrics = _finish(trainer, settings, tokenizer)
