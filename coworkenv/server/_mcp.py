@@ -317,7 +317,7 @@ class HttpEpisodes:
         self.by_key: dict[tuple[str, ...], Episode] = {}
         self.last_seen: dict[str, float] = {}
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
-        self._ended: set[str] = set()
+        self._ended: dict[str, float] = {}  # episode id -> when it ended
 
     async def __call__(self, ctx: Any) -> Episode:
         request = ctx.request
@@ -387,7 +387,7 @@ class HttpEpisodes:
         self.last_seen.pop(episode.id, None)
         if episode.id in self._ended:
             return
-        self._ended.add(episode.id)
+        self._ended[episode.id] = time.monotonic()
         if not episode.ended:
             await episode.finish(episode.final_answer, error=error)
         if self.grade:
@@ -405,14 +405,19 @@ class HttpEpisodes:
                 self.last_seen.pop(episode_id, None)
                 continue
             await self.end(episode)
-        self._forget_ended()
+        self._forget_ended(now)
         return idle
 
-    def _forget_ended(self) -> None:
-        """Drop session entries of ended episodes (keys stay: an ended key still says it has ended)."""
-        for key in [k for k, e in self.by_key.items() if e.ended and k[0] == "session"]:
-            del self.by_key[key]
-            self._locks.pop(key, None)
+    def _forget_ended(self, now: float) -> None:
+        """Drop ended sessions at once, and ended keys one idle timeout after their end (until
+        then a key's later requests hear that its episode has ended; after, the key opens anew)."""
+        for key, episode in list(self.by_key.items()):
+            ended_at = self._ended.get(episode.id)
+            if episode.ended and (key[0] == "session" or (ended_at is not None and now - ended_at > self.idle_timeout)):
+                del self.by_key[key]
+                self._locks.pop(key, None)
+        for episode_id in [e for e, at in self._ended.items() if now - at > 2 * self.idle_timeout]:
+            del self._ended[episode_id]
 
     async def close(self) -> None:
         """End every episode this resolver opened that is still open."""

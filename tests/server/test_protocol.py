@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from coworkenv.server import EpisodeHost, ServeSettings, running_http_server
+from coworkenv.server import EpisodeHost, EpisodeSettings, ServeSettings, running_http_server
 from coworkenv.store import Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
@@ -119,11 +119,11 @@ async def test_live_episode_is_graded_when_it_ends(host: EpisodeHost, tasks: lis
     assert len(host.store.query("select * from verdicts where episode_id = ?", (episode_id,))) == 1
 
 
-async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(host: EpisodeHost, tasks: list[str]):
+async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(host: EpisodeHost, tasks: list[str],
+                                                                             tmp_path):
     task = tasks[0]
-    settings = ServeSettings(episode_idle_timeout=0.3)
     with anyio.fail_after(30):
-        async with running_http_server(host, settings) as base:
+        async with running_http_server(host) as base:
             async with Client(f"{base}/t/{task}/e/deleted/mcp") as client:
                 await client.call_tool("calendar_list_events", {})
             (deleted,) = [e.id for e in host.open_episodes.values() if e.task.id == task]
@@ -135,15 +135,19 @@ async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(hos
             assert host.store.get_episode(deleted)["status"] == "ended"
             await wait_for_verdict(host.store, deleted)
 
-            # An abandoned episode (no submit, no DELETE) ends after the idle timeout, graded.
+    # An abandoned episode (no submit, no DELETE) ends after the idle timeout, graded.
+    idle = EpisodeHost(host.store, EpisodeSettings(cache_dir=tmp_path / "idle"))
+    with anyio.fail_after(30):
+        async with running_http_server(idle, ServeSettings(episode_idle_timeout=0.3)) as base:
             async with Client(f"{base}/t/{task}/e/abandoned/mcp") as client:
                 await client.call_tool("mail_search_messages", {"query": "budget"})
-            (abandoned,) = [e.id for e in host.open_episodes.values() if e.task.id == task]
+            (abandoned,) = [r["id"] for r in host.store.query(
+                "select id from episodes where task_id = ? and source = 'live' and id != ?", (task, deleted))]
             verdict = await wait_for_verdict(host.store, abandoned)
             assert verdict["admitted"] == 0
             row = host.store.get_episode(abandoned)
             assert row["status"] == "ended" and row["final_state"] and row["final_answer"] is None
-            assert abandoned not in host.open_episodes
+            assert abandoned not in idle.open_episodes
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
