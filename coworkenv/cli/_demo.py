@@ -86,7 +86,7 @@ def demo_command(
                                        "trained model on held-out tasks, and print the before/after table.")] = False,
     capability: Annotated[Optional[list[str]], typer.Option(
         help="--full: capabilities to synthesize, train and evaluate (repeatable; default lookup, single_write).")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="--full: SFT steps.")] = 400,
+    steps: Annotated[int, typer.Option(min=1, help="--full: SFT steps.")] = 300,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = 24,
     serve: Annotated[str, typer.Option(help="--full: how models are served for evaluation: local (in process, "
                                        "hf:PATH) or vllm (vLLM's OpenAI server, tool parser hermes).")] = "local",
@@ -177,7 +177,7 @@ class FullSettings(BaseModel):
     vocab_size: int = 2048
     hidden_size: int = 128
     layers: int = 2
-    train_steps: int = Field(default=400, ge=1)
+    train_steps: int = Field(default=300, ge=1)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 3e-3
     eval_tasks: int = Field(default=24, ge=1)
