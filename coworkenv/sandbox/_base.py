@@ -47,8 +47,9 @@ class ToolOutcome:
 class Sandbox(abc.ABC):
     """Lifecycle: ``start`` → any number of ``call_tool``/``read_file``/``write_file``/``reset`` → ``close``.
 
-    ``workdir`` holds the episode's private copy of the workspace state; ``initial_state`` is
-    the file that ``start`` and ``reset`` copy into it.
+    The sandbox's ``/workspace`` holds the episode's private copy of the workspace state;
+    ``initial_state`` is the file that ``start`` and ``reset`` copy into it. Backends are chosen
+    by name from ``coworkenv.sandbox.BACKENDS`` and pass ``coworkenv.sandbox._conformance``.
     """
 
     name: str = ""

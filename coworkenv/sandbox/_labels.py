@@ -112,13 +112,18 @@ def _cleanup_docker(everything: bool, report: CleanupReport) -> None:
         return
     import docker
 
-    for container in client.containers.list(all=True, filters={"label": DOCKER_LABEL}):
-        labels = container.labels or {}
+    # One listing call (the SDK's containers.list fetches each one again, racing their removal).
+    for container in client.api.containers(all=True, filters={"label": DOCKER_LABEL}):
+        labels = container.get("Labels") or {}
+        name = (container.get("Names") or [container["Id"][:12]])[0].lstrip("/")
         if everything or is_orphan(*(labels.get(k, "") for k in OWNER_LABELS)):
             try:
-                container.remove(force=True, v=True)
-                report.containers.append(container.name)
+                client.api.remove_container(container["Id"], force=True)
+                report.containers.append(name)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    report.notes.append(f"could not remove container {name}: {exc}")
         else:
             report.kept += 1

@@ -1,9 +1,10 @@
 """A warm pool: ready sandboxes per initial state, so that an episode starts without waiting.
 
 ``acquire`` hands out a started sandbox (a ready one when there is one, else it starts one) and
-tops the pool up in the background; ``release`` resets a sandbox to its initial state (a restore in
-the same sandbox, not a rebuild) and keeps it for the next episode, or closes it when the pool is
-full or the reset fails. Whatever the pool holds is closed by ``close`` and, should the process end
+tops the pool up to ``size`` ready ones in the background; ``release`` resets a sandbox to its
+initial state (a restore in the same sandbox, not a rebuild) and keeps it for a next episode while
+at most ``size`` are ready (so the pool holds ``size + 1`` and back-to-back episodes recycle their
+sandboxes instead of starting new ones), or closes it when there are more or the reset fails. Whatever the pool holds is closed by ``close`` and, should the process end
 without it (Ctrl-C), by an exit hook.
 """
 
@@ -90,7 +91,7 @@ class SandboxPool:
     async def release(self, sandbox: Sandbox) -> None:
         """Keep ``sandbox`` for another episode, reset to its initial state, or close it."""
         key = sandbox.initial_state.resolve()
-        if self._closed or self.idle(key) + self._starting[key] >= self.settings.size:
+        if self._closed or self.settings.size == 0 or self.idle(key) > self.settings.size:
             await self._discard(sandbox)
             return
         try:
@@ -126,7 +127,7 @@ class SandboxPool:
                 return  # the next acquire starts one itself and sees the error
             finally:
                 self._starting[key] -= 1
-            if self._closed:
+            if self._closed or self.idle(key) >= self.settings.size:  # released ones came back meanwhile
                 await self._discard(sandbox)
                 return
             self._idle.setdefault(key, []).append(sandbox)

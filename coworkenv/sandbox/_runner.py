@@ -3,8 +3,9 @@
 It reads one JSON request per line on stdin and writes one JSON reply per line on stdout. Each
 tool call runs in its own child process with CPU-time, memory and process limits and a wall-clock
 deadline, so a hung or crashing tool is killed and reported as a tool error while the runner keeps
-serving. The child for the next call is forked ahead of time (after the previous reply went out),
-so a call costs a hand-over through a pipe rather than a fork.
+serving. The apps are imported once at start, and the child for the next call is forked ahead of
+time (after the previous reply went out), so a call costs a hand-over through a pipe rather than a
+fork and an import.
 
 Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "args": {...},
             "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576, "pids": 64}}
@@ -39,6 +40,15 @@ STATE_FILE = "state.db"
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
 SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset
 WATCH_EVERY_S = 0.05
+PRELOAD_S = 5.0
+
+
+class _PreloadTimeout(Exception):
+    pass
+
+
+def _preload_timeout(signum, frame):
+    raise _PreloadTimeout()
 
 
 class Runner:
@@ -46,9 +56,7 @@ class Runner:
         self.workspace = os.path.realpath(workspace)
         self.initial_state = initial_state
         self.sandboxed = sandboxed
-        self.imported = set()
         self.exiting = []  # children that sent their reply and are on their way out
-        self.loaded = None  # the app the last call's child imported without trouble
         self.keep = {os.getpid()}
         pid = os.getppid()
         while pid > 1:  # our ancestors (bwrap's init) are not the tool's
@@ -136,8 +144,6 @@ class Runner:
         if isinstance(reply, dict) and "ok" in reply:
             # A complete reply: the child is exiting; it is reaped after the reply went out.
             self.exiting.append(pid)
-            if reply.pop("app_loaded", False) is True:
-                self.loaded = request.get("app")
             return reply
         _kill_group(pid)
         status = _reap(pid)
@@ -150,23 +156,38 @@ class Runner:
         return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}
 
     def after_call(self, request, reply):
-        """Off the critical path, once the reply went out: clean up, warm up, fork the next child."""
+        """Off the critical path, once the reply went out: clean up, fork the next child."""
         for pid in self.exiting:
             _kill_group(pid)  # whatever the tool started goes with it; reaped below or later
         self.exiting.clear()
         if self.sandboxed:
             self.sweep()
-        app, self.loaded = self.loaded, None
-        if isinstance(app, str) and app not in self.imported:
-            # Import an app in the runner only once a limited child imported it and finished in
-            # time, so that later children start warm and a misbehaving import never runs unlimited.
-            self.imported.add(app)
-            try:
-                importlib.import_module("apps." + app)
-            except Exception:  # noqa: BLE001 - the children report the failure
-                pass
         _reap_any()
         self.spawn_worker()
+
+    def preload(self, lib):
+        """Import the apps before the first child is forked, so that every call starts warm.
+
+        An import that raises is skipped (the call's child reports it); one that takes longer
+        than ``PRELOAD_S`` is interrupted. Whatever an import does stays inside the sandbox.
+        """
+        try:
+            names = sorted(os.listdir(os.path.join(lib, "apps")))
+        except OSError:
+            return
+        previous = signal.signal(signal.SIGALRM, _preload_timeout)
+        try:
+            for name in names:
+                if name.endswith(".py") and not name.startswith("_"):
+                    signal.setitimer(signal.ITIMER_REAL, PRELOAD_S)
+                    try:
+                        importlib.import_module("apps." + name[:-3])
+                    except BaseException:  # noqa: BLE001 - SystemExit and the timeout included
+                        pass
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
 
     # ------------------------------------------------------------------ processes
 
@@ -309,20 +330,19 @@ def _worker(req_r, rep_w):
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
         try:
-            loaded = {"app_loaded": True}
             conn = sqlite3.connect(STATE_FILE)
             try:
                 result = module.handle(conn, request["tool"], request.get("args") or {})
                 conn.commit()
             finally:
                 conn.close()
-            reply = {"ok": True, "result": result, **loaded}
+            reply = {"ok": True, "result": result}
         except tool_failure as exc:
-            reply = {"ok": False, "kind": "tool", "error": str(exc), **loaded}
+            reply = {"ok": False, "kind": "tool", "error": str(exc)}
         except MemoryError:
             reply = {"ok": False, "kind": "limit", "error": "tool exceeded its memory limit"}
         except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
-            reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}", **loaded}
+            reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}"}
     try:
         data = json.dumps(reply).encode()
     except (TypeError, ValueError, MemoryError) as exc:
@@ -391,10 +411,14 @@ def _empty(directory):
 
 
 def main(argv):
-    sys.path.insert(0, os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib"))
+    lib = os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib")
+    sys.path.insert(0, lib)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead child's pipe is an error, not our death
     sandboxed = "--sandboxed" in argv
     runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed)
+    runner.preload(lib)
+    if sandboxed:
+        runner.sweep()  # nothing an import started outlives it
     runner.spawn_worker()
     runner.serve(sys.stdin, sys.stdout)
     runner.drop_worker()

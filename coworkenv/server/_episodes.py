@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,7 @@ class Episode:
     async def final_state(self) -> str | None:
         try:
             return dump_state(await self.sandbox.read_file(STATE_FILE))
-        except (OSError, SandboxError):
+        except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None
 
     async def finish(self, answer: str | None = None, *, truncated: bool = False,

@@ -37,7 +37,7 @@ def free_port() -> int:
 def containers_of(pid: int) -> list:
     from coworkenv.sandbox._image import docker_client
 
-    return docker_client().containers.list(all=True, filters={"label": f"coworkenv.owner.pid={pid}"})
+    return docker_client().api.containers(all=True, filters={"label": f"coworkenv.owner.pid={pid}"})
 
 
 async def wait_for_server(base: str, proc: subprocess.Popen) -> None:

@@ -44,21 +44,21 @@ async def test_released_sandbox_comes_back_reset_and_warm(backend: str, tmp_path
             assert second is not first and pool.stats["warm"] == 1
             assert await value(second, "seeded") == "yes"
 
-            assert (await probe(first, "put", key="seeded", value="dirty")).ok
-            await first.write_file("left/over.txt", b"x")
-            assert (await probe(first, "write", path="/tmp/left.txt", text="x")).result["ok"]
+            assert (await probe(second, "put", key="seeded", value="dirty")).ok
+            await second.write_file("left/over.txt", b"x")
+            assert (await probe(second, "write", path="/tmp/left.txt", text="x")).result["ok"]
             await pool.drain()  # the fill after the second acquire
-            await pool.release(second)  # the pool is full: closed, not kept
-            assert second.closed and pool.idle(initial) == 1
+            await pool.release(second)  # one more than `size` may wait: reset in place and kept
+            assert not second.closed and pool.idle(initial) == 2 and pool.stats["recycled"] == 1
+            await pool.release(first)  # beyond that: closed
+            assert first.closed and pool.idle(initial) == 2
 
-            await pool.release(first)  # reset only when kept
             third = await pool.acquire(initial)
-            ready = {third, *pool._idle.get(initial.resolve(), [])}
-            assert first in ready or first.closed
-            for sandbox in ready:
-                assert await sandbox.read_file("state.db") == initial.read_bytes()
-                where = await probe(sandbox, "where")
-                assert where.result["files"] == ["state.db"] and where.result["tmp"] == [], where.result
+            assert third is second  # the recycled one, restored exactly
+            assert await third.read_file("state.db") == initial.read_bytes()
+            where = await probe(third, "where")
+            assert where.result["files"] == ["state.db"] and where.result["tmp"] == [], where.result
+            assert await value(third, "seeded") == "yes"
     finally:
         with anyio.fail_after(60):
             await pool.close()
@@ -108,17 +108,29 @@ async def test_no_pool_starts_and_closes_a_sandbox_per_episode(tmp_path: Path, a
 
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 async def test_episodes_of_a_host_reuse_reset_sandboxes(backend: str, store, tmp_path: Path):
-    """Real tasks calibrate in the backend (the built-in apps run there), reusing pooled sandboxes."""
+    """Real tasks calibrate in the backend (the built-in apps run there); then back-to-back episodes
+    of a task recycle one reset sandbox instead of starting new ones."""
     settings = EpisodeSettings(backend=backend, cache_dir=tmp_path / "cache", pool=PoolSettings(size=1))
     host = EpisodeHost(store, settings)
     try:
         with anyio.fail_after(240):
             summary = await synthesize(host, 2, seed=0)
             assert summary.admitted == 2, summary
+            task = host.task(host.store.tasks(status="admitted")[0]["id"])
+            initial = host.initial_state(host.workspace(task.workspace_id)).read_bytes()
             await host.pool.drain()
-            # Calibration opens several episodes per task: all but the first start warm, and each
-            # finds the initial state again although the one before wrote to it.
-            assert host.pool.stats["warm"] >= 2 and host.pool.stats["recycled"] >= 2, host.pool.stats
+            before = dict(host.pool.stats)
+            for _ in range(3):
+                episode = await host.open(task, source="test")
+                assert await episode.sandbox.read_file("state.db") == initial
+                with pytest.raises(FileNotFoundError):
+                    await episode.sandbox.read_file("junk.txt")
+                await episode.sandbox.write_file("state.db", b"not a database any more")
+                await episode.sandbox.write_file("junk.txt", b"left by the episode")
+                await episode.finish("done")
+                await host.pool.drain()
+            stats = {k: v - before.get(k, 0) for k, v in host.pool.stats.items()}
+            assert stats.get("warm") == 3 and stats.get("recycled") == 3 and not stats.get("cold"), stats
     finally:
         with anyio.fail_after(60):
             await host.close()
