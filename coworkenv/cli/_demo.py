@@ -10,8 +10,10 @@ before/after table. Every stage resumes from what the run folder already holds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -187,20 +189,16 @@ class FullSettings(BaseModel):
     vllm_python: str | None = None
 
 
-def _stage(progress: Progress, name: str, timings: dict[str, float]):
+@contextlib.contextmanager
+def _stage(progress: Progress, name: str, timings: dict[str, float]) -> Iterator[None]:
     """A progress line for one stage, timed into ``timings``."""
-
-    class Stage:
-        def __enter__(self):
-            self.job = progress.add_task(name, total=1)
-            self.started = time.perf_counter()
-            return self
-
-        def __exit__(self, *exc):
-            timings[name] = round(time.perf_counter() - self.started, 1)
-            progress.update(self.job, completed=1)
-
-    return Stage()
+    job = progress.add_task(name, total=1)
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = round(time.perf_counter() - started, 1)
+        progress.update(job, completed=1)
 
 
 async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path) -> dict:
