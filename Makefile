@@ -5,13 +5,13 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test install node clean
+.PHONY: demo test install node vllm clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
-test: install node
-	$(PY) -m pytest
+test: install node vllm
+	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
 
 install: $(VENV)/.installed
 
@@ -21,6 +21,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q -e '.[test,train]'
+	touch $@
+
+# vLLM in an environment of its own (it pins its own torch and transformers); serve-model runs it from there.
+VLLM_VENV ?= .venv-vllm
+
+vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: scripts/install-vllm.sh
+	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" ./scripts/install-vllm.sh $(VLLM_VENV) $(PYTHON)
 	touch $@
 
 # Node tools the MCP tests drive: Node 22, the official conformance suite and the Inspector CLI.
@@ -34,4 +43,4 @@ $(NODE_DIR)/.installed: Makefile
 	touch $@
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR)
+	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR) $(VLLM_VENV)

@@ -21,6 +21,7 @@ from ..store import Store
 from ..synth import TEMPLATES, synthesize
 from ..trainer import export_dpo, export_sft
 from ._demo import demo_command
+from ._serve_eval import eval_command, serve_model_command
 from ._train import model_app, train_app
 from ._sandbox import sandbox_app
 
@@ -37,6 +38,8 @@ app.add_typer(model_app, name="model")
 app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
 app.command("demo")(demo_command)
+app.command("serve-model")(serve_model_command)
+app.command("eval")(eval_command)
 
 err = Console(stderr=True)
 DEFAULT_STORE = "runs/coworkenv.db"

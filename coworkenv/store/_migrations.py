@@ -140,6 +140,46 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
     db["verdicts"].create_index(["episode_id", "grader_version"])
 
 
+def _eval_runs(db: sqlite_utils.Database) -> None:
+    """Evaluation runs of a served model and their trials (one graded ``eval`` episode each).
+
+    Held-out evaluation tasks are stored in ``tasks`` with status ``heldout``."""
+    db["eval_runs"].create(
+        {
+            "id": str,
+            "model": str,  # the provider spec, e.g. openai:NAME@URL
+            "settings": str,  # JSON
+            "status": str,  # running | done | failed
+            "summary": str,  # JSON: overall, per split, per capability (× difficulty)
+            "profile_path": str,
+            "started_at": str,
+            "ended_at": str,
+        },
+        pk="id",
+    )
+    db["eval_trials"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "task_id": str,
+            "capability": str,
+            "difficulty": int,
+            "split": str,  # new_seeds | unseen_combinations
+            "combination": str,
+            "trial": int,
+            "episode_id": str,
+            "score": float,
+            "passed": int,
+            "reason": str,
+            "steps": int,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "eval_runs", "id"), ("task_id", "tasks", "id"), ("episode_id", "episodes", "id")],
+    )
+    db["eval_trials"].create_index(["run_id"])
+
+
 def _training_runs(db: sqlite_utils.Database) -> None:
     """Training runs (SFT, DPO): what was trained on what, how, and where the result is."""
     db["training_runs"].create(
@@ -165,6 +205,7 @@ def _training_runs(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Migration] = [
     ("0001_initial_schema", _initial_schema),
     ("0002_training_runs", _training_runs),
+    ("0003_eval_runs", _eval_runs),
 ]
 
 

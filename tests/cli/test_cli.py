@@ -13,7 +13,7 @@ from coworkenv.cli import app
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ["synth", "serve", "serve --conformance", "collect", "gate", "export sft", "demo",
             "check-sandbox", "sandbox build-image", "sandbox cleanup", "export dpo", "model init-tiny",
-            "train sft", "train dpo"]
+            "train sft", "train dpo", "serve-model", "eval"]
 runner = CliRunner()
 
 

@@ -1,0 +1,186 @@
+"""``coworkenv serve-model`` (vLLM on a trained model) and ``coworkenv eval`` (held-out tasks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from pydantic import ValidationError
+from rich.table import Table
+
+from ..agents import PROMPT_STYLES, ProviderError
+from ..sandbox import BACKENDS, SandboxUnavailable
+from ..server import EpisodeHost, EpisodeSettings
+from ..store import Store
+from ..synth import TEMPLATES
+from ..trainer import (
+    DEFAULT_EVAL_SEED,
+    SPLITS,
+    EvalError,
+    EvalSettings,
+    ServeError,
+    VLLMServer,
+    VLLMSettings,
+    resolve_model,
+    run_eval,
+    task_ids_in,
+)
+
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(2)
+
+
+def serve_model_command(
+    run: Annotated[str, typer.Argument(metavar="RUN_OR_PATH",
+                                       help="A training run id from the store, or a model or LoRA adapter directory.")],
+    store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
+    name: Annotated[Optional[str], typer.Option(help="The served model name (default: the run id or directory name).")] = None,
+    lora: Annotated[Optional[list[str]], typer.Option(
+        metavar="NAME=DIR", help="Also serve a LoRA adapter of the model under NAME (repeatable).")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
+    python: Annotated[Optional[str], typer.Option(
+        envvar="COWORKENV_VLLM_PYTHON", help="Interpreter with vLLM installed (default: this one).")] = None,
+    max_model_len: Annotated[int, typer.Option(min=64, help="Context length.")] = 2048,
+    optimization_level: Annotated[Optional[int], typer.Option(
+        "--optimization-level", "-O", min=0, max=3, help="vLLM's -O level; 0 skips compilation (fastest start).")] = None,
+    startup_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for the server to be healthy.")] = 600,
+    log: Annotated[Optional[Path], typer.Option(help="Write the server's log here (default: a temporary file).")] = None,
+) -> None:
+    """Serve a trained model with vLLM's OpenAI-compatible server (tool calls, LoRA); Ctrl-C stops it."""
+    try:
+        model = resolve_model(run, store if store.exists() else None, name=name)
+        adapters = dict(model.adapters)
+        for spec in lora or []:
+            adapter_name, _, directory = spec.partition("=")
+            if not adapter_name or not directory:
+                raise ServeError(f"--lora takes NAME=DIR (got {spec!r})")
+            if not (Path(directory) / "adapter_config.json").exists():
+                raise ServeError(f"--lora {spec}: {directory} is not a LoRA adapter folder (no adapter_config.json)")
+            adapters[adapter_name] = Path(directory)
+        model = replace(model, adapters=adapters)
+        settings = VLLMSettings(python=python, host=host, port=port, max_model_len=max_model_len,
+                                optimization_level=optimization_level, startup_timeout=startup_timeout, log_path=log)
+        server = VLLMServer(model, settings)
+        server.start()
+    except ServeError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        with err.status(f"starting vLLM on {model.base_dir} (log: {server.log_path})"):
+            url = server.wait_until_ready()
+        for served in model.names:
+            err.print(f"serving [bold]{served}[/bold] at {url}  (coworkenv eval --model openai:{served}@{url})")
+        err.print("Ctrl-C stops the server")
+        code = server.wait()
+        raise _fail(f"vLLM exited with status {code}; log tail:\n{server.log_tail()}")
+    except ServeError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err.print("stopping vLLM")
+    finally:
+        server.stop()
+
+
+def _open_host(store: Path, sandbox: str) -> EpisodeHost:
+    if sandbox not in BACKENDS:
+        raise _fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    try:
+        BACKENDS[sandbox].check_available()
+    except SandboxUnavailable as exc:
+        raise _fail(str(exc)) from None
+    return EpisodeHost(Store(store), EpisodeSettings(backend=sandbox, cache_dir=store.parent / "cache"))
+
+
+def _table(summary: dict[str, Any], k: int) -> Table:
+    table = Table("group", "tasks", "trials", "avg score", "pass rate", f"pass@{k}", f"pass^{k}", "avg steps",
+                  title="evaluation")
+    rows = [("overall", summary["overall"])]
+    rows += [(f"split: {s}", summary["splits"][s]) for s in SPLITS]
+    rows += [(f"  {c}", v) for c, v in summary["capability_difficulty"].items()]
+    for label, stats in rows:
+        if not stats["tasks"]:
+            table.add_row(label, "0", "0", "-", "-", "-", "-", "-")
+            continue
+        table.add_row(label, str(stats["tasks"]), str(stats["trials"]), f"{stats['avg_score']:.2f}",
+                      f"{stats['pass_rate']:.0%}", f"{stats[f'pass@{k}']:.0%}", f"{stats[f'pass^{k}']:.0%}",
+                      f"{stats['avg_steps']:.1f}")
+    return table
+
+
+def eval_command(
+    model: Annotated[str, typer.Option("--model", help="The model to evaluate: openai:NAME@URL (a served model), "
+                                       "openai:MODEL, anthropic:MODEL or oracle.")],
+    store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
+    tasks: Annotated[int, typer.Option("-n", "--tasks", min=1, help="Held-out tasks to generate.")] = 12,
+    seed: Annotated[int, typer.Option(help="Seed of the held-out tasks (their workspaces must be new).")] = DEFAULT_EVAL_SEED,
+    capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
+    k: Annotated[Optional[int], typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
+    style: Annotated[str, typer.Option("--style", help="The agent view the model was trained on: full | compact.")] = "full",
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 0.7,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
+    max_steps: Annotated[Optional[int], typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 4,
+    train_data: Annotated[Optional[Path], typer.Option(
+        help="The SFT file the model was trained on (its task_id column); default: the store's training tasks.")] = None,
+    profile: Annotated[Optional[Path], typer.Option(
+        help="Where to write the capability profile (default: profile.json beside the store).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run id and summary as JSON.")] = False,
+    sandbox: Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")] = "bwrap",
+) -> None:
+    """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
+    capabilities = tuple(capability or TEMPLATES)
+    unknown = [c for c in capabilities if c not in TEMPLATES]
+    if unknown:
+        raise _fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+    if style not in PROMPT_STYLES:
+        raise _fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    try:
+        settings = EvalSettings(
+            model=model, tasks=tasks, seed=seed, capabilities=capabilities, trials=trials, k=k, prompt_style=style,
+            temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            train_tasks=task_ids_in(train_data) if train_data is not None else None,
+        )
+    except ValidationError as exc:
+        raise _fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+    except (ValueError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    if not store.exists():
+        raise _fail(f"no store at {store}; run `coworkenv synth --store {store}` first (or `coworkenv demo`)")
+    host = _open_host(store, sandbox)
+    profile = profile or store.parent / "profile.json"
+
+    async def run():
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err) as bar:
+            prepare = bar.add_task("held-out tasks", total=tasks)
+            play = bar.add_task("episodes", total=None)
+            try:
+                return await run_eval(host, settings, profile_path=profile,
+                                      on_task=lambda _: bar.advance(prepare),
+                                      on_trial=lambda _: bar.advance(play))
+            finally:
+                await host.close()
+
+    try:
+        result = asyncio.run(run())
+    except (EvalError, ProviderError) as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps({"run_id": result.run_id, "model": result.model, "profile": str(result.profile_path),
+                               **result.summary}, indent=2))
+        return
+    Console().print(_table(result.summary, settings.pass_k))
+    err.print(f"eval run {result.run_id} stored in {store}; profile: {result.profile_path}")

