@@ -294,7 +294,7 @@ class SingleEpisode:
         """End the episode (if one was opened) and grade it."""
         if self.episode is not None:
             await self.episode.finish(self.episode.final_answer)
-            grade_ended(self.episode)
+            await asyncio.to_thread(grade_ended, self.episode)
 
 
 class HttpEpisodes:
@@ -390,8 +390,8 @@ class HttpEpisodes:
         self._ended[episode.id] = time.monotonic()
         if not episode.ended:
             await episode.finish(episode.final_answer, error=error)
-        if self.grade:
-            grade_ended(episode)
+        if self.grade:  # in a worker thread: grading a large state must not stall other episodes
+            await asyncio.to_thread(grade_ended, episode)
 
     async def reap_idle(self, now: float | None = None) -> list[str]:
         """End episodes idle for longer than ``idle_timeout``; return their ids."""
