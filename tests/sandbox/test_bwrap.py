@@ -17,7 +17,10 @@ import pytest
 
 from coworkenv.sandbox import BwrapSandbox, Limits, SandboxError, SandboxUnavailable, create_sandbox
 
-LIMITS = Limits(cpu_s=1, wall_s=2, mem_mb=256)
+TIGHT = Limits(cpu_s=1, wall_s=2, mem_mb=256)
+# Roomy in time, so that a loaded machine cannot turn a crash or a CPU-bound loop into a wall-clock
+# timeout; small in memory, so that the memory bomb goes off fast.
+ROOMY = Limits(cpu_s=1, wall_s=30, mem_mb=256)
 
 PROBE = textwrap.dedent('''
     """A misbehaving app for the sandbox tests. Standard library only."""
@@ -119,15 +122,27 @@ def initial_state(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def sandbox(initial_state: Path, apps_dir: Path):
-    sb = BwrapSandbox(initial_state, apps_dir=apps_dir, limits=LIMITS)
-    with anyio.fail_after(30):
-        await sb.start()
-    try:
-        yield sb
-    finally:
+async def make_sandbox(initial_state: Path, apps_dir: Path):
+    """Start sandboxes over the probe apps; all are closed at teardown."""
+    started: list[BwrapSandbox] = []
+
+    async def make(limits: Limits = ROOMY) -> BwrapSandbox:
+        sb = BwrapSandbox(initial_state, apps_dir=apps_dir, limits=limits)
+        started.append(sb)
+        with anyio.fail_after(30):
+            await sb.start()
+        return sb
+
+    yield make
+    for sb in started:
         with anyio.fail_after(10):
             await sb.close()
+        assert sb.workdir is None
+
+
+@pytest.fixture
+async def sandbox(make_sandbox) -> BwrapSandbox:
+    return await make_sandbox()
 
 
 async def probe(sb: BwrapSandbox, tool: str, **args):
@@ -167,22 +182,26 @@ async def test_tool_runs_in_the_workspace_and_keeps_state_between_calls(sandbox)
 @pytest.mark.bwrap
 @pytest.mark.slow
 @pytest.mark.anyio
-async def test_cpu_and_wall_clock_limits_kill_the_call_not_the_sandbox(sandbox):
-    with anyio.fail_after(30):
-        assert (await probe(sandbox, "put", key="before", value="kept")).ok
-
-        spin = await probe(sandbox, "spin")
+async def test_cpu_and_wall_clock_limits_kill_the_call_not_the_sandbox(make_sandbox):
+    with anyio.fail_after(60):
+        # The CPU limit stops an endless loop long before its (roomy) wall-clock limit.
+        roomy = await make_sandbox(ROOMY)
+        assert (await probe(roomy, "put", key="before", value="kept")).ok
+        spin = await probe(roomy, "spin")
         assert (spin.ok, spin.kind) == (False, "timeout"), spin
         assert "CPU" in spin.error
-        assert await value(sandbox, "before") == "kept"
+        assert spin.duration_ms < ROOMY.wall_s * 1000
+        assert await value(roomy, "before") == "kept"
 
-        sleep = await probe(sandbox, "sleep", seconds=30)
+        # The wall-clock limit stops a tool that sleeps.
+        tight = await make_sandbox(TIGHT)
+        assert (await probe(tight, "put", key="before", value="kept")).ok
+        sleep = await probe(tight, "sleep", seconds=30)
         assert (sleep.ok, sleep.kind) == (False, "timeout"), sleep
         assert "wall-clock" in sleep.error
         assert sleep.duration_ms < 10_000
-        assert await value(sandbox, "before") == "kept"
-
-        quick = await probe(sandbox, "sleep", seconds=0.01)
+        assert await value(tight, "before") == "kept"
+        quick = await probe(tight, "sleep", seconds=0.01)
         assert quick.ok and quick.result == {"slept": 0.01}
 
 
@@ -198,9 +217,9 @@ async def test_crash_memory_bomb_and_huge_output_are_reported_and_survived(sandb
         assert (bomb.ok, bomb.kind) == (False, "limit"), bomb
         assert "memory" in bomb.error
 
-        huge = await probe(sandbox, "huge", size=LIMITS.output_bytes * 2)
+        huge = await probe(sandbox, "huge", size=ROOMY.output_bytes * 2)
         assert (huge.ok, huge.kind) == (False, "limit"), huge
-        assert str(LIMITS.output_bytes) in huge.error
+        assert str(ROOMY.output_bytes) in huge.error
 
         fits = await probe(sandbox, "huge", size=1000)
         assert fits.ok and len(fits.result["data"]) == 1000
