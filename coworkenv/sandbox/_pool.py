@@ -137,9 +137,10 @@ class SandboxPool:
         """Close the least recently used ready sandboxes beyond ``max_idle``."""
         while self.idle() > self.settings.max_idle:
             key, ready = next((k, v) for k, v in self._idle.items() if v)
-            await self._discard(ready.pop(0))
-            if not ready:
-                del self._idle[key]
+            sandbox = ready.pop(0)
+            if not ready:  # before the await: a concurrent trim must not see an empty list
+                self._idle.pop(key, None)
+            await self._discard(sandbox)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
