@@ -158,7 +158,8 @@ class Runner:
     def after_call(self, request, reply):
         """Off the critical path, once the reply went out: clean up, fork the next child."""
         for pid in self.exiting:
-            _kill_group(pid)  # whatever the tool started goes with it; reaped below or later
+            _kill_group(pid)  # whatever the tool started goes with it
+            _reap(pid)  # killed, so this returns at once; the sweep then has nothing to wait for
         self.exiting.clear()
         if self.sandboxed:
             self.sweep()
