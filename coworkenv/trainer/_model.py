@@ -163,13 +163,7 @@ def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config:
         raise ValueError("the corpus is empty: export SFT rows first (coworkenv export sft)")
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
     model = tiny_qwen3(config, tokenizer)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / "coworkenv_model.json").write_text(json.dumps(
-        {"kind": "tiny", "config": asdict(config), "parameters": parameter_count(model)}, indent=2))
-    return out
+    return _save(out_dir, model, tokenizer, {"kind": "tiny", "config": asdict(config)})
 
 
 def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
@@ -189,12 +183,16 @@ def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
         model = AutoModelForImageTextToText.from_pretrained(base, local_files_only=True)
     if "{% generation %}" not in (tokenizer.chat_template or ""):
         tokenizer.chat_template = CHAT_TEMPLATE  # Qwen3's ChatML tokens and Hermes tool tags are in its vocab
+    return _save(out_dir, model, tokenizer, {"kind": "pretrained", "base": str(base)})
+
+
+def _save(out_dir: str | Path, model, tokenizer, meta: dict) -> Path:
+    """Write the model, its tokenizer and ``coworkenv_model.json`` (``meta`` plus the parameter count)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "coworkenv_model.json").write_text(json.dumps(
-        {"kind": "pretrained", "base": str(base), "parameters": parameter_count(model)}, indent=2))
+    (out / "coworkenv_model.json").write_text(json.dumps({**meta, "parameters": parameter_count(model)}, indent=2))
     return out
 
 
