@@ -43,9 +43,12 @@ PROBE = textwrap.dedent('''
     import socket
     import sqlite3
     import sys
+    import threading
     import time
 
     from ._base import ToolFailure
+
+    _MEMORY = {}
 
 
     def _try(fn):
@@ -96,6 +99,22 @@ PROBE = textwrap.dedent('''
             return {"value": row[0] if row else None}
         if tool == "fail":
             raise ToolFailure(args["message"])
+        if tool == "pid":
+            return {"pid": os.getpid()}
+        if tool == "remember":
+            _MEMORY["value"] = args["value"]
+            return {"remembered": True}
+        if tool == "recall":
+            return {"value": _MEMORY.get("value")}
+        if tool == "haunt":
+            def scribble():
+                with open("haunt.log", "a") as f:
+                    while True:
+                        f.write("x")
+                        f.flush()
+                        time.sleep(0.001)
+            threading.Thread(target=scribble, daemon=True).start()
+            return {"started": True}
         if tool == "where":
             return {"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "uid": os.getuid(),
                     "tmp": sorted(os.listdir("/tmp")), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
@@ -287,6 +306,27 @@ async def check_reset_restores_exactly(bench: Bench) -> None:
     assert await sb.read_file("state.db") == bench.initial_state.read_bytes()
 
 
+async def check_calls_share_a_clean_worker(bench: Bench) -> None:
+    """Calls reuse one worker process until anything about it is off; then a fresh one serves."""
+    sb = await bench.sandbox()
+    pid = (await probe(sb, "pid")).result["pid"]
+    assert (await probe(sb, "pid")).result["pid"] == pid, "a second call did not reuse the worker"
+    expect_error(await probe(sb, "fail", message="bad id"), "tool", "bad id")
+    assert (await probe(sb, "pid")).result["pid"] == pid, "a tool's own error replaced the worker"
+    expect_error(await probe(sb, "abort"), "crash", "SIGABRT")
+    after_crash = (await probe(sb, "pid")).result["pid"]
+    assert after_crash != pid, "a crashed worker served again"
+    assert (await probe(sb, "haunt")).ok
+    assert (await probe(sb, "pid")).result["pid"] != after_crash, "a worker with a thread left running served again"
+    size = len(await sb.read_file("haunt.log"))
+    for _ in range(5):
+        await serving(sb)
+    assert len(await sb.read_file("haunt.log")) == size, "a tool's thread kept running after its call"
+    assert (await probe(sb, "remember", value="from the last episode")).ok
+    await sb.reset()
+    assert (await probe(sb, "recall")).result["value"] is None, "a worker's memory survived a reset"
+
+
 async def check_limits(bench: Bench) -> None:
     spin = await bench.sandbox(SPIN)
     expect_error(await probe(spin, "spin"), "timeout", "CPU")
@@ -466,6 +506,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "tool_calls": check_tool_calls,
     "files": check_files,
     "reset_restores_exactly": check_reset_restores_exactly,
+    "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "limits": check_limits,
     "episodes_are_isolated": check_episodes_are_isolated,
 }

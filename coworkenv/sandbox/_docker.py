@@ -95,7 +95,7 @@ class DockerSandbox(RunnerSandbox):
             read_only=True,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=limits.pids + 8,  # the runner and its waiting child on top of the tool's
+            pids_limit=limits.pids + 8,  # the runner and its worker on top of the tool's
             mem_limit=f"{limits.mem_mb + 128}m",
             memswap_limit=f"{limits.mem_mb + 128}m",
             nano_cpus=int(limits.cpus * 1e9),

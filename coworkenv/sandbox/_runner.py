@@ -1,11 +1,14 @@
 """The tool runner: a long-lived, stdlib-only process that runs inside the sandbox.
 
-It reads one JSON request per line on stdin and writes one JSON reply per line on stdout. Each
-tool call runs in its own child process with CPU-time, memory and process limits and a wall-clock
-deadline, so a hung or crashing tool is killed and reported as a tool error while the runner keeps
-serving. The apps are imported once at start, and the child for the next call is forked ahead of
-time (after the previous reply went out), so a call costs a hand-over through a pipe rather than a
-fork and an import.
+It reads one JSON request per line on stdin and writes one JSON reply per line on stdout. Tool
+calls run in a worker process, never in the runner: the worker has CPU-time, memory and process
+limits, and the runner enforces a wall-clock deadline and an output limit on each call, so a hung
+or crashing tool is killed and reported as a tool error while the runner keeps serving. The apps
+are imported once at start and the worker is forked from the runner ahead of time. A worker serves
+the calls of its sandbox one after another until anything about it is off: a call that failed
+other than with the tool's own error, a process or thread a tool left behind, new limits, a reset,
+or ``CALLS_PER_WORKER`` calls. Then it is killed and a fresh one is forked after the reply went
+out, off the call's path. So a call costs two pipe hand-overs, not a fork.
 
 Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "args": {...},
             "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576, "pids": 64}}
@@ -17,7 +20,7 @@ Replies:   {"id": 1, "ok": true, "result": {...}}
            {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
 
 With ``--sandboxed`` (only ever inside a pid namespace of its own) the runner also kills every
-process of the sandbox that is not itself, its ancestors or its waiting child after each call and
+process of the sandbox that is not itself, its ancestors or its worker after each call and
 while a call runs with more processes than allowed: a tool cannot leave anything running behind.
 
 This file must not import anything outside the standard library: it runs under ``python3 -I -S``.
@@ -41,6 +44,7 @@ DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 
 SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset
 WATCH_EVERY_S = 0.05
 PRELOAD_S = 5.0
+CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls accumulated goes with it
 
 
 class _PreloadTimeout(Exception):
@@ -51,19 +55,28 @@ def _preload_timeout(signum, frame):
     raise _PreloadTimeout()
 
 
+class Worker:
+    """The runner's side of a worker process: its pid, its two pipes, and what it has served."""
+
+    def __init__(self, pid, req_w, rep_r):
+        self.pid, self.req_w, self.rep_r = pid, req_w, rep_r
+        self.limits = None  # fixed by the first call: a worker never changes its hard limits
+        self.calls = 0
+        self.retire = False  # replace it after the current call
+
+
 class Runner:
     def __init__(self, workspace, initial_state, sandboxed):
         self.workspace = os.path.realpath(workspace)
         self.initial_state = initial_state
         self.sandboxed = sandboxed
-        self.exiting = []  # children that sent their reply and are on their way out
         self.keep = {os.getpid()}
         pid = os.getppid()
         while pid > 1:  # our ancestors (bwrap's init) are not the tool's
             self.keep.add(pid)
             pid = _parent_of(pid)
         self.keep.add(1)
-        self.worker = None  # (pid, request_write_fd, reply_read_fd) of the child for the next call
+        self.worker = None
 
     # ------------------------------------------------------------------ tool calls
 
@@ -72,7 +85,7 @@ class Runner:
             return
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        gc.freeze()  # the child must not copy the runner's heap by collecting it
+        gc.freeze()  # the worker must not copy the runner's heap by collecting it
         pid = os.fork()
         if pid == 0:
             os.close(req_w)
@@ -80,31 +93,33 @@ class Runner:
             _worker(req_r, rep_w)
         os.close(req_r)
         os.close(rep_w)
-        self.worker = (pid, req_w, rep_r)
+        self.worker = Worker(pid, req_w, rep_r)
 
     def drop_worker(self):
+        """Kill the worker with whatever it started; return its wait status (None if unknown)."""
         worker, self.worker = self.worker, None
         if worker is None:
-            return
-        pid, req_w, rep_r = worker
-        _kill_group(pid)
-        os.close(req_w)
-        os.close(rep_r)
-        _reap(pid)
+            return None
+        _kill_group(worker.pid)
+        os.close(worker.req_w)
+        os.close(worker.rep_r)
+        return _reap(worker.pid)
 
     def call(self, request):
         limits = dict(DEFAULT_LIMITS)
         limits.update(request.get("limits") or {})
+        if self.worker is not None and self.worker.limits not in (None, limits):
+            self.drop_worker()
         self.spawn_worker()
-        pid, req_w, rep_r = self.worker
-        self.worker = None
+        worker = self.worker
+        worker.limits = limits
+        worker.calls += 1
         payload = json.dumps({"app": request.get("app"), "tool": request.get("tool"),
-                              "args": request.get("args"), "limits": limits}).encode()
+                              "args": request.get("args"), "limits": limits}).encode() + b"\n"
         try:
-            _write_all(req_w, payload)
+            _write_all(worker.req_w, payload)
         except OSError:
-            pass  # the child died; reported below
-        os.close(req_w)
+            pass  # the worker died; reported below
         deadline = time.monotonic() + float(limits["wall_s"])
         chunks, size, verdict = [], 0, None
         next_watch = time.monotonic() + WATCH_EVERY_S
@@ -119,10 +134,10 @@ class Runner:
                     verdict = {"kind": "limit", "error": f"tool started more than {limits['pids']} processes"}
                     break
             timeout = min(deadline, next_watch) - now if self.sandboxed else deadline - now
-            ready, _, _ = select.select([rep_r], [], [], max(timeout, 0))
+            ready, _, _ = select.select([worker.rep_r], [], [], max(timeout, 0))
             if not ready:
                 continue
-            chunk = os.read(rep_r, 1 << 16)
+            chunk = os.read(worker.rep_r, 1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -131,22 +146,20 @@ class Runner:
                 verdict = {"kind": "limit", "error": f"tool output exceeded {limits['output_bytes']} bytes"}
                 break
             if chunk.endswith(b"\n"):
-                break  # a whole reply (one JSON line); a process the tool left may still hold the pipe
-        os.close(rep_r)
+                break  # a whole reply: one JSON line
         if verdict is not None:
-            _kill_group(pid)
-            _reap(pid)
+            self.drop_worker()
             return {"ok": False, **verdict}
+        data = b"".join(chunks)
         try:
-            reply = json.loads(b"".join(chunks))
+            reply = json.loads(data) if data.count(b"\n") == 1 else None
         except ValueError:
             reply = None
         if isinstance(reply, dict) and "ok" in reply:
-            # A complete reply: the child is exiting; it is reaped after the reply went out.
-            self.exiting.append(pid)
+            if not reply["ok"] and reply.get("kind") != "tool":
+                worker.retire = True  # a crash or a memory error may have left it in any state
             return reply
-        _kill_group(pid)
-        status = _reap(pid)
+        status = self.drop_worker()
         if status is not None and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig in (signal.SIGXCPU, signal.SIGKILL):
@@ -156,11 +169,10 @@ class Runner:
         return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}
 
     def after_call(self, request, reply):
-        """Off the critical path, once the reply went out: clean up, fork the next child."""
-        for pid in self.exiting:
-            _kill_group(pid)  # whatever the tool started goes with it
-            _reap(pid)  # killed, so this returns at once; the sweep then has nothing to wait for
-        self.exiting.clear()
+        """Off the critical path, once the reply went out: clean up, and have a worker ready."""
+        worker = self.worker
+        if worker is not None and (worker.retire or worker.calls >= CALLS_PER_WORKER or _busy(worker.pid)):
+            self.drop_worker()  # whatever the tool started in its process group goes with it
         if self.sandboxed:
             self.sweep()
         _reap_any()
@@ -195,7 +207,7 @@ class Runner:
     def foreign_pids(self):
         keep = set(self.keep)
         if self.worker is not None:
-            keep.add(self.worker[0])
+            keep.add(self.worker.pid)
         pids = []
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) not in keep:
@@ -301,7 +313,7 @@ class Runner:
 
 
 def _worker(req_r, rep_w):
-    """The child that runs one call: waits for its request, limits itself, runs, replies, exits."""
+    """The worker: waits for a request, runs it under its limits, replies; until its pipe closes."""
     # The tool's own output goes nowhere: the runner's stdout is the reply stream (a printed
     # line would be read as the reply, forged or garbled), and nobody drains stderr.
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -309,21 +321,31 @@ def _worker(req_r, rep_w):
         os.dup2(devnull, fd)
     os.close(devnull)
     os.setsid()  # its own process group, so that the runner kills whatever it starts
-    gc.disable()  # one short call: collecting would only copy pages shared with the runner
-    data = b""
+    requests = os.fdopen(req_r, "rb")
+    limited = False
     while True:
-        chunk = os.read(req_r, 1 << 16)
-        if not chunk:
-            break
-        data += chunk
-    os.close(req_r)
-    request = json.loads(data)
-    limits = request["limits"]
-    cpu = max(1, int(limits["cpu_s"])) + int(resource.getrusage(resource.RUSAGE_SELF).ru_utime)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    mem = int(limits["mem_mb"]) << 20
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        line = requests.readline()
+        if not line:
+            os._exit(0)
+        request = json.loads(line)
+        limits = request["limits"]
+        if not limited:  # hard limits, once: a tool cannot raise them again
+            mem = int(limits["mem_mb"]) << 20
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            limited = True
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = max(1, int(limits["cpu_s"])) + int(usage.ru_utime + usage.ru_stime) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+        data = _run(request)
+        try:
+            _write_all(rep_w, data + b"\n")
+        except OSError:
+            os._exit(0)
+
+
+def _run(request):
+    """One tool call against the workspace state, as the JSON of its reply."""
     try:
         module = importlib.import_module("apps." + str(request["app"]))
         tool_failure = importlib.import_module("apps._base").ToolFailure
@@ -345,15 +367,9 @@ def _worker(req_r, rep_w):
         except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
             reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}"}
     try:
-        data = json.dumps(reply).encode()
+        return json.dumps(reply).encode()
     except (TypeError, ValueError, MemoryError) as exc:
-        data = json.dumps({"ok": False, "kind": "crash", "error": f"result is not JSON: {exc}"}).encode()
-    try:
-        _write_all(rep_w, data + b"\n")
-    except OSError:
-        pass
-    os.close(rep_w)  # the runner has the whole reply now, before this process is torn down
-    os._exit(0)
+        return json.dumps({"ok": False, "kind": "crash", "error": f"result is not JSON: {exc}"}).encode()
 
 
 def _write_all(fd, data):
@@ -368,6 +384,17 @@ def _parent_of(pid):
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def _busy(pid):
+    """Whether a worker runs anything besides its own thread: a thread or a child a tool left."""
+    try:
+        if len(os.listdir(f"/proc/{pid}/task")) > 1:
+            return True
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return bool(f.read().strip())
+    except OSError:
+        return True
 
 
 def _kill_group(pid):
