@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,10 @@ SUBMIT_TOOL = ToolSpec(
 )
 
 
+log = logging.getLogger(__name__)
+RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
+
+
 class EpisodeSettings(BaseModel):
     """How episodes run: the sandbox backend, its limits, its warm pool and where derived files go."""
 
@@ -57,15 +62,25 @@ class CallResult:
     result: dict[str, Any] | None
     error: str = ""
     error_kind: str = ""
+    _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
-        return json.dumps(self.result) if self.ok else self.error
+        """The result as JSON text (serialised once: the agent's text content and the record share it)."""
+        if self._text is None:
+            self._text = json.dumps(self.result) if self.ok else self.error
+        return self._text
 
 
-def argument_error(tool: ToolSpec, arguments: Any) -> str | None:
-    """A message naming the bad field, or None when the arguments match the tool's schema."""
-    validator = jsonschema.Draft202012Validator(tool.input_schema)
+def argument_error(tool: ToolSpec, arguments: Any,
+                   validator: jsonschema.protocols.Validator | None = None) -> str | None:
+    """A message naming the bad field, or None when the arguments match the tool's schema.
+
+    ``validator``: the tool's compiled schema, when the caller keeps one (see ``Toolbox``).
+    """
+    validator = validator or jsonschema.Draft202012Validator(tool.input_schema)
+    if validator.is_valid(arguments):
+        return None
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
@@ -82,6 +97,22 @@ def argument_error(tool: ToolSpec, arguments: Any) -> str | None:
     return f"invalid arguments for {tool.name}: " + "; ".join(problems)
 
 
+class Toolbox:
+    """A workspace's tools (plus ``submit_answer``) by name, with their compiled argument schemas;
+    built once per workspace and shared by its episodes."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.tools = [*workspace.tools, SUBMIT_TOOL]
+        self.by_name = {spec.name: spec for spec in reversed(self.tools)}  # the first of a name wins
+        self.by_name[SUBMIT_TOOL.name] = SUBMIT_TOOL
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+
+    def validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+        if spec.name not in self._validators:
+            self._validators[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
+        return self._validators[spec.name]
+
+
 class Episode:
     """A running episode: its sandbox, its tools and its record in the store."""
 
@@ -92,13 +123,14 @@ class Episode:
         self.task = task
         self.workspace = workspace
         self.sandbox = sandbox
-        self.tools = [*workspace.tools, SUBMIT_TOOL]
+        self.toolbox = host.toolbox(workspace)
+        self.tools = self.toolbox.tools
         self.ended = False
         self.final_answer: str | None = None
         self._lock = asyncio.Lock()
 
     def tool(self, name: str) -> ToolSpec | None:
-        return SUBMIT_TOOL if name == SUBMIT_TOOL.name else self.workspace.tool(name)
+        return self.toolbox.by_name.get(name)
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> CallResult:
         """Run one tool call in the sandbox and record it; failures are results, not exceptions."""
@@ -109,16 +141,16 @@ class Episode:
             spec = self.tool(name)
             if spec is None:
                 outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")
-            elif (problem := argument_error(spec, arguments)) is not None:
+            elif (problem := argument_error(spec, arguments, self.toolbox.validator(spec))) is not None:
                 outcome = CallResult(False, None, problem, "arguments")
             elif spec is SUBMIT_TOOL:
                 outcome = CallResult(True, {"episode_id": self.id, "status": "ended"})
             else:
                 outcome = await self._run(spec, arguments)
-            self.host.store.add_tool_call(self.id, {
+            self.host.record(self.id, {  # written behind; in the store before the episode's end is
                 "tool": name,
                 "arguments": json.dumps(arguments),
-                "result": json.dumps(outcome.result) if outcome.ok else None,
+                "result": outcome.text if outcome.ok else None,
                 "is_error": int(not outcome.ok),
                 "error_kind": outcome.error_kind or None,
                 "duration_ms": None,
@@ -175,6 +207,43 @@ class EpisodeHost:
         self.open_episodes: dict[str, Episode] = {}
         self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool)
         self._workspaces: dict[str, Workspace] = {}
+        self._toolboxes: dict[str, Toolbox] = {}
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._flushing: set[asyncio.Task] = set()
+
+    def toolbox(self, workspace: Workspace) -> Toolbox:
+        if workspace.id not in self._toolboxes:
+            self._toolboxes[workspace.id] = Toolbox(workspace)
+        return self._toolboxes[workspace.id]
+
+    def record(self, episode_id: str, row: dict[str, Any]) -> None:
+        """Record a tool call write-behind: the store writes the calls of all episodes together,
+        one transaction every ``RECORD_FLUSH_S``, off the event loop; an episode's end (and
+        ``close``) writes whatever is still waiting first, so nothing recorded is lost."""
+        self.store.defer_tool_call(episode_id, row)
+        if self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(RECORD_FLUSH_S, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_timer = None
+        task = asyncio.ensure_future(self._flush())
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.to_thread(self.store.flush)
+        except Exception:  # the rows stay queued: the next flush or the episode's end writes them
+            log.exception("writing recorded tool calls failed; they stay queued")
+
+    async def flush(self) -> None:
+        """Write every recorded call now (the periodic flush does this on its own)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._flushing:
+            await asyncio.gather(*self._flushing, return_exceptions=True)
+        await asyncio.to_thread(self.store.flush)
 
     def workspace(self, workspace_id: str) -> Workspace:
         if workspace_id not in self._workspaces:
@@ -218,6 +287,7 @@ class EpisodeHost:
         """End every open episode (their state is kept) and remove derived files."""
         for episode in list(self.open_episodes.values()):
             await episode.finish(episode.final_answer)
+        await self.flush()
         await self.pool.close()
         if self._tmp is not None:
             self._tmp.cleanup()

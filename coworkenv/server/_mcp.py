@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import re
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,23 @@ def _tool(spec) -> types.Tool:
             open_world_hint=False,
         ),
     )
+
+
+class _ToolListings:
+    """The MCP ``Tool`` of every tool spec, built once (a tools/list answer is the same list for
+    every episode of a workspace)."""
+
+    def __init__(self) -> None:
+        self._by_spec: dict[int, tuple[Any, types.Tool]] = {}
+
+    def __call__(self, episode: Episode) -> list[types.Tool]:
+        listed = []
+        for spec in episode.tools:
+            known = self._by_spec.get(id(spec))
+            if known is None or known[0] is not spec:  # the spec is kept alive with its Tool
+                known = self._by_spec[id(spec)] = (spec, _tool(spec))
+            listed.append(known[1])
+        return listed
 
 
 def _record_kinds(episode: Episode) -> list[RecordKind]:
@@ -142,16 +160,20 @@ async def _with_progress(ctx: Any, work: Awaitable[Any], label: str) -> Any:
 
 
 def build_server(resolve: Resolver, *, name: str = "coworkenv",
-                 on_end: Callable[[Episode], Awaitable[None]] | None = None) -> Server:
+                 on_end: Callable[[Episode], Awaitable[None]] | None = None,
+                 input_schema: Callable[[str], Mapping[str, Any] | None] | None = None) -> Server:
     """A low-level MCP server whose every request is served by the episode ``resolve`` finds.
 
     ``on_end`` runs once an episode ends through ``submit_answer`` (HTTP uses it to grade).
+    ``input_schema`` names a tool's input schema for the 2026-07-28 HTTP transport's
+    ``Mcp-Param-*`` header check; without it the SDK lists all tools before every call to find it.
     """
     logs = _Logging()
+    listings = _ToolListings()
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         episode = await resolve(ctx)
-        return types.ListToolsResult(tools=[_tool(spec) for spec in episode.tools])
+        return types.ListToolsResult(tools=listings(episode))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode = await resolve(ctx)
@@ -254,6 +276,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
             on_read_resource=read_resource,
             on_completion=complete,
             on_set_logging_level=set_logging_level,
+            get_tool_input_schema=input_schema,
         )
 
 
@@ -297,6 +320,9 @@ class SingleEpisode:
             await asyncio.to_thread(grade_ended, self.episode)
 
 
+_ROUTE: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("coworkenv_route")
+
+
 class HttpEpisodes:
     """Resolver for HTTP: episodes by legacy session id or by the episode key in the URL path.
 
@@ -326,6 +352,30 @@ class HttpEpisodes:
         episode = await self._find(ctx, request)
         self.last_seen[episode.id] = time.monotonic()
         return episode
+
+    @staticmethod
+    def serving(path_params: Mapping[str, str]) -> None:
+        """Note the URL the current request came in at (for ``input_schema``, which gets no request)."""
+        _ROUTE.set(path_params)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema of tool ``name`` as the episode at the current request's URL has it;
+        None (the SDK then checks no ``Mcp-Param-*`` header) where that URL names no task."""
+        params = _ROUTE.get(None)
+        if params is None:
+            return None
+        episode = self.by_path(params)
+        if episode is not None:
+            workspace = episode.workspace
+        elif "task" in params:
+            try:
+                workspace = self.host.workspace(self.host.task(params["task"]).workspace_id)
+            except KeyError:
+                return None  # the call itself is refused for the unknown task
+        else:
+            return None
+        spec = self.host.toolbox(workspace).by_name.get(name)
+        return spec.input_schema if spec is not None else None
 
     def by_path(self, params: dict[str, str]) -> Episode | None:
         """The open episode a key or episode URL names, if any (for DELETE)."""
@@ -357,7 +407,17 @@ class HttpEpisodes:
             if not session_id:
                 raise MCPError(code=INVALID_PARAMS, message="missing Mcp-Session-Id header")
             key = ("session", session_id)
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        episode = self.by_key.get(key)
+        if episode is not None and not episode.ended:  # the common case: an episode already open
+            if episode.task.id != task_id:
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"this session belongs to task {episode.task.id!r}, not {task_id!r}",
+                )
+            return episode
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
         async with lock:
             episode = self.by_key.get(key)
             if episode is None or (episode.ended and key[0] == "session"):

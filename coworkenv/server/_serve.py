@@ -210,7 +210,7 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
     settings.check()
     episodes = HttpEpisodes(host, source="live", idle_timeout=settings.episode_idle_timeout)
     manager = StreamableHTTPSessionManager(
-        app=build_server(episodes, on_end=episodes.end),
+        app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema),
         json_response=settings.json_response,
         session_idle_timeout=settings.session_idle_timeout,
         max_request_body_size=settings.max_body_bytes,
@@ -221,6 +221,7 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
     async def end_or_forward(scope: Scope, receive: Receive, send: Send) -> None:
         # Without a session, DELETE of a key or episode URL ends that episode (2026-07-28 has no sessions).
         request = Request(scope)
+        episodes.serving(request.path_params)
         if scope["method"] == "DELETE" and "mcp-session-id" not in request.headers:
             episode = episodes.by_path(dict(request.path_params))
             if episode is None or episode.ended:

@@ -17,6 +17,13 @@ import sqlite_utils
 from ._migrations import apply_migrations
 
 
+_TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms")
+_INSERT_TOOL_CALL = (
+    "insert into tool_calls (episode_id, idx, created_at, {0}) values (:episode_id, :idx, :created_at, {1})".format(
+        ", ".join(_TOOL_CALL_COLUMNS), ", ".join(f":{c}" for c in _TOOL_CALL_COLUMNS))
+)
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -31,6 +38,11 @@ class Store:
     One ``Store`` may be shared by the tasks of one event loop and by worker threads: writes are
     serialised by a lock and each write is its own transaction, so an interrupted run keeps every
     row it committed.
+
+    Tool calls may also be recorded write-behind (``defer_tool_call``): they wait in memory and go
+    in at the next ``flush``, together, in one transaction. Every read and write through this
+    ``Store`` flushes first, so the process that records never reads a stale history; another
+    process sees deferred calls once they are flushed.
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -47,22 +59,55 @@ class Store:
             # consistent through a power loss (which may drop the last commits); it spares one
             # fsync per write, which the server pays on every recorded tool call.
             conn.execute("PRAGMA synchronous = NORMAL")
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the connection
+        self._pending_lock = threading.Lock()  # the deferred rows (held only to append or swap)
+        self._pending: list[dict[str, Any]] = []
+        self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
         with self._lock:
             self.applied_migrations = apply_migrations(self.db)
 
     def close(self) -> None:
+        self.flush()
         self.db.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:
-        with self._lock, self.db.conn:
-            yield self.db
+        with self._lock:
+            self._flush_locked()  # its own transaction: a failing write below cannot take these rows along
+            with self.db.conn:
+                yield self.db
+
+    # --- write-behind ----------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """How many deferred rows wait for the next flush."""
+        return len(self._pending)
+
+    def flush(self) -> int:
+        """Write every deferred row in one transaction; return how many were written."""
+        with self._lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> int:
+        if not self._pending:
+            return 0
+        with self._pending_lock:
+            rows, self._pending = self._pending, []
+        try:
+            with self.db.conn:
+                self.db.conn.executemany(_INSERT_TOOL_CALL, rows)
+        except BaseException:
+            with self._pending_lock:  # kept for the next flush, in their order
+                self._pending[:0] = rows
+            raise
+        return len(rows)
 
     # --- generic helpers -------------------------------------------------------------------
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
         with self._lock:
+            self._flush_locked()
             return list(self.db.query(sql, params))
 
     def migrations(self) -> list[str]:
@@ -156,7 +201,9 @@ class Store:
         truncated: bool = False,
         error: str | None = None,
     ) -> None:
-        with self.transaction() as db:
+        with self.transaction() as db:  # after every deferred call of the episode is written
+            with self._pending_lock:
+                self._next_idx.pop(episode_id, None)
             db["episodes"].update(
                 episode_id,
                 {
@@ -184,11 +231,36 @@ class Store:
 
     def add_tool_call(self, episode_id: str, row: dict) -> None:
         with self.transaction() as db:
-            idx = db.execute(
-                "select coalesce(max(idx), -1) + 1 from tool_calls where episode_id = ?",
-                [episode_id],
-            ).fetchone()[0]
+            idx = self._idx_after(episode_id)
             db["tool_calls"].insert({**row, "episode_id": episode_id, "idx": idx, "created_at": now()})
+            if episode_id in self._next_idx:
+                self._next_idx[episode_id] = idx + 1
+
+    def defer_tool_call(self, episode_id: str, row: dict) -> None:
+        """Record a tool call write-behind: numbered and timestamped now, written at the next flush."""
+        unknown = set(row) - set(_TOOL_CALL_COLUMNS)
+        if unknown:
+            raise ValueError(f"tool_calls has no column(s) {sorted(unknown)}")
+        with self._pending_lock:
+            idx = self._next_idx.get(episode_id)
+        if idx is None:  # the episode's first deferred call: continue its stored history
+            with self._lock:
+                idx = self._next_idx.get(episode_id)
+                if idx is None:
+                    if not self.db.execute("select 1 from episodes where id = ?", [episode_id]).fetchone():
+                        raise KeyError(f"no episode {episode_id!r} in the store")  # never a row no flush can write
+                    self._flush_locked()
+                    idx = self._idx_after(episode_id)
+        with self._pending_lock:
+            idx = self._next_idx.get(episode_id, idx)
+            self._next_idx[episode_id] = idx + 1
+            self._pending.append({**{c: row.get(c) for c in _TOOL_CALL_COLUMNS}, "episode_id": episode_id,
+                                  "idx": idx, "created_at": now()})
+
+    def _idx_after(self, episode_id: str) -> int:
+        return self.db.execute(
+            "select coalesce(max(idx), -1) + 1 from tool_calls where episode_id = ?", [episode_id]
+        ).fetchone()[0]
 
     def tool_calls(self, episode_id: str) -> list[dict]:
         return self.query(

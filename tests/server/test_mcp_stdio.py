@@ -52,9 +52,11 @@ async def test_stdio_serves_one_recorded_episode(host: EpisodeHost, tasks: list[
             bad = await client.call_tool("calendar_create_event", {"title": "no date"})
             assert bad.is_error and "'date'" in bad.content[0].text
 
-            # The calls are in the store file, as they happen, against this process's episode.
+            # The calls reach the store file while the episode runs (written behind, within moments),
+            # against this process's episode.
             (episode,) = live_episodes(host, task)
-            calls = host.store.tool_calls(episode["id"])
+            while len(calls := host.store.tool_calls(episode["id"])) < 3:
+                await anyio.sleep(0.02)
             assert [c["tool"] for c in calls] == ["calendar_create_event", "calendar_list_events",
                                                   "calendar_create_event"]
             assert json.loads(calls[0]["arguments"]) == EVENT
