@@ -1,18 +1,23 @@
-"""MCP server throughput, latency and memory: coworkenv episodes (each in its own bubblewrap
+"""MCP server throughput, latency, CPU and memory: coworkenv episodes (each in its own bubblewrap
 sandbox, every call validated and recorded) against a bare ``MCPServer`` with the same trivial
 tool, measured in the same run.
 
-    python benchmarks/mcp_server.py                       # HTTP at 1, 8, 64, 256 clients; stdio at 1, 8
-    python benchmarks/mcp_server.py --levels 1 8 --paced 64 --runs 1 --stdio-levels
+    python benchmarks/mcp_server.py                       # HTTP closed 1, 8, 64, 256; open 64-512 @1/s; stdio 1, 8
+    python benchmarks/mcp_server.py --levels 1 --open 256 --runs 3 --stdio-levels
 
 Modes:
 - closed loop: each client (one episode each) calls again as soon as its answer arrives, for
   ``--duration`` seconds: calls/s (saturation at the higher levels) and p50/p99 latency;
-- paced: ``--paced N ...`` episodes each calling about once a second (an agent between model
-  turns), with random phases: errors and p50/p99 latency at that load.
-Memory per episode is the growth of the server's process tree (server plus sandboxes) after
-opening N episodes, divided by N. The load generator speaks raw 2026-07-28 JSON-RPC (httpx and
-newline-delimited stdio) to keep its own cost low; it shares the machine's cores with the server.
+- open loop: ``--open N ...`` episodes each calling once a second on a fixed schedule with random
+  phases, whether or not the server keeps up; a call's latency counts from when it was due, so a
+  server that falls behind shows it (no coordinated omission): errors and p50/p99 at that load.
+Each level also reports the CPU the server used per call: its own process, and the sandboxes
+(its child processes) apart. Memory per episode is the growth of the server's process tree (PSS:
+shared pages split between the processes sharing them) after opening N episodes, divided by N.
+The sandbox's own round trip (``Sandbox.call_tool`` in this process, no server) is measured once
+for comparison. The load generator speaks raw 2026-07-28 JSON-RPC over keep-alive HTTP/1.1
+connections (hand-written requests on asyncio streams, some 20-50 us of CPU a call) and
+newline-delimited stdio; its own CPU per call is reported too, since it shares the machine.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ VERSION = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}}
 TOOL, ARGS = "calendar_get_event", {"id": "e01"}
+SETTLE_S = 1.0
 EVENT = {"id": "e01", "title": "Office move walkthrough", "date": "2026-03-11", "start": "11:00", "end": "11:45",
          "attendees": ["ines.duarte@acme.example"], "location": "Floor 4", "description": ""}
 
@@ -83,10 +89,11 @@ class HttpTarget:
         if kind == "coworkenv":
             cmd = [sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(self.port),
                    "--rate", "0", "--idle-timeout", "86400"]
-            self.paths = lambda i: f"/t/{task}/e/bench-{i}-{random.random():.9f}/mcp"
+            self.paths = lambda i, era: (f"/t/{task}/e/bench-{i}-{random.random():.9f}/mcp" if era == "modern"
+                                         else f"/t/{task}/mcp")
         else:
             cmd = [sys.executable, __file__, "--bare-http", str(self.port)]
-            self.paths = lambda i: "/mcp"
+            self.paths = lambda i, era: "/mcp"
         self.log = store.parent / f"{kind}-server.log"
         self.process = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
         self.base = f"http://127.0.0.1:{self.port}"
@@ -101,15 +108,32 @@ class HttpTarget:
                     await asyncio.sleep(0.1)
         raise RuntimeError(f"{self.kind} server did not start")
 
-    def rss(self) -> int:
+    def tree(self) -> tuple[psutil.Process, list[psutil.Process]]:
         proc = psutil.Process(self.process.pid)
-        total = proc.memory_info().rss
-        for child in proc.children(recursive=True):
+        return proc, proc.children(recursive=True)
+
+    def pss(self) -> int:
+        proc, children = self.tree()
+        total = 0
+        for p in (proc, *children):
             try:
-                total += child.memory_info().rss
+                total += p.memory_full_info().pss
             except psutil.Error:
                 pass
         return total
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds so far: the server process, and its children (sandboxes) alive now or reaped."""
+        proc, children = self.tree()
+        own = proc.cpu_times()
+        kids = own.children_user + own.children_system
+        for child in children:
+            try:
+                times = child.cpu_times()
+                kids += times.user + times.system
+            except psutil.Error:
+                pass
+        return own.user + own.system, kids
 
     def stop(self) -> None:
         self.process.terminate()
@@ -119,17 +143,97 @@ class HttpTarget:
             self.process.kill()
 
 
-async def http_call(http: httpx.AsyncClient, url: str, rid: int) -> float:
-    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": TOOL, "arguments": ARGS, "_meta": META}}
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-               "mcp-protocol-version": VERSION, "mcp-method": "tools/call", "mcp-name": TOOL}
-    start = time.perf_counter()
-    response = await http.post(url, json=body, headers=headers)
-    elapsed = time.perf_counter() - start
-    text = response.text
-    if response.status_code != 200 or '"isError":false' not in text.replace(" ", ""):
-        raise RuntimeError(f"HTTP {response.status_code}: {text[:200]}")
-    return elapsed
+class Connection:
+    """One keep-alive HTTP/1.1 connection speaking just enough of the protocol for these POSTs."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.last_headers: dict[bytes, bytes] = {}
+
+    async def request(self, method: str, path: str, body: bytes = b"", headers: bytes = b"") -> tuple[int, bytes]:
+        for attempt in (1, 2):  # once more on a fresh connection if the server closed this one meanwhile
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            try:
+                self.writer.write(f"{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{self.port}\r\n"
+                                  f"content-length: {len(body)}\r\n".encode() + headers + b"\r\n" + body)
+                return await self._response()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _response(self) -> tuple[int, bytes]:
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        fields = self.last_headers = {}
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            fields[name.strip().lower()] = value.strip()
+        if b"content-length" in fields:
+            body = await self.reader.readexactly(int(fields[b"content-length"]))
+        elif fields.get(b"transfer-encoding") == b"chunked":
+            body = b""
+            while size := int((await self.reader.readuntil(b"\r\n"))[:-2], 16):
+                body += (await self.reader.readexactly(size + 2))[:-2]
+            await self.reader.readuntil(b"\r\n")
+        else:
+            body = b""
+        if fields.get(b"connection") == b"close":
+            self.close()
+        return status, body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+JSON_HEADERS = b"accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
+CALL_HEADERS = JSON_HEADERS + f"mcp-protocol-version: {VERSION}\r\nmcp-method: tools/call\r\nmcp-name: {TOOL}\r\n".encode()
+CALL_BODY = json.dumps({"jsonrpc": "2.0", "id": 123456789, "method": "tools/call",
+                        "params": {"name": TOOL, "arguments": ARGS, "_meta": META}})
+LEGACY = "2025-11-25"
+LEGACY_BODY = json.dumps({"jsonrpc": "2.0", "id": 123456789, "method": "tools/call",
+                          "params": {"name": TOOL, "arguments": ARGS}})
+
+
+class Episode:
+    """One client's episode: its connection, URL and (2025-11-25) MCP session."""
+
+    def __init__(self, target: HttpTarget, i: int, era: str) -> None:
+        self.conn = Connection(target.port)
+        self.era = era
+        self.path = target.paths(i, era)
+        self.headers, self.body = CALL_HEADERS, CALL_BODY
+
+    async def open(self) -> None:
+        if self.era == "legacy":  # the handshake: initialize, then the initialized notification
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+            status, body = await self.conn.request("POST", self.path, json.dumps(init).encode(), JSON_HEADERS)
+            if status != 200:
+                raise RuntimeError(f"initialize: HTTP {status}: {body[:200]!r}")
+            self.headers = JSON_HEADERS + (f"mcp-protocol-version: {LEGACY}\r\n"
+                                           f"mcp-session-id: {self.conn.last_headers[b'mcp-session-id'].decode()}\r\n"
+                                           ).encode()
+            self.body = LEGACY_BODY
+            await self.conn.request("POST", self.path, b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+                                    self.headers)
+        await self.call(0)
+
+    async def call(self, rid: int) -> None:
+        status, text = await self.conn.request("POST", self.path, self.body.replace("123456789", str(rid), 1).encode(),
+                                               self.headers)
+        if status != 200 or b'"isError":false' not in text.replace(b" ", b""):
+            raise RuntimeError(f"HTTP {status}: {text[:200]!r}")
+
+    async def end(self) -> None:
+        await self.conn.request("DELETE", self.path, headers=self.headers if self.era == "legacy" else b"")
+        self.conn.close()
 
 
 def summary(latencies: list[float], seconds: float, errors: int) -> dict:
@@ -139,56 +243,87 @@ def summary(latencies: list[float], seconds: float, errors: int) -> dict:
             "calls": len(ordered)}
 
 
-async def http_level(target: HttpTarget, clients: int, duration: float, paced: bool) -> dict:
-    limits = httpx.Limits(max_connections=clients + 8, max_keepalive_connections=clients + 8)
-    async with httpx.AsyncClient(base_url=target.base, limits=limits, timeout=60) as http:
-        urls = [target.paths(i) for i in range(clients)]
-        before = target.rss()
-        opened = time.perf_counter()
-        semaphore = asyncio.Semaphore(16)  # open sandboxes a few at a time
+async def http_level(target: HttpTarget, clients: int, duration: float, rate: float | None,
+                     era: str = "modern") -> dict:
+    """``clients`` episodes; closed loop (``rate`` None) or each calling ``rate`` times a second."""
+    episodes = [Episode(target, i, era) for i in range(clients)]
+    before = target.pss()
+    opened = time.perf_counter()
+    semaphore = asyncio.Semaphore(16)  # open sandboxes a few at a time
 
-        async def first(i: int) -> None:
-            async with semaphore:
-                try:
-                    await http_call(http, urls[i], 0)
-                except httpx.TransportError:  # a keep-alive connection the server closed meanwhile
-                    await http_call(http, urls[i], 0)
+    async def first(episode: Episode) -> None:
+        async with semaphore:
+            await episode.open()
 
-        await asyncio.gather(*(first(i) for i in range(clients)))
-        open_s = time.perf_counter() - opened
-        memory = (target.rss() - before) / clients
-        latencies: list[float] = []
-        errors = 0
-        stop = time.perf_counter() + duration
+    await asyncio.gather(*(first(e) for e in episodes))
+    open_s = time.perf_counter() - opened
+    memory = (target.pss() - before) / clients
+    await asyncio.sleep(SETTLE_S)  # let the warm pool refill before the CPU counters start
+    latencies: list[float] = []
+    errors = 0
+    began = time.perf_counter()
+    stop = began + duration
+    phases = [random.random() / rate if rate else 0.0 for _ in range(clients)]
 
-        async def loop(i: int) -> None:
-            nonlocal errors
-            rid = 1
-            if paced:
-                await asyncio.sleep(random.random())
-            while time.perf_counter() < stop:
-                started = time.perf_counter()
-                try:
-                    latencies.append(await http_call(http, urls[i], rid))
-                except Exception:
-                    errors += 1
-                rid += 1
-                if paced:
-                    await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
+    async def client(i: int) -> None:
+        nonlocal errors
+        rid = 1
+        due = began + phases[i]
+        while due < stop:
+            if rate:
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            else:
+                due = time.perf_counter()
+            try:
+                await episodes[i].call(rid)
+                latencies.append(time.perf_counter() - due)
+            except Exception:
+                errors += 1
+            rid += 1
+            if rate:
+                due += 1.0 / rate
 
+    server_before, sandboxes_before = target.cpu()
+    own_before = time.process_time()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    elapsed = time.perf_counter() - began
+    server_after, sandboxes_after = target.cpu()
+    calls = max(1, len(latencies) + errors)
+    result = {**summary(latencies, elapsed, errors),
+              "server_cpu_ms": (server_after - server_before) / calls * 1000,
+              "sandbox_cpu_ms": (sandboxes_after - sandboxes_before) / calls * 1000,
+              "loadgen_cpu_ms": (time.process_time() - own_before) / calls * 1000}
+    async def end(episode: Episode) -> None:  # a DELETE ends a coworkenv episode, releasing its sandbox
+        async with semaphore:
+            await episode.end()
+
+    await asyncio.gather(*(end(e) for e in episodes))
+    return {**result, "open_s": open_s, "mb_per_episode": memory / 2**20}
+
+
+async def sandbox_alone(store: Path, task: str, calls: int) -> dict:
+    """The sandbox's round trip without the server: ``Sandbox.call_tool`` from this process."""
+    sys.path.insert(0, str(ROOT))
+    from coworkenv.server import EpisodeHost
+    from coworkenv.store import Store
+
+    host = EpisodeHost(Store(store))
+    try:
+        episode = await host.open(task, source="bench")
+        app, tool = TOOL.split("_", 1)
+        for _ in range(20):
+            await episode.sandbox.call_tool(app, tool, ARGS)
+        latencies = []
         began = time.perf_counter()
-        await asyncio.gather(*(loop(i) for i in range(clients)))
-        result = summary(latencies, time.perf_counter() - began, errors)
-        if target.kind == "coworkenv":  # end the episodes (DELETE of a key URL), releasing their sandboxes
-            async def end(url: str) -> None:
-                async with semaphore:
-                    try:
-                        await http.delete(url)
-                    except httpx.TransportError:
-                        await http.delete(url)
-
-            await asyncio.gather(*(end(u) for u in urls))
-        return {**result, "open_s": open_s, "mb_per_episode": memory / 2**20}
+        for _ in range(calls):
+            started = time.perf_counter()
+            outcome = await episode.sandbox.call_tool(app, tool, ARGS)
+            latencies.append(time.perf_counter() - started)
+            assert outcome.ok, outcome.error
+        return summary(latencies, time.perf_counter() - began, 0)
+    finally:
+        await host.close()
+        host.store.close()
 
 
 class StdioTarget:
@@ -228,7 +363,7 @@ async def stdio_level(target: StdioTarget, clients: int, duration: float) -> dic
         rss = 0
         for p in processes:
             proc = psutil.Process(p.pid)
-            rss += proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+            rss += proc.memory_full_info().pss + sum(c.memory_full_info().pss for c in proc.children(recursive=True))
         latencies: list[float] = []
         errors = 0
         stop = time.perf_counter() + duration
@@ -261,38 +396,62 @@ def median_of(runs: list[dict]) -> dict:
 
 
 async def main(args: argparse.Namespace) -> None:
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     with tempfile.TemporaryDirectory(prefix="coworkenv-bench-") as tmp:
         store, task = make_store(Path(tmp))
         rows = []
-        for kind in args.servers:
-            target = HttpTarget(kind, store, task)
-            try:
+        if "coworkenv" in args.servers and args.sandbox_calls:
+            alone = median_of([await sandbox_alone(store, task, args.sandbox_calls) for _ in range(args.runs)])
+            rows.append(("-", "sandbox alone", "closed 1", alone))
+            print(rows[-1], flush=True)
+        loads = ([(f"closed {n}", n, None, "modern") for n in args.levels]
+                 + [(f"open {n} @1/s", n, 1.0, "modern") for n in args.open]
+                 + [(f"closed {n}, {LEGACY}", n, None, "legacy") for n in args.legacy_levels])
+        targets = {}
+        try:
+            for kind in args.servers:
+                targets[kind] = HttpTarget(kind, store, task)
+            for target in targets.values():
                 await target.ready()
-                for clients in args.levels:
-                    runs = [await http_level(target, clients, args.duration, paced=False) for _ in range(args.runs)]
-                    rows.append(("http", kind, f"closed {clients}", median_of(runs)))
+            for label, clients, rate, era in loads:
+                # The servers take turns, run by run, so a change in the machine's load hits both alike.
+                runs: dict[str, list[dict]] = {kind: [] for kind in targets}
+                for _ in range(args.runs):
+                    for kind, target in targets.items():
+                        runs[kind].append(await http_level(target, clients, args.duration, rate, era))
+                for kind in targets:
+                    rows.append(("http", kind, label, median_of(runs[kind])))
                     print(rows[-1], flush=True)
-                for clients in args.paced:
-                    runs = [await http_level(target, clients, args.duration, paced=True) for _ in range(args.runs)]
-                    rows.append(("http", kind, f"paced {clients} @1/s", median_of(runs)))
-                    print(rows[-1], flush=True)
-            except Exception:
+        except Exception:
+            for kind, target in targets.items():
                 print(f"{kind} server (exit code {target.process.poll()}) output:\n{target.log.read_text()[-3000:]}",
                       file=sys.stderr)
-                raise
-            finally:
+            raise
+        finally:
+            for target in targets.values():
                 target.stop()
+        for kind in args.servers:
             for clients in args.stdio_levels:
                 runs = [await stdio_level(StdioTarget(kind, store, task), clients, args.duration)
                         for _ in range(args.runs)]
                 rows.append(("stdio", kind, f"closed {clients}", median_of(runs)))
                 print(rows[-1], flush=True)
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         print()
-        print("| transport | server | load | calls/s | p50 ms | p99 ms | errors | MB/episode |")
-        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+        print("| transport | server | load | calls/s | p50 ms | p99 ms | errors | server CPU ms/call "
+              "| sandbox CPU ms/call | load generator CPU ms/call | MB/episode |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        cell = lambda r, key, fmt: format(r[key], fmt) if key in r else "—"
         for transport, kind, load, r in rows:
-            print(f"| {transport} | {kind} | {load} | {r['calls_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
-                  f"| {r['errors']:.0f} | {r['mb_per_episode']:.1f} |")
+            print(f"| {transport} | {kind} | {load} | {r['calls_per_s']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.1f} "
+                  f"| {r['errors']:.0f} | {cell(r, 'server_cpu_ms', '.2f')} | {cell(r, 'sandbox_cpu_ms', '.2f')} "
+                  f"| {cell(r, 'loadgen_cpu_ms', '.3f')} | {cell(r, 'mb_per_episode', '.1f')} |")
+        by = {(t, k, load): r for t, k, load, r in rows}
+        for t, k, load, r in rows:
+            bare = by.get((t, "bare", load))
+            if k == "coworkenv" and bare:
+                print(f"{t} {load}: coworkenv / bare p50 {r['p50_ms'] / bare['p50_ms']:.2f}x, p99 "
+                      f"{r['p99_ms'] / bare['p99_ms']:.2f}x, calls/s {r['calls_per_s'] / bare['calls_per_s']:.2f}x")
 
 
 if __name__ == "__main__":
@@ -304,10 +463,15 @@ if __name__ == "__main__":
         bare_server().run("stdio")
     else:
         parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 64, 256])
+        parser.add_argument("--levels", type=int, nargs="*", default=[1, 8, 64, 256],
+                            help="numbers of closed-loop clients (one episode each)")
+        parser.add_argument("--open", type=int, nargs="*", default=[64, 128, 256, 512],
+                            help="numbers of episodes each calling once a second (open loop)")
+        parser.add_argument("--legacy-levels", type=int, nargs="*", default=[1],
+                            help=f"numbers of closed-loop clients in {LEGACY} sessions (handshake era)")
         parser.add_argument("--stdio-levels", type=int, nargs="*", default=[1, 8])
-        parser.add_argument("--paced", type=int, nargs="*", default=[16, 64, 256],
-                            help="numbers of episodes each calling once a second")
+        parser.add_argument("--sandbox-calls", type=int, default=500,
+                            help="round trips of the sandbox alone (0: skip)")
         parser.add_argument("--duration", type=float, default=10.0)
         parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv"])
         parser.add_argument("--runs", type=int, default=3)
