@@ -118,11 +118,17 @@ def train_sft_command(
     capability: CapOpt = None,
     resume: ResumeOpt = True,
     seed: SeedOpt = 0,
+    loss_on: Annotated[str, typer.Option("--loss-on", help="assistant: loss on the assistant's tokens only; all: on "
+                                         "every token (for a model trained from scratch, which then also learns "
+                                         "from the tool results how values are copied).")] = "assistant",
 ) -> None:
-    """Supervised fine-tuning (TRL SFTTrainer) with loss on assistant tokens only."""
+    """Supervised fine-tuning (TRL SFTTrainer), by default with loss on assistant tokens only."""
+    if loss_on not in ("assistant", "all"):
+        raise _fail(f"unknown --loss-on {loss_on!r}; choose one of: assistant, all")
     _train("sft", store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps, lora=lora,
-           lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [], resume=resume, seed=seed)
+           lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [], resume=resume, seed=seed,
+           assistant_only_loss=loss_on == "assistant")
 
 
 @train_app.command("dpo")

@@ -48,6 +48,10 @@ class TrainSettings(BaseModel):
     lora_alpha: int = Field(default=32, ge=1)
     beta: float = Field(default=0.1, gt=0)  # DPO only
     capabilities: list[str] = Field(default_factory=list)  # train only on rows of these (all when empty)
+    # SFT: loss on the assistant's tokens only (True), or on every token of the conversation (False:
+    # a model trained from scratch then also learns from the tool results, which echo the values of
+    # the calls, how to copy a value from its context)
+    assistant_only_loss: bool = True
     resume: bool = True
 
 
@@ -216,7 +220,7 @@ def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
         from trl import SFTConfig, SFTTrainer
 
         model, tokenizer = _load(settings)
-        config = SFTConfig(**_common_args(settings), assistant_only_loss=True, packing=False)
+        config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
         trainer = SFTTrainer(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
                              peft_config=_lora_config(settings) if settings.lora else None)
         return trainer, tokenizer

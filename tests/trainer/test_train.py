@@ -63,6 +63,19 @@ def test_sft_steps_change_parameters_are_recorded_and_resume(base, sft_data, tmp
     assert [r["status"] for r in store.training_runs("sft")] == ["done", "done"]
 
 
+def test_sft_loss_on_every_token_is_a_setting_of_the_run(base, sft_data, tmp_path, store):
+    def first_loss(name: str, assistant_only: bool) -> float:
+        settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / name), max_steps=1,
+                                 batch_size=4, logging_steps=1, warmup_steps=0, assistant_only_loss=assistant_only)
+        return train_sft(store, settings).metrics["first_loss"]
+
+    # the same untrained model, the same first batch: only the tokens the loss counts differ
+    assistant, every = first_loss("assistant", True), first_loss("all", False)
+    assert math.isfinite(every) and every != pytest.approx(assistant, rel=1e-3)
+    configs = [json.loads(r["config"]) for r in store.training_runs("sft")]
+    assert sorted(c["assistant_only_loss"] for c in configs) == [False, True]
+
+
 def test_sft_with_lora_saves_an_adapter_and_a_merged_model(base, sft_data, tmp_path, store):
     settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "lora"), max_steps=2,
                              batch_size=2, warmup_steps=0, learning_rate=1e-2, lora=True, lora_r=4, lora_alpha=8,
