@@ -8,9 +8,12 @@ vLLM load). ``init_model(out_dir, base=PATH)`` goes through the same path for a 
 (Qwen3-0.6B … Qwen3-VL-8B-Instruct): it loads the model and tokenizer from the folder and
 installs the chat template when the model's own has no generation markers.
 
-The tokenizer splits every digit into its own token (numbers are copied digit by digit), and
-keeps whole the entity names that recur in the corpus (email addresses, file names), so that
-copying a name from the prompt is one token.
+The tokenizer splits every digit into its own token, and keeps whole the values that recur in
+the corpus and that a model has to copy from the prompt or a tool result: email addresses, file
+names, dates, times, project and invoice codes, record ids, amounts and quoted names (event
+titles, mail subjects, folders, rooms). Copying such a value is
+then one token; a value the corpus does not repeat falls back to byte-level pieces and single
+digits. Entity tokens match whole words only (``2026-03-18`` is not found inside ``12026-03-188``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class TinyConfig:
 ENTITY_PATTERNS = (
     re.compile(r"[a-z][a-z0-9.\-]*@[a-z0-9\-]+\.[a-z]+"),  # email addresses
     re.compile(r"\b[A-Za-z][\w\-]*\.(?:csv|txt|md|pdf|docx|xlsx)\b"),  # file names
+    re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),  # dates
+    re.compile(r"\b\d{2}:\d{2}\b"),  # times
+    re.compile(r"\b[A-Z]{2,4}-\d{3,4}\b"),  # project and invoice codes
+    re.compile(r"\b[a-z]\d{2,3}\b"),  # record ids (m07, e15, f10)
+    re.compile(r"\b\d{4,6}\b"),  # amounts
+    re.compile(r'"([A-Z][\w .,:/&?!\'-]{1,40})"'),  # quoted names: titles, subjects, folders, rooms
 )
 
 
@@ -113,7 +122,8 @@ def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_coun
     )
     tok.train_from_iterator(texts, trainer=trainer)
     entities = entity_tokens(texts, entity_min_count)
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in (*TOOL_TOKENS, *entities)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False, single_word=True) for t in entities])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=IM_END, pad_token=EOS, bos_token=None, unk_token=None,
         additional_special_tokens=[IM_START],

@@ -52,9 +52,12 @@ def test_only_assistant_tokens_are_marked_for_loss(tokenizer, chat_rows):
 
 
 def test_tokenizer_splits_digits_and_keeps_entities_whole(tokenizer):
-    pieces = tokenizer.tokenize("on 2026-03-18 to alice.nguyen@acme.example")
-    assert "alice.nguyen@acme.example" in pieces
-    assert [p for p in pieces if p.isdigit()] == list("20260318")
+    pieces = tokenizer.tokenize('on 2026-03-18 add "Lunch" to alice.nguyen@acme.example, then read m05 and 4711')
+    # values the corpus repeats (an address, a date, a quoted title, a record id) are one token each
+    for entity in ("alice.nguyen@acme.example", "2026-03-18", "Lunch", "m05"):
+        assert entity in pieces
+    assert [p for p in pieces if p.isdigit()] == list("4711")  # a number the corpus lacks: digit by digit
+    assert tokenizer.tokenize("12026-03-188") != ["12026-03-188"] and "2026-03-18" not in tokenizer.tokenize("12026-03-188")
     for token in ("<tool_call>", "</tool_call>", "<|im_end|>"):
         assert len(tokenizer.tokenize(token)) == 1
 
