@@ -10,7 +10,9 @@ Modes:
   ``--duration`` seconds: calls/s (saturation at the higher levels) and p50/p99 latency;
 - open loop: ``--open N ...`` episodes each calling once a second on a fixed schedule with random
   phases, whether or not the server keeps up; a call's latency counts from when it was due, so a
-  server that falls behind shows it (no coordinated omission): errors and p50/p99 at that load.
+  server that falls behind shows it (no coordinated omission): errors and p50/p99 at that load;
+- ``--legacy-levels``: closed loop in 2025-11-25 sessions (initialize, then calls with the
+  ``Mcp-Session-Id``), one session and so one episode per client.
 Each level also reports the CPU the server used per call: its own process, and the sandboxes
 (its child processes) apart. Memory per episode is the growth of the server's process tree (PSS:
 shared pages split between the processes sharing them) after opening N episodes, divided by N.
@@ -314,13 +316,15 @@ async def sandbox_alone(store: Path, task: str, calls: int) -> dict:
         for _ in range(20):
             await episode.sandbox.call_tool(app, tool, ARGS)
         latencies = []
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
             started = time.perf_counter()
             outcome = await episode.sandbox.call_tool(app, tool, ARGS)
             latencies.append(time.perf_counter() - started)
             assert outcome.ok, outcome.error
-        return summary(latencies, time.perf_counter() - began, 0)
+        # "server CPU" here: what the calling side of the sandbox costs the process that calls
+        return {**summary(latencies, time.perf_counter() - began, 0),
+                "server_cpu_ms": (time.process_time() - cpu) / calls * 1000}
     finally:
         await host.close()
         host.store.close()
