@@ -107,14 +107,16 @@ PROBE = textwrap.dedent('''
         if tool == "recall":
             return {"value": _MEMORY.get("value")}
         if tool == "haunt":
+            scribbling = threading.Event()
             def scribble():
                 with open("haunt.log", "a") as f:
                     while True:
                         f.write("x")
                         f.flush()
+                        scribbling.set()
                         time.sleep(0.001)
             threading.Thread(target=scribble, daemon=True).start()
-            return {"started": True}
+            return {"started": scribbling.wait(5)}
         if tool == "where":
             return {"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "uid": os.getuid(),
                     "tmp": sorted(os.listdir("/tmp")), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
@@ -316,7 +318,7 @@ async def check_calls_share_a_clean_worker(bench: Bench) -> None:
     expect_error(await probe(sb, "abort"), "crash", "SIGABRT")
     after_crash = (await probe(sb, "pid")).result["pid"]
     assert after_crash != pid, "a crashed worker served again"
-    assert (await probe(sb, "haunt")).ok
+    assert (await probe(sb, "haunt")).result == {"started": True}
     assert (await probe(sb, "pid")).result["pid"] != after_crash, "a worker with a thread left running served again"
     size = len(await sb.read_file("haunt.log"))
     for _ in range(5):
