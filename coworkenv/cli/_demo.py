@@ -32,18 +32,27 @@ from ..synth import synthesize
 from ..workspace import CAPABILITIES
 from ..trainer import export_sft
 
+# --full on embedded defaults (benchmarks/loop.md records what they reach on a 2-core machine)
+FULL_CAPABILITIES = ("lookup", "single_write")
+FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
+FULL_STEPS = 1000
+
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
-                   capabilities: tuple[str, ...] = CAPABILITIES) -> dict:
-    """Run the loop into ``directory`` (resumable: what the store holds is kept and reused)."""
+                   capabilities: tuple[str, ...] = CAPABILITIES, concurrency: int = 4) -> dict:
+    """Run the loop into ``directory`` (resumable: what the store holds is kept and reused).
+
+    Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
+    """
     started = time.perf_counter()
     store = Store(directory / "coworkenv.db")
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
     try:
         job = progress.add_task("synthesize + calibrate", total=n)
-        synth = await synthesize(host, n, seed, capabilities=capabilities, on_task=lambda *_: progress.advance(job))
+        synth = await synthesize(host, n, seed, capabilities=capabilities, concurrency=concurrency,
+                                 on_task=lambda *_: progress.advance(job))
         job = progress.add_task("collect (oracle teacher)", total=synth.admitted)
-        settings = TeacherSettings(provider="oracle",
+        settings = TeacherSettings(provider="oracle", concurrency=concurrency,
                                    provider_settings=ProviderSettings(error_rate=error_rate, seed=seed))
         collected = await collect(host, settings, on_run=lambda _: progress.advance(job))
         progress.update(job, total=collected.tasks, completed=collected.tasks)
@@ -80,7 +89,7 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
 def demo_command(
     directory: Annotated[Path, typer.Option("--dir", help="Where the store and exports go.")] = Path("runs/demo"),
     n: Annotated[Optional[int], typer.Option("-n", "--tasks", min=1, help="How many tasks to synthesize "
-                                             "(default 24; 96 with --full).")] = None,
+                                             f"(default 24; {FULL_TASKS} with --full).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of synthesis and of the oracle's mistakes.")] = 0,
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of oracle episodes with a mistake.")] = 0.3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -88,7 +97,7 @@ def demo_command(
                                        "trained model on held-out tasks, and print the before/after table.")] = False,
     capability: Annotated[Optional[list[str]], typer.Option(
         help="--full: capabilities to synthesize, train and evaluate (repeatable; default lookup, single_write).")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="--full: SFT steps.")] = 300,
+    steps: Annotated[Optional[int], typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = 24,
     serve: Annotated[str, typer.Option(help="--full: how models are served for evaluation: local (in process, "
                                        "hf:PATH) or vllm (vLLM's OpenAI server, tool parser hermes).")] = "local",
@@ -104,7 +113,7 @@ def demo_command(
     settings = None
     if full:
         try:
-            settings = FullSettings(capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps,
+            settings = FullSettings(capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps or FULL_STEPS,
                                     eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python)
         except ValidationError as exc:
             err.print(f"[red]error:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
@@ -122,7 +131,7 @@ def demo_command(
         if settings is None:
             summary = asyncio.run(run_demo(directory, n or 24, seed, error_rate, progress))
         else:
-            summary = asyncio.run(run_full(directory, n or 96, seed, error_rate, settings, progress))
+            summary = asyncio.run(run_full(directory, n or FULL_TASKS, seed, error_rate, settings, progress))
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
@@ -168,18 +177,18 @@ def _full_prerequisites(settings: FullSettings) -> str | None:
 
 # --------------------------------------------------------------------------- the full loop
 
-FULL_CAPABILITIES = ("lookup", "single_write")
 
 
 class FullSettings(BaseModel):
     """The closing half of the loop (``demo --full``) on embedded defaults."""
 
     capabilities: tuple[str, ...] = FULL_CAPABILITIES
-    style: str = "compact"
+    style: str = "compact"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
     vocab_size: int = 2048
     hidden_size: int = 128
     layers: int = 2
-    train_steps: int = Field(default=300, ge=1)
+    train_steps: int = Field(default=FULL_STEPS, ge=1)
+    assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 3e-3
     eval_tasks: int = Field(default=24, ge=1)
@@ -244,7 +253,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
                                            max_steps=settings.train_steps, batch_size=settings.batch_size,
-                                           learning_rate=settings.learning_rate, seed=seed))
+                                           learning_rate=settings.learning_rate, seed=seed,
+                                           assistant_only_loss=settings.assistant_only_loss))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
     try:
         with _stage(progress, f"eval base ({settings.serve})", timings):
