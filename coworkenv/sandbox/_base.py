@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SandboxError(RuntimeError):
@@ -21,7 +21,12 @@ class SandboxUnavailable(SandboxError):
 
 
 class Limits(BaseModel):
-    """Limits applied inside the sandbox: per tool call, and (docker) on the whole container."""
+    """Limits applied inside the sandbox: per tool call, and (docker) on the whole container.
+
+    Frozen: a sandbox's limits change by giving it new ones (``model_copy(update=...)``).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     cpu_s: int = Field(default=5, ge=1, description="CPU seconds per call")
     mem_mb: int = Field(default=512, ge=32, description="address space per call, MiB")

@@ -46,6 +46,7 @@ class RunnerSandbox(Sandbox):
         self._writer: LineWriter | None = None
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
+        self._dumped_limits: tuple[Limits, dict[str, Any]] | None = None
         self.started = False
         self.closed = False
 
@@ -82,7 +83,8 @@ class RunnerSandbox(Sandbox):
         try:
             writer.write((json.dumps(request) + "\n").encode())
             await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), timeout)
+            async with asyncio.timeout(timeout):  # no task per request, unlike wait_for
+                line = await reader.readline()
         except (asyncio.TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
             await self._lost()
             raise SandboxError(f"sandbox runner stopped answering ({type(exc).__name__})") from None
@@ -109,7 +111,7 @@ class RunnerSandbox(Sandbox):
             await self._ensure_runner()
             started = time.perf_counter()
             reply = await self._request(
-                {"op": "call", "app": app, "tool": tool, "args": arguments, "limits": self.limits.model_dump()},
+                {"op": "call", "app": app, "tool": tool, "args": arguments, "limits": self._limits()},
                 timeout=self.limits.wall_s + 5,
             )
             elapsed = (time.perf_counter() - started) * 1000
@@ -117,6 +119,12 @@ class RunnerSandbox(Sandbox):
             return ToolOutcome(ok=True, result=reply.get("result"), duration_ms=elapsed)
         return ToolOutcome(ok=False, error=reply.get("error", ""), kind=reply.get("kind", "crash"),
                            duration_ms=elapsed)
+
+    def _limits(self) -> dict[str, Any]:
+        """The limits as the runner gets them, dumped once while they stay the same object."""
+        if self._dumped_limits is None or self._dumped_limits[0] is not self.limits:
+            self._dumped_limits = (self.limits, self.limits.model_dump())
+        return self._dumped_limits[1]
 
     async def _control(self, request: dict[str, Any]) -> dict[str, Any]:
         async with self._lock:

@@ -79,9 +79,9 @@ async def test_resource_templates_completion_logging_and_progress(host: EpisodeH
                 done = await client.call_tool("calendar_list_events", {}, progress_callback=on_progress)
                 assert not done.is_error
                 assert progress and progress[-1][0] == progress[-1][1] == 1.0
+                (episode,) = [e for e in host.open_episodes.values() if e.task.id == task]
 
             # Resource reads and completions are not tool calls of the agent.
-            (episode,) = [e for e in host.open_episodes.values() if e.task.id == task]
             assert [c["tool"] for c in host.store.tool_calls(episode.id)] == [
                 "calendar_get_event", "calendar_get_event", "calendar_list_events"]
 
