@@ -1,24 +1,34 @@
-"""The Docker backend: one locked-down container per episode, its runner spoken to over an attached socket.
+"""The Docker backend: one locked-down container per episode, its runner spoken to over a socket.
 
 The container has no network, a read-only root filesystem, tmpfs for ``/workspace`` and ``/tmp``,
 memory, pids and CPU limits, a non-root user and no capabilities. The runner is the container's
-process 1 (a tool cannot kill it from inside); it lives as long as the episode and reads requests
-from the container's stdin, which the host reaches through ``attach`` (no ``docker exec`` per call).
-When the host goes away the attach closes, stdin ends and the runner exits with its container.
+process 1 (a tool cannot kill it from inside); it lives as long as the episode (no ``docker exec``
+per call). It connects once to a Unix socket the host listens on in the episode's directory,
+mounted read-only into the container: requests and replies go straight between the two processes,
+not through the engine (an attached stdin costs two more hops each way, the engine and its shim).
+The host takes exactly one connection, from the sandbox's user, and closes the listener. When the
+host goes away the socket closes and the runner exits with its container.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import struct
+import tempfile
 import uuid
 from pathlib import Path
 
 from ._base import Limits, SandboxError, SandboxUnavailable
-from ._client import MAX_MESSAGE, RUNNER, LineWriter, RunnerSandbox
+from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
-from ._labels import LABEL, docker_labels
+from ._labels import LABEL, docker_labels, write_label
+
+SOCKET_DIR = "/run/coworkenv"  # in the container: the read-only mount of the host's socket directory
+SOCKET_NAME = "runner.sock"
+CONNECT_TIMEOUT_S = 60.0  # container start plus the runner's imports, on a loaded machine
 
 _client = None  # one SDK client per process, made by the first check that succeeds
 
@@ -34,31 +44,6 @@ def shared_client():
             )
         _client = client
     return _client
-
-
-class _FrameLines:
-    """Lines of the runner's stdout out of Docker's multiplexed attach stream (8-byte frame headers)."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-        self.buffer = bytearray()
-
-    async def readline(self) -> bytes:
-        while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self.buffer[: end + 1])
-                del self.buffer[: end + 1]
-                return line
-            if len(self.buffer) > MAX_MESSAGE:
-                raise ValueError("runner reply longer than the largest message")
-            try:
-                header = await self.reader.readexactly(8)
-                payload = await self.reader.readexactly(int.from_bytes(header[4:8], "big"))
-            except asyncio.IncompleteReadError:
-                return b""
-            if header[0] == 1:  # stdout; stderr is not attached
-                self.buffer += payload
 
 
 class DockerSandbox(RunnerSandbox):
@@ -78,7 +63,8 @@ class DockerSandbox(RunnerSandbox):
         self.image = image
         self.container: str | None = None  # its id, once created
         self.container_name = f"{LABEL}{uuid.uuid4().hex[:12]}"
-        self._sock: socket.socket | None = None
+        self.episode_dir: Path | None = None  # on the host: the label and the socket directory
+        self._listener: socket.socket | None = None
         self._transport_writer: asyncio.StreamWriter | None = None
 
     @staticmethod
@@ -108,6 +94,7 @@ class DockerSandbox(RunnerSandbox):
                 str(self.apps_dir.resolve()): {"bind": "/opt/coworkenv/lib/apps", "mode": "ro"},
                 str(RUNNER): {"bind": "/opt/coworkenv/runner.py", "mode": "ro"},
                 str(self.initial_state.resolve()): {"bind": "/opt/coworkenv/initial/state.db", "mode": "ro"},
+                str(self.episode_dir / "socket"): {"bind": SOCKET_DIR, "mode": "ro"},
             },
         )
         created = api.create_container(
@@ -115,49 +102,68 @@ class DockerSandbox(RunnerSandbox):
             command=["python3", "-I", "-S", "/opt/coworkenv/runner.py", "--sandboxed"],
             name=self.container_name,
             labels=docker_labels(**{"coworkenv.backend": self.name}),
-            stdin_open=True,  # with detach=False this also sets StdinOnce: the host's attach ending
-            tty=False,        # closes the runner's stdin, and the runner exits
             user=f"{uid}:{uid}",
             working_dir="/workspace",
             environment={"COWORKENV_LIB": "/opt/coworkenv/lib",
                          "COWORKENV_INITIAL_STATE": "/opt/coworkenv/initial/state.db",
+                         "COWORKENV_SOCKET": f"{SOCKET_DIR}/{SOCKET_NAME}",
                          "HOME": "/workspace"},
             network_disabled=True,
             host_config=host_config,
         )
         return created["Id"]
 
-    def _attach(self) -> socket.socket:
-        assert self.container is not None
-        api = shared_client().api
-        io = api.attach_socket(self.container, params={"stdin": 1, "stdout": 1, "stream": 1})
-        try:
-            fd = io.fileno()
-            sock = socket.socket(fileno=os.dup(fd))
+    def _listen(self) -> None:
+        """The episode's directory with a socket only the sandbox's user can reach and use."""
+        self.episode_dir = Path(tempfile.mkdtemp(prefix=LABEL))
+        write_label(self.episode_dir, backend=self.name, container=self.container_name)
+        self.episode_dir.chmod(0o711)  # the sandbox's user may pass through, not list or read
+        sockets = self.episode_dir / "socket"
+        sockets.mkdir(mode=0o755)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        directory = os.open(sockets, os.O_RDONLY | os.O_DIRECTORY)
+        try:  # through the directory's descriptor: a socket path may be at most 107 bytes long
+            listener.bind(f"/proc/self/fd/{directory}/{SOCKET_NAME}")
         finally:
-            io.close()
-        api.start(self.container)
-        return sock
+            os.close(directory)
+        (sockets / SOCKET_NAME).chmod(0o666)  # who connected is checked on accept
+        listener.listen(1)
+        listener.setblocking(False)
+        self._listener = listener
 
     async def start(self) -> None:
         if self.started:
             return
         self.started = True
         try:
+            self._listen()
             self.container = await asyncio.to_thread(self._create)
-            self._sock = await asyncio.to_thread(self._attach)
+            await asyncio.to_thread(shared_client().api.start, self.container)
             await self._open()
             await self._control({"op": "reset"})  # the initial state into the fresh tmpfs
         except BaseException:
             await self.close()
             raise
 
-    async def _connect(self) -> tuple[_FrameLines, LineWriter]:
-        if self._sock is None:
+    async def _connect(self) -> tuple[LineReader, LineWriter]:
+        listener, self._listener = self._listener, None
+        if listener is None:
             raise SandboxError("the docker sandbox's runner is gone")
-        reader, writer = await asyncio.open_connection(sock=self._sock, limit=MAX_MESSAGE)
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                while True:
+                    conn, _ = await asyncio.get_running_loop().sock_accept(listener)
+                    if _peer_uid(conn) == SANDBOX_UID:
+                        break
+                    conn.close()  # not the sandbox's runner
+        except TimeoutError:
+            tail = await self._stderr_tail()
+            raise SandboxError(f"the docker sandbox's runner did not connect{': ' + tail if tail else ''}") from None
+        finally:
+            listener.close()  # one runner, one connection
+        reader, writer = await asyncio.open_connection(sock=conn, limit=MAX_MESSAGE)
         self._transport_writer = writer
-        return _FrameLines(reader), writer
+        return reader, writer
 
     async def _stderr_tail(self) -> str:
         if self.container is None:
@@ -171,7 +177,9 @@ class DockerSandbox(RunnerSandbox):
 
     async def _disconnect(self) -> None:
         writer, self._transport_writer = self._transport_writer, None
-        self._sock = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if writer is not None:
             writer.close()
             try:
@@ -186,14 +194,31 @@ class DockerSandbox(RunnerSandbox):
         self._reader = self._writer = None
         await self._disconnect()
         container, self.container = self.container, None
-        if container is not None:
-            await asyncio.to_thread(_remove, container)
+        try:
+            if container is not None:
+                await asyncio.to_thread(_remove, container)
+        finally:
+            self._remove_episode_dir()
 
     def abandon(self) -> None:
         self.closed = True
         container, self.container = self.container, None
-        if container is not None:
-            _remove(container)
+        try:
+            if container is not None:
+                _remove(container)
+        finally:
+            self._remove_episode_dir()
+
+    def _remove_episode_dir(self) -> None:
+        if self.episode_dir is not None:
+            shutil.rmtree(self.episode_dir, ignore_errors=True)
+            self.episode_dir = None
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
 
 
 def _remove(container: str) -> None:

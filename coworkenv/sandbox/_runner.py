@@ -1,6 +1,7 @@
 """The tool runner: a long-lived, stdlib-only process that runs inside the sandbox.
 
-It reads one JSON request per line on stdin and writes one JSON reply per line on stdout. Tool
+It reads one JSON request per line on stdin and writes one JSON reply per line on stdout (or, with
+``COWORKENV_SOCKET`` set, on a Unix socket it connects to there). Tool
 calls run in a worker process, never in the runner: the worker has CPU-time, memory and process
 limits, and the runner enforces a wall-clock deadline and an output limit on each call, so a hung
 or crashing tool is killed and reported as a tool error while the runner keeps serving. The apps
@@ -35,6 +36,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import sqlite3
 import sys
 import time
@@ -320,6 +322,12 @@ def _worker(req_r, rep_w):
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
+    for fd in _open_fds():  # nor does it get the runner's connection to the host
+        if fd > 2 and fd not in (req_r, rep_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     os.setsid()  # its own process group, so that the runner kills whatever it starts
     _warm_up()
     requests = os.fdopen(req_r, "rb")
@@ -386,6 +394,13 @@ def _run(request):
         return json.dumps(reply).encode()
     except (TypeError, ValueError, MemoryError) as exc:
         return json.dumps({"ok": False, "kind": "crash", "error": f"result is not JSON: {exc}"}).encode()
+
+
+def _open_fds():
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 256))
 
 
 def _write_all(fd, data):
@@ -463,8 +478,15 @@ def main(argv):
     runner.preload(lib)
     if sandboxed:
         runner.sweep()  # nothing an import started outlives it
+    requests, replies = sys.stdin, sys.stdout
+    address = os.environ.get("COWORKENV_SOCKET")
+    if address:  # the host listens there (docker); otherwise it speaks over stdin and stdout (bwrap)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(address)
+        requests = conn.makefile("r", encoding="utf-8", newline="\n")
+        replies = conn.makefile("w", encoding="utf-8", newline="\n")
     runner.spawn_worker()
-    runner.serve(sys.stdin, sys.stdout)
+    runner.serve(requests, replies)
     runner.drop_worker()
 
 
