@@ -79,6 +79,7 @@ def synth(
     seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
     capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
     sandbox: SandboxOpt = "bwrap",
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate."""
     capabilities = tuple(capability or TEMPLATES)
@@ -92,7 +93,7 @@ def synth(
             job = bar.add_task("calibrating tasks", total=n)
             try:
                 return await synthesize(host, n, seed, capabilities=capabilities,
-                                        on_task=lambda *_: bar.advance(job))
+                                        on_task=lambda *_: bar.advance(job), concurrency=concurrency)
             finally:
                 await host.close()
 
@@ -205,7 +206,8 @@ def gate(
 
 
 StyleOpt = Annotated[str, typer.Option("--style", help="Agent view the rows show: full | compact (short prompt, "
-                                        "only the tools of the apps a task needs; for small models).")]
+                                        "only the tools of the apps a task needs; for small models) | minimal "
+                                        "(compact without descriptions; for tiny models).")]
 
 
 def check_style_option(style: str) -> None:

@@ -127,7 +127,7 @@ def eval_command(
     capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
     k: Annotated[Optional[int], typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
-    style: Annotated[str, typer.Option("--style", help="The agent view the model was trained on: full | compact.")] = "full",
+    style: Annotated[str, typer.Option("--style", help="The agent view the model was trained on: full | compact | minimal.")] = "full",
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     max_steps: Annotated[Optional[int], typer.Option(min=1, help="Cap on agent steps per episode.")] = None,

@@ -40,6 +40,18 @@ def test_bad_flags_are_named(tmp_path):
     assert result.exit_code == 2 and "no store" in result.output
     result = runner.invoke(app, ["synth", "-n", "0"])
     assert result.exit_code == 2
+    result = runner.invoke(app, ["synth", "--concurrency", "0", "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 2 and "--concurrency" in result.output
+
+
+@pytest.mark.bwrap
+def test_synth_calibrates_several_tasks_at_once(tmp_path):
+    store = tmp_path / "s.db"
+    result = runner.invoke(app, ["synth", "--store", str(store), "-n", "3", "--concurrency", "3"])
+    assert result.exit_code == 0, result.output
+    assert "generated 3, admitted 3" in result.output
+    again = runner.invoke(app, ["synth", "--store", str(store), "-n", "3", "--concurrency", "3"])
+    assert "already calibrated: 3" in again.output
 
 
 @pytest.mark.slow
