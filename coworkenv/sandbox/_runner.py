@@ -181,9 +181,9 @@ class Runner:
         self.spawn_worker()
 
     def preload(self, lib):
-        """Import the apps before the first child is forked, so that every call starts warm.
+        """Import the apps before the first worker is forked, so that every call starts warm.
 
-        An import that raises is skipped (the call's child reports it); one that takes longer
+        An import that raises is skipped (the call's worker reports it); one that takes longer
         than ``PRELOAD_S`` is interrupted. Whatever an import does stays inside the sandbox.
         """
         try:
@@ -472,7 +472,7 @@ def _empty(directory):
 def main(argv):
     lib = os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib")
     sys.path.insert(0, lib)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead child's pipe is an error, not our death
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead worker's pipe is an error, not our death
     sandboxed = "--sandboxed" in argv
     runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed)
     runner.preload(lib)

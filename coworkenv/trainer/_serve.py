@@ -244,17 +244,23 @@ class VLLMServer:
             self._log_file = None
 
 
-@contextlib.contextmanager
-def vllm_server(model: ServedModel | str | Path, name: str | None = None, *, port: int | None = None,
-                settings: VLLMSettings | None = None) -> Iterator[str]:
-    """Serve ``model`` (a ``ServedModel`` or a model/adapter directory) for the ``with`` block;
-    yield the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+def _server_for(model: ServedModel | str | Path, name: str | None, port: int | None,
+                settings: VLLMSettings | None) -> VLLMServer:
+    """A not yet started server of ``model`` (a ``ServedModel`` or a model/adapter directory)."""
     if not isinstance(model, ServedModel):
         model = model_from_dir(model, name)
     settings = settings or VLLMSettings()
     if port is not None:
         settings = settings.model_copy(update={"port": port})
-    server = VLLMServer(model, settings)
+    return VLLMServer(model, settings)
+
+
+@contextlib.contextmanager
+def vllm_server(model: ServedModel | str | Path, name: str | None = None, *, port: int | None = None,
+                settings: VLLMSettings | None = None) -> Iterator[str]:
+    """Serve ``model`` (a ``ServedModel`` or a model/adapter directory) for the ``with`` block;
+    yield the OpenAI base URL (``http://127.0.0.1:PORT/v1``)."""
+    server = _server_for(model, name, port, settings)
     server.start()
     try:
         yield server.wait_until_ready()
@@ -266,12 +272,7 @@ def vllm_server(model: ServedModel | str | Path, name: str | None = None, *, por
 async def running_vllm_server(model: ServedModel | str | Path, name: str | None = None, *,
                               port: int | None = None, settings: VLLMSettings | None = None) -> AsyncIterator[str]:
     """``vllm_server`` for async code: start-up and shutdown run in a worker thread."""
-    if not isinstance(model, ServedModel):
-        model = model_from_dir(model, name)
-    settings = settings or VLLMSettings()
-    if port is not None:
-        settings = settings.model_copy(update={"port": port})
-    server = VLLMServer(model, settings)
+    server = _server_for(model, name, port, settings)
     await anyio.to_thread.run_sync(server.start)
     try:
         yield await anyio.to_thread.run_sync(server.wait_until_ready)
