@@ -20,6 +20,13 @@ The sandbox's own round trip (``Sandbox.call_tool`` in this process, no server) 
 for comparison. The load generator speaks raw 2026-07-28 JSON-RPC over keep-alive HTTP/1.1
 connections (hand-written requests on asyncio streams, some 20-50 us of CPU a call) and
 newline-delimited stdio; its own CPU per call is reported too, since it shares the machine.
+
+Per core: ``--server-cpus 0 --loadgen-cpus 1`` pins every server's process tree (the server, its
+bubblewrap sandboxes, their runners and workers: all inherit the affinity set before the server
+starts) to CPU 0 and the load generator to CPU 1, for coworkenv and the bare baseline alike (the
+sandbox-alone round trip runs on the server CPUs too). Each level checks that every process of the
+server's tree is still on the server CPUs and the output reports what it checked; so ``--open 256``
+pinned is "256 episodes on one core".
 """
 
 from __future__ import annotations
@@ -70,6 +77,59 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class Pinning:
+    """Which CPUs the servers' process trees and the load generator run on (None: anywhere)."""
+
+    def __init__(self, server: list[int] | None, loadgen: list[int] | None) -> None:
+        available = os.sched_getaffinity(0)
+        for name, cpus in (("--server-cpus", server), ("--loadgen-cpus", loadgen)):
+            if cpus is not None and not set(cpus) <= available:
+                raise SystemExit(f"{name} {cpus}: this process may run only on CPUs {sorted(available)}")
+        if server and loadgen and set(server) & set(loadgen):
+            raise SystemExit(f"--server-cpus {server} and --loadgen-cpus {loadgen} overlap")
+        self.original = available
+        self.server = set(server) if server else None
+        self.loadgen = set(loadgen) if loadgen else None
+        self.checked = 0  # processes of server trees found on the server CPUs, all checks together
+        self.most = 0  # the largest tree checked at once
+
+    def describe(self) -> str:
+        where = lambda cpus: f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else "any CPU"
+        text = f"pinning: server trees on {where(self.server)}, load generator on {where(self.loadgen)}"
+        if self.server:
+            text += f"; {self.checked} server-tree processes checked on their CPUs (up to {self.most} at once)"
+        return text
+
+    def pin_self(self, cpus: set[int] | None) -> None:
+        """Move this process, every thread of it, to ``cpus`` (the affinity is per thread)."""
+        if cpus:
+            for thread in os.listdir("/proc/self/task"):
+                os.sched_setaffinity(int(thread), cpus)
+
+    def preexec(self):
+        """For Popen: pin the child before it execs, so all it starts inherits the pin."""
+        cpus = self.server
+        return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+    def check(self, root: psutil.Process) -> None:
+        """Every process of ``root``'s tree (the sandboxes included) is still on the server CPUs."""
+        if not self.server:
+            return
+        tree = [root, *root.children(recursive=True)]
+        off = []
+        for proc in tree:
+            try:
+                cpus = set(proc.cpu_affinity())
+            except psutil.Error:  # gone meanwhile
+                continue
+            if cpus != self.server:
+                off.append(f"{proc.pid} {proc.name()} on {sorted(cpus)}")
+        if off:
+            raise RuntimeError(f"server tree processes off the server CPUs {sorted(self.server)}: {off[:5]}")
+        self.checked += len(tree)
+        self.most = max(self.most, len(tree))
+
+
 def env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 
@@ -86,7 +146,7 @@ def make_store(directory: Path) -> tuple[Path, str]:
 
 
 class HttpTarget:
-    def __init__(self, kind: str, store: Path, task: str) -> None:
+    def __init__(self, kind: str, store: Path, task: str, pinning: Pinning) -> None:
         self.kind, self.port = kind, free_port()
         if kind == "coworkenv":
             cmd = [sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(self.port),
@@ -97,7 +157,9 @@ class HttpTarget:
             cmd = [sys.executable, __file__, "--bare-http", str(self.port)]
             self.paths = lambda i, era: "/mcp"
         self.log = store.parent / f"{kind}-server.log"
-        self.process = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=self.log.open("w"))
+        self.pinning = pinning
+        self.process = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=self.log.open("w"),
+                                        preexec_fn=pinning.preexec())
         self.base = f"http://127.0.0.1:{self.port}"
 
     async def ready(self) -> None:
@@ -260,6 +322,7 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     await asyncio.gather(*(first(e) for e in episodes))
     open_s = time.perf_counter() - opened
     memory = (target.pss() - before) / clients
+    target.pinning.check(psutil.Process(target.process.pid))
     await asyncio.sleep(SETTLE_S)  # let the warm pool refill before the CPU counters start
     latencies: list[float] = []
     errors = 0
@@ -303,12 +366,14 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     return {**result, "open_s": open_s, "mb_per_episode": memory / 2**20}
 
 
-async def sandbox_alone(store: Path, task: str, calls: int) -> dict:
-    """The sandbox's round trip without the server: ``Sandbox.call_tool`` from this process."""
+async def sandbox_alone(store: Path, task: str, calls: int, pinning: Pinning) -> dict:
+    """The sandbox's round trip without the server: ``Sandbox.call_tool`` from this process (and
+    the sandboxes it starts) on the server CPUs."""
     sys.path.insert(0, str(ROOT))
     from coworkenv.server import EpisodeHost
     from coworkenv.store import Store
 
+    pinning.pin_self(pinning.server)
     host = EpisodeHost(Store(store))
     try:
         episode = await host.open(task, source="bench")
@@ -322,18 +387,21 @@ async def sandbox_alone(store: Path, task: str, calls: int) -> dict:
             outcome = await episode.sandbox.call_tool(app, tool, ARGS)
             latencies.append(time.perf_counter() - started)
             assert outcome.ok, outcome.error
+        pinning.check(psutil.Process())
         # "server CPU" here: what the calling side of the sandbox costs the process that calls
         return {**summary(latencies, time.perf_counter() - began, 0),
                 "server_cpu_ms": (time.process_time() - cpu) / calls * 1000}
     finally:
         await host.close()
         host.store.close()
+        pinning.pin_self(pinning.loadgen or pinning.original)
 
 
 class StdioTarget:
     """One server process per episode, spoken to with newline-delimited JSON-RPC."""
 
-    def __init__(self, kind: str, store: Path, task: str) -> None:
+    def __init__(self, kind: str, store: Path, task: str, pinning: Pinning) -> None:
+        self.pinning = pinning
         if kind == "coworkenv":
             self.cmd = [sys.executable, "-m", "coworkenv", "serve", "--stdio", "--task", task, "--store", str(store)]
         else:
@@ -342,7 +410,7 @@ class StdioTarget:
     async def start(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(*self.cmd, env=env(), stdin=asyncio.subprocess.PIPE,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                                                    limit=1 << 22)
+                                                    limit=1 << 22, preexec_fn=self.pinning.preexec())
 
 
 async def stdio_call(process: asyncio.subprocess.Process, rid: int) -> float:
@@ -364,6 +432,8 @@ async def stdio_level(target: StdioTarget, clients: int, duration: float) -> dic
     processes = [await target.start() for _ in range(clients)]
     try:
         await asyncio.gather(*(stdio_call(p, 0) for p in processes))
+        for p in processes:
+            target.pinning.check(psutil.Process(p.pid))
         rss = 0
         for p in processes:
             proc = psutil.Process(p.pid)
@@ -401,11 +471,14 @@ def median_of(runs: list[dict]) -> dict:
 
 async def main(args: argparse.Namespace) -> None:
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    pinning = Pinning(args.server_cpus, args.loadgen_cpus)
+    pinning.pin_self(pinning.loadgen)
+    print(pinning.describe().split(";")[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="coworkenv-bench-") as tmp:
         store, task = make_store(Path(tmp))
         rows = []
         if "coworkenv" in args.servers and args.sandbox_calls:
-            alone = median_of([await sandbox_alone(store, task, args.sandbox_calls) for _ in range(args.runs)])
+            alone = median_of([await sandbox_alone(store, task, args.sandbox_calls, pinning) for _ in range(args.runs)])
             rows.append(("-", "sandbox alone", "closed 1", alone))
             print(rows[-1], flush=True)
         loads = ([(f"closed {n}", n, None, "modern") for n in args.levels]
@@ -414,7 +487,7 @@ async def main(args: argparse.Namespace) -> None:
         targets = {}
         try:
             for kind in args.servers:
-                targets[kind] = HttpTarget(kind, store, task)
+                targets[kind] = HttpTarget(kind, store, task, pinning)
             for target in targets.values():
                 await target.ready()
             for label, clients, rate, era in loads:
@@ -436,11 +509,12 @@ async def main(args: argparse.Namespace) -> None:
                 target.stop()
         for kind in args.servers:
             for clients in args.stdio_levels:
-                runs = [await stdio_level(StdioTarget(kind, store, task), clients, args.duration)
+                runs = [await stdio_level(StdioTarget(kind, store, task, pinning), clients, args.duration)
                         for _ in range(args.runs)]
                 rows.append(("stdio", kind, f"closed {clients}", median_of(runs)))
                 print(rows[-1], flush=True)
         print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(pinning.describe())
         print()
         print("| transport | server | load | calls/s | p50 ms | p99 ms | errors | server CPU ms/call "
               "| sandbox CPU ms/call | load generator CPU ms/call | MB/episode |")
@@ -479,4 +553,8 @@ if __name__ == "__main__":
         parser.add_argument("--duration", type=float, default=10.0)
         parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv"])
         parser.add_argument("--runs", type=int, default=3)
+        parser.add_argument("--server-cpus", type=int, nargs="+", metavar="CPU",
+                            help="pin each server's process tree (sandboxes included) to these CPUs")
+        parser.add_argument("--loadgen-cpus", type=int, nargs="+", metavar="CPU",
+                            help="pin the load generator to these CPUs")
         asyncio.run(main(parser.parse_args()))
