@@ -99,6 +99,14 @@ PROBE = textwrap.dedent('''
             return {"value": row[0] if row else None}
         if tool == "fail":
             raise ToolFailure(args["message"])
+        if tool == "put_then_fail":
+            conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (args["key"], args["value"]))
+            raise ToolFailure("failed after writing")
+        if tool == "close_connection":
+            conn.close()
+            return {"closed": True}
+        if tool == "wal":
+            return {"mode": conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]}
         if tool == "pid":
             return {"pid": os.getpid()}
         if tool == "remember":
@@ -329,6 +337,29 @@ async def check_calls_share_a_clean_worker(bench: Bench) -> None:
     assert (await probe(sb, "recall")).result["value"] is None, "a worker's memory survived a reset"
 
 
+async def check_state_is_the_file(bench: Bench) -> None:
+    """Whatever a worker keeps between calls, each call sees the state file as it is and leaves in
+    it exactly what it committed: a failed call's writes are rolled back, a connection the tool
+    closed does not break the next call, the host's write of the file is seen, and the file the
+    host reads holds every committed write (none left in a write-ahead log)."""
+    sb = await bench.sandbox()
+    assert (await probe(sb, "put", key="a", value="1")).ok
+    expect_error(await probe(sb, "put_then_fail", key="b", value="2"), "tool", "failed after writing")
+    assert await value(sb, "b") is None, "a failed call's write was kept"
+    await probe(sb, "close_connection")  # its own commit then fails: a crash of that call, nothing more
+    assert await value(sb, "a") == "1", "a call after the tool closed its connection failed"
+    await sb.write_file("state.db", bench.initial_state.read_bytes())
+    assert await value(sb, "a") is None, "a call did not see the state file the host wrote"
+    assert (await probe(sb, "wal")).result == {"mode": "wal"}
+    assert (await probe(sb, "put", key="c", value="3")).ok
+    copy = bench.host_dir / "read-back.db"  # the file alone, without any log beside it
+    copy.write_bytes(await sb.read_file("state.db"))
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        committed = db.execute("SELECT v FROM kv WHERE k = 'c'").fetchall()
+    assert committed == [("3",)], "a commit is missing from the file the host reads"
+    await serving(sb)
+
+
 async def check_limits(bench: Bench) -> None:
     spin = await bench.sandbox(SPIN)
     expect_error(await probe(spin, "spin"), "timeout", "CPU")
@@ -509,6 +540,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "files": check_files,
     "reset_restores_exactly": check_reset_restores_exactly,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
+    "state_is_the_file": check_state_is_the_file,
     "limits": check_limits,
     "episodes_are_isolated": check_episodes_are_isolated,
 }

@@ -9,7 +9,8 @@ are imported once at start and the worker is forked from the runner ahead of tim
 the calls of its sandbox one after another until anything about it is off: a call that failed
 other than with the tool's own error, a process or thread a tool left behind, new limits, a reset,
 or ``CALLS_PER_WORKER`` calls. Then it is killed and a fresh one is forked after the reply went
-out, off the call's path. So a call costs two pipe hand-overs, not a fork.
+out, off the call's path. So a call costs two pipe hand-overs, not a fork. A worker also keeps its
+connection to the state file from call to call while only its own calls touched the file.
 
 Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "args": {...},
             "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576, "pids": 64}}
@@ -330,6 +331,7 @@ def _worker(req_r, rep_w):
                 pass
     os.setsid()  # its own process group, so that the runner kills whatever it starts
     _warm_up()
+    state = _StateConnection()
     requests = os.fdopen(req_r, "rb")
     limited = False
     while True:
@@ -346,7 +348,7 @@ def _worker(req_r, rep_w):
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu = max(1, int(limits["cpu_s"])) + int(usage.ru_utime + usage.ru_stime) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.getrlimit(resource.RLIMIT_CPU)[1]))
-        data = _run(request)
+        data = _run(request, state)
         try:
             _write_all(rep_w, data + b"\n")
         except OSError:
@@ -368,7 +370,55 @@ def _warm_up():
         pass
 
 
-def _run(request):
+class _StateConnection:
+    """The worker's connection to the state file, kept from one call to the next while nothing but
+    its own calls touched the file (same file, size and times as after its last call), no
+    transaction is left open and no write-ahead log holds data the file itself lacks (the host reads
+    the file as it is). Otherwise the next call opens a fresh one, as the first call does."""
+
+    def __init__(self):
+        self.conn = None
+        self.seen = None
+
+    def open(self):
+        if self.conn is not None and self.seen is not None and _file_identity(STATE_FILE) == self.seen:
+            return self.conn
+        self.drop()
+        self.conn = sqlite3.connect(STATE_FILE)
+        return self.conn
+
+    def release(self, ok):
+        """After a call: roll back what a failed one left; keep the connection if all is as above."""
+        conn = self.conn
+        try:
+            if not ok:
+                conn.rollback()
+            keep = not conn.in_transaction and not os.path.exists(STATE_FILE + "-wal")
+            conn.row_factory, conn.text_factory = None, str  # what a tool set goes with its call
+        except sqlite3.Error:  # closed by the tool, say
+            keep = False
+        self.seen = _file_identity(STATE_FILE) if keep else None
+        if self.seen is None:
+            self.drop()
+
+    def drop(self):
+        conn, self.conn, self.seen = self.conn, None, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+
+def _file_identity(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _run(request, state):
     """One tool call against the workspace state, as the JSON of its reply."""
     try:
         module = importlib.import_module("apps." + str(request["app"]))
@@ -377,12 +427,13 @@ def _run(request):
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
         try:
-            conn = sqlite3.connect(STATE_FILE)
+            conn, ok = state.open(), False
             try:
                 result = module.handle(conn, request["tool"], request.get("args") or {})
                 conn.commit()
+                ok = True
             finally:
-                conn.close()
+                state.release(ok)
             reply = {"ok": True, "result": result}
         except tool_failure as exc:
             reply = {"ok": False, "kind": "tool", "error": str(exc)}
