@@ -52,7 +52,14 @@ class TrainSettings(BaseModel):
     # a model trained from scratch then also learns from the tool results, which echo the values of
     # the calls, how to copy a value from its context)
     assistant_only_loss: bool = True
+    # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
+    # None: on for vocabularies of FUSED_HEAD_MIN_VOCAB tokens or more; a tiny model's logits are
+    # small, and on a CPU the plain cross-entropy runs a step about 1.6x faster
+    fused_lm_head: bool | None = None
     resume: bool = True
+
+
+FUSED_HEAD_MIN_VOCAB = 32_768
 
 
 @dataclass
@@ -213,6 +220,30 @@ def _load(settings: TrainSettings):
     return model, tokenizer
 
 
+def _plain_loss_trainer():
+    """``SFTTrainer`` with the loss computed from the model's full logits (no fused LM head).
+
+    The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
+    ``assistant_only_loss``) divided by their number in the batch.
+    """
+    import torch
+    from trl import SFTTrainer
+
+    class PlainLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs["labels"][:, 1:]
+            outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
+                            use_cache=False)
+            logits = outputs.logits[:, :-1].float()
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100, reduction="sum")
+            count = (labels != -100).sum() if num_items_in_batch is None else num_items_in_batch
+            loss = loss / torch.as_tensor(count, device=loss.device).clamp(min=1)
+            return (loss, outputs) if return_outputs else loss
+
+    return PlainLossSFTTrainer
+
+
 def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
@@ -220,9 +251,13 @@ def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
         from trl import SFTConfig, SFTTrainer
 
         model, tokenizer = _load(settings)
+        fused = settings.fused_lm_head
+        if fused is None:
+            fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
+        trainer_class = SFTTrainer if fused else _plain_loss_trainer()
         config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
-        trainer = SFTTrainer(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
-                             peft_config=_lora_config(settings) if settings.lora else None)
+        trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
+                                peft_config=_lora_config(settings) if settings.lora else None)
         return trainer, tokenizer
 
     return _run(store, "sft", settings, build)

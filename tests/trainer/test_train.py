@@ -76,6 +76,23 @@ def test_sft_loss_on_every_token_is_a_setting_of_the_run(base, sft_data, tmp_pat
     assert sorted(c["assistant_only_loss"] for c in configs) == [False, True]
 
 
+def test_sft_plain_and_fused_lm_head_give_the_same_loss(base, sft_data, tmp_path, store):
+    def losses(name: str, fused: bool, assistant_only: bool) -> list[float]:
+        settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / name), max_steps=2,
+                                 batch_size=4, logging_steps=1, warmup_steps=0, learning_rate=1e-2,
+                                 fused_lm_head=fused, assistant_only_loss=assistant_only)
+        return [x["loss"] for x in train_sft(store, settings).metrics["losses"]]
+
+    # the tiny model's default is the plain cross-entropy; TRL's chunked head computes the same loss,
+    # over the assistant's tokens or every token, and so takes the same first step
+    for assistant_only in (True, False):
+        plain = losses(f"plain-{assistant_only}", False, assistant_only)
+        fused = losses(f"fused-{assistant_only}", True, assistant_only)
+        assert plain == pytest.approx(fused, rel=1e-4) and all(math.isfinite(x) for x in plain)
+    configs = [json.loads(r["config"]) for r in store.training_runs("sft")]
+    assert sorted(c["fused_lm_head"] for c in configs) == [False, False, True, True]
+
+
 def test_sft_with_lora_saves_an_adapter_and_a_merged_model(base, sft_data, tmp_path, store):
     settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "lora"), max_steps=2,
                              batch_size=2, warmup_steps=0, learning_rate=1e-2, lora=True, lora_r=4, lora_alpha=8,
