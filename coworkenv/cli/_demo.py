@@ -35,7 +35,7 @@ from ..trainer import export_sft
 # --full on embedded defaults (benchmarks/loop.md records what they reach on a 2-core machine)
 FULL_CAPABILITIES = ("lookup", "single_write")
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
-FULL_STEPS = 1000
+FULL_STEPS = 2400  # about 20 minutes of a 2-core CPU for the default tiny model (benchmarks/loop.md)
 
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
@@ -183,14 +183,14 @@ class FullSettings(BaseModel):
     """The closing half of the loop (``demo --full``) on embedded defaults."""
 
     capabilities: tuple[str, ...] = FULL_CAPABILITIES
-    style: str = "compact"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
+    style: str = "minimal"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
     vocab_size: int = 2048
     hidden_size: int = 128
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
     batch_size: int = Field(default=8, ge=1)
-    learning_rate: float = 3e-3
+    learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
     eval_tasks: int = Field(default=24, ge=1)
     eval_seed: int = 10_000
     eval_trials: int = Field(default=1, ge=1)
