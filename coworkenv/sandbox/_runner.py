@@ -108,7 +108,9 @@ class Runner:
         os.close(worker.rep_r)
         return _reap(worker.pid)
 
-    def call(self, request):
+    def call(self, request, line):
+        """Run a call in the worker: (the reply, and the worker's reply line when it can go out as
+        it came, the id aside; else None). ``line`` is the request as it came, for the worker."""
         limits = dict(DEFAULT_LIMITS)
         limits.update(request.get("limits") or {})
         if self.worker is not None and self.worker.limits not in (None, limits):
@@ -117,10 +119,8 @@ class Runner:
         worker = self.worker
         worker.limits = limits
         worker.calls += 1
-        payload = json.dumps({"app": request.get("app"), "tool": request.get("tool"),
-                              "args": request.get("args"), "limits": limits}).encode() + b"\n"
         try:
-            _write_all(worker.req_w, payload)
+            _write_all(worker.req_w, line if line.endswith(b"\n") else line + b"\n")
         except OSError:
             pass  # the worker died; reported below
         deadline = time.monotonic() + float(limits["wall_s"])
@@ -152,7 +152,7 @@ class Runner:
                 break  # a whole reply: one JSON line
         if verdict is not None:
             self.drop_worker()
-            return {"ok": False, **verdict}
+            return {"ok": False, **verdict}, None
         data = b"".join(chunks)
         try:
             reply = json.loads(data) if data.count(b"\n") == 1 else None
@@ -161,22 +161,26 @@ class Runner:
         if isinstance(reply, dict) and "ok" in reply:
             if not reply["ok"] and reply.get("kind") != "tool":
                 worker.retire = True  # a crash or a memory error may have left it in any state
-            return reply
+            return reply, (data if data[:1] == b"{" and "id" not in reply else None)
         status = self.drop_worker()
         if status is not None and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig in (signal.SIGXCPU, signal.SIGKILL):
                 return {"ok": False, "kind": "timeout",
-                        "error": f"tool exceeded its CPU-time limit of {limits['cpu_s']}s"}
-            return {"ok": False, "kind": "crash", "error": f"tool process died with signal {signal.Signals(sig).name}"}
-        return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}
+                        "error": f"tool exceeded its CPU-time limit of {limits['cpu_s']}s"}, None
+            return {"ok": False, "kind": "crash",
+                    "error": f"tool process died with signal {signal.Signals(sig).name}"}, None
+        return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}, None
 
     def after_call(self, request, reply):
         """Off the critical path, once the reply went out: clean up, and have a worker ready."""
         worker = self.worker
-        if worker is not None and (worker.retire or worker.calls >= CALLS_PER_WORKER or _busy(worker.pid)):
+        # Sandboxed, any process besides the runner's own and its worker is one a tool left.
+        left = self.foreign_pids() if self.sandboxed else None
+        if worker is not None and (worker.retire or worker.calls >= CALLS_PER_WORKER or left
+                                   or _busy(worker.pid, children=not self.sandboxed)):
             self.drop_worker()  # whatever the tool started in its process group goes with it
-        if self.sandboxed:
+        if left:
             self.sweep()
         _reap_any()
         self.spawn_worker()
@@ -277,7 +281,7 @@ class Runner:
         for line in stdin:
             if not line.strip():
                 continue
-            request, after = {}, None
+            request, after, forward = {}, None, None
             try:
                 request = json.loads(line)
                 op = request.get("op")
@@ -291,7 +295,7 @@ class Runner:
                 if op == "ping":
                     reply = {"ok": True, "result": {"pid": os.getpid()}}
                 elif op == "call":
-                    reply = self.call(request)
+                    reply, forward = self.call(request, line)
                     after = self.after_call
                 elif op in ("read", "write"):
                     reply = {"ok": True, "result": getattr(self, op)(request)}
@@ -305,9 +309,13 @@ class Runner:
                 reply = {"ok": False, "kind": "missing", "error": f"no such file in the workspace: {exc.filename}"}
             except (OSError, ValueError) as exc:
                 reply = {"ok": False, "kind": "path", "error": f"{type(exc).__name__}: {exc}"}
-            reply["id"] = request.get("id")
+            if forward is not None:  # the worker's reply line, checked above, with the id put in front
+                out = b'{"id": ' + json.dumps(request.get("id")).encode() + b", " + forward[1:]
+            else:
+                reply["id"] = request.get("id")
+                out = json.dumps(reply).encode() + b"\n"
             try:
-                stdout.write(json.dumps(reply) + "\n")
+                stdout.write(out)
                 stdout.flush()
             except BrokenPipeError:
                 return
@@ -338,8 +346,9 @@ def _worker(req_r, rep_w):
         line = requests.readline()
         if not line:
             os._exit(0)
-        request = json.loads(line)
-        limits = request["limits"]
+        request = json.loads(line)  # the host's request as the runner got it
+        limits = dict(DEFAULT_LIMITS)
+        limits.update(request.get("limits") or {})
         if not limited:  # hard limits, once: a tool cannot raise them again
             mem = int(limits["mem_mb"]) << 20
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -468,13 +477,17 @@ def _parent_of(pid):
         return 0
 
 
-def _busy(pid):
-    """Whether a worker runs anything besides its own thread: a thread or a child a tool left."""
+def _busy(pid, children=True):
+    """Whether a worker runs anything besides its own thread: a thread or (``children``) a child a
+    tool left. A task directory in /proc links its threads: two links of its own, one per thread."""
     try:
-        if len(os.listdir(f"/proc/{pid}/task")) > 1:
+        links = os.stat(f"/proc/{pid}/task").st_nlink
+        if links != 3 and (links > 3 or len(os.listdir(f"/proc/{pid}/task")) > 1):
             return True
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return bool(f.read().strip())
+        if children:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return bool(f.read().strip())
+        return False
     except OSError:
         return True
 
@@ -529,13 +542,12 @@ def main(argv):
     runner.preload(lib)
     if sandboxed:
         runner.sweep()  # nothing an import started outlives it
-    requests, replies = sys.stdin, sys.stdout
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
     address = os.environ.get("COWORKENV_SOCKET")
     if address:  # the host listens there (docker); otherwise it speaks over stdin and stdout (bwrap)
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(address)
-        requests = conn.makefile("r", encoding="utf-8", newline="\n")
-        replies = conn.makefile("w", encoding="utf-8", newline="\n")
+        requests, replies = conn.makefile("rb"), conn.makefile("wb")
     runner.spawn_worker()
     runner.serve(requests, replies)
     runner.drop_worker()
