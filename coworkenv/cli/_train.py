@@ -121,6 +121,9 @@ def train_sft_command(
     loss_on: Annotated[str, typer.Option("--loss-on", help="assistant: loss on the assistant's tokens only; all: on "
                                          "every token (for a model trained from scratch, which then also learns "
                                          "from the tool results how values are copied).")] = "assistant",
+    fused_lm_head: Annotated[Optional[bool], typer.Option(
+        "--fused-lm-head/--plain-lm-head", help="TRL's chunked LM head, which never builds the full logits, or the "
+        "plain cross-entropy (default: fused for vocabularies of 32k tokens or more).")] = None,
 ) -> None:
     """Supervised fine-tuning (TRL SFTTrainer), by default with loss on assistant tokens only."""
     if loss_on not in ("assistant", "all"):
@@ -128,7 +131,7 @@ def train_sft_command(
     _train("sft", store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps, lora=lora,
            lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [], resume=resume, seed=seed,
-           assistant_only_loss=loss_on == "assistant")
+           assistant_only_loss=loss_on == "assistant", fused_lm_head=fused_lm_head)
 
 
 @train_app.command("dpo")

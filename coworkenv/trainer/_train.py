@@ -139,7 +139,7 @@ def _common_args(settings: TrainSettings) -> dict[str, Any]:
         learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup_steps,
         lr_scheduler_type="cosine",
-        logging_steps=settings.logging_steps,
+        logging_steps=min(settings.logging_steps, settings.max_steps),  # a short run still logs its loss
         save_steps=settings.save_steps,
         save_total_limit=2,
         seed=settings.seed,
