@@ -536,7 +536,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--bare-http"]:
         import uvicorn
 
-        uvicorn.run(bare_server().streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+        # The same HTTP stack as `coworkenv serve`: asyncio's event loop, uvicorn's choice of parser.
+        uvicorn.run(bare_server().streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
+                    loop="asyncio")
     elif sys.argv[1:2] == ["--bare-stdio"]:
         bare_server().run("stdio")
     else:

@@ -86,6 +86,9 @@ def _origin_host(origin: str) -> str | None:
     return _host_name(rest.split("/", 1)[0])
 
 
+_OWS = (b" ", b"\t")
+
+
 class _Bucket:
     __slots__ = ("tokens", "at")
 
@@ -109,6 +112,10 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if any(value[:1] in _OWS or value[-1:] in _OWS for _, value in scope["headers"]):
+            # A field value goes without the whitespace around it (RFC 9110, 5.5); h11 strips it,
+            # httptools leaves it to the application.
+            scope = {**scope, "headers": [(name, value.strip(b" \t")) for name, value in scope["headers"]]}
         headers = Headers(scope=scope)
         refusal = self._refuse(scope, headers)
         if refusal is not None:
