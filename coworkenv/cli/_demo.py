@@ -1,6 +1,6 @@
 """``coworkenv demo``: synth → calibrate → collect → gate → export on embedded defaults.
 
-``coworkenv demo --full`` closes the loop: it exports the compact agent view, builds a tiny
+``coworkenv demo --full`` closes the loop: it exports the minimal agent view, builds a tiny
 Qwen3 on the corpus (``init-tiny``), fine-tunes it with TRL (``train sft``), serves the base and
 the trained model (vLLM when ``--serve vllm``; in process, ``hf:PATH``, when ``--serve local``)
 and evaluates both on held-out tasks of new seeds through the MCP server, then prints the
@@ -35,7 +35,7 @@ from ..trainer import export_sft
 # --full on embedded defaults (benchmarks/loop.md records what they reach on a 2-core machine)
 FULL_CAPABILITIES = ("lookup", "single_write")
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
-FULL_STEPS = 2400  # about 20 minutes of a 2-core CPU for the default tiny model (benchmarks/loop.md)
+FULL_STEPS = 2400  # about 16 minutes of a quiet 2-core CPU for the default tiny model (benchmarks/loop.md)
 
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
