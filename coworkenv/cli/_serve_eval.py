@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -76,6 +77,10 @@ def serve_model_command(
         server.start()
     except ServeError as exc:
         raise _fail(str(exc)) from None
+    # Ctrl-C and SIGTERM both stop vLLM first; SIGINT is handled even when this process was started
+    # with it ignored (a background job of a non-interactive shell), where Python installs no handler
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
     try:
         with err.status(f"starting vLLM on {model.base_dir} (log: {server.log_path})"):
             url = server.wait_until_ready()

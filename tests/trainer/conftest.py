@@ -105,7 +105,10 @@ def tool_model_server(tmp_path_factory):
                "--lora", f"tool-lora={FIXTURES / 'tool-adapter'}", "--port", str(port), "--python", python,
                "-O", "0", "--startup-timeout", str(STARTUP_S), "--log", str(logs / "vllm.log")]
     with (logs / "cli.log").open("w") as cli_log:
-        process = subprocess.Popen(command, stdout=cli_log, stderr=subprocess.STDOUT)
+        # started with SIGINT ignored, as a background job of a non-interactive shell starts it:
+        # Ctrl-C must still stop the command (and vLLM with it)
+        process = subprocess.Popen(command, stdout=cli_log, stderr=subprocess.STDOUT,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.monotonic() + STARTUP_S + 30
     try:
         while {"tool-model", "tool-lora"} - _serving(url):
