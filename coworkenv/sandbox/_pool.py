@@ -100,7 +100,7 @@ class SandboxPool:
         except (SandboxError, OSError, asyncio.TimeoutError):
             await self._discard(sandbox)
             return
-        if self._closed:
+        if self._closed or self.idle(key) > self.settings.size:  # others came back during the reset
             await self._discard(sandbox)
             return
         self._idle.setdefault(key, []).append(sandbox)
