@@ -221,25 +221,18 @@ def _load(settings: TrainSettings):
 
 
 def _plain_loss_trainer():
-    """``SFTTrainer`` with the loss computed from the model's full logits (no fused LM head).
+    """``SFTTrainer`` with the model's own loss over its full logits (no fused LM head).
 
     The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
     ``assistant_only_loss``) divided by their number in the batch.
     """
-    import torch
     from trl import SFTTrainer
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            labels = inputs["labels"][:, 1:]
             outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
-                            use_cache=False)
-            logits = outputs.logits[:, :-1].float()
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=-100, reduction="sum")
-            count = (labels != -100).sum() if num_items_in_batch is None else num_items_in_batch
-            loss = loss / torch.as_tensor(count, device=loss.device).clamp(min=1)
-            return (loss, outputs) if return_outputs else loss
+                            labels=inputs["labels"], num_items_in_batch=num_items_in_batch, use_cache=False)
+            return (outputs.loss, outputs) if return_outputs else outputs.loss
 
     return PlainLossSFTTrainer
 
