@@ -7,12 +7,11 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 from ._base import Limits, SandboxUnavailable
 from ._client import RUNNER, MAX_MESSAGE, LineReader, LineWriter, RunnerSandbox
-from ._labels import LABEL, write_label
+from ._labels import make_episode_dir
 
 STATE_FILE = "state.db"
 
@@ -96,8 +95,7 @@ class BwrapSandbox(RunnerSandbox):
     async def start(self) -> None:
         if self.started:
             return
-        self.episode_dir = Path(tempfile.mkdtemp(prefix=LABEL, dir=self.root))
-        write_label(self.episode_dir, backend=self.name)
+        self.episode_dir = make_episode_dir(self.root, backend=self.name)
         self.workdir = self.episode_dir / "workspace"
         self.workdir.mkdir()
         shutil.copyfile(self.initial_state, self.workdir / STATE_FILE)

@@ -17,14 +17,13 @@ import os
 import shutil
 import socket
 import struct
-import tempfile
 import uuid
 from pathlib import Path
 
 from ._base import Limits, SandboxError, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
-from ._labels import LABEL, docker_labels, write_label
+from ._labels import LABEL, docker_labels, make_episode_dir
 
 SOCKET_DIR = "/run/coworkenv"  # in the container: the read-only mount of the host's socket directory
 SOCKET_NAME = "runner.sock"
@@ -115,8 +114,7 @@ class DockerSandbox(RunnerSandbox):
 
     def _listen(self) -> None:
         """The episode's directory with a socket only the sandbox's user can reach and use."""
-        self.episode_dir = Path(tempfile.mkdtemp(prefix=LABEL))
-        write_label(self.episode_dir, backend=self.name, container=self.container_name)
+        self.episode_dir = make_episode_dir(backend=self.name, container=self.container_name)
         self.episode_dir.chmod(0o711)  # the sandbox's user may pass through, not list or read
         sockets = self.episode_dir / "socket"
         sockets.mkdir(mode=0o755)

@@ -3,6 +3,9 @@
 Every episode directory (``coworkenv-ep-*``) holds ``label.json`` and every container carries
 Docker labels naming the process that owns it: host name, pid and the pid's start time (so a
 reused pid is not taken for the owner). ``cleanup`` removes what belongs to a process that is gone.
+An episode directory's name also carries its owner's pid and start time
+(``coworkenv-ep-<pid>.<start>-<random>``), so one whose owner was killed between creating it and
+writing its label is still known to be an orphan.
 """
 
 from __future__ import annotations
@@ -53,7 +56,27 @@ def is_orphan(host: str, pid: str, start: str) -> bool:
 
 
 def write_label(directory: Path, **extra: str) -> None:
-    (directory / LABEL_FILE).write_text(json.dumps({**owner(), "created": time.time(), **extra}))
+    """Write ``label.json`` whole or not at all (a kill mid-write leaves no half label)."""
+    partial = directory / (LABEL_FILE + ".partial")
+    partial.write_text(json.dumps({**owner(), "created": time.time(), **extra}))
+    os.replace(partial, directory / LABEL_FILE)
+
+
+def make_episode_dir(root: Path | None = None, **extra: str) -> Path:
+    """A new labeled episode directory under ``root`` (the system's temporary directory by default)."""
+    me = owner()
+    directory = Path(tempfile.mkdtemp(prefix=f"{LABEL}{me['pid']}.{me['start']}-", dir=root))
+    write_label(directory, **extra)
+    return directory
+
+
+def _owner_from_name(directory: Path) -> tuple[str, str] | None:
+    """The (pid, start) that a directory's name carries, or None for a name without them."""
+    pid, dot, rest = directory.name[len(LABEL):].partition(".")
+    start, dash, _ = rest.partition("-")
+    if dot and dash and pid.isdigit() and start.isdigit():
+        return pid, start
+    return None
 
 
 def default_root() -> Path:
@@ -91,9 +114,17 @@ def _cleanup_directories(root: Path, everything: bool, report: CleanupReport) ->
             label = json.loads((directory / LABEL_FILE).read_text())
             orphan = is_orphan(str(label.get("host")), str(label.get("pid")), str(label.get("start")))
         except (OSError, ValueError):
-            # No label: an episode directory whose owner died while creating it, or one from before
-            # labels; removed only once it is old enough not to be one being created right now.
-            orphan = time.time() - directory.stat().st_mtime > 3600
+            named = _owner_from_name(directory)
+            if named is not None:
+                # No label yet: its owner (named by the directory) is creating it, or died doing so.
+                orphan = is_orphan(socket.gethostname(), *named)
+            else:
+                # A name without an owner, from before owners were named: removed only once it is
+                # old enough not to be one being created right now.
+                try:
+                    orphan = time.time() - directory.stat().st_mtime > 3600
+                except FileNotFoundError:
+                    continue  # its owner closed it meanwhile
         if orphan or everything:
             shutil.rmtree(directory, ignore_errors=True)
             report.directories.append(str(directory))

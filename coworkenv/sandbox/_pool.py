@@ -4,14 +4,16 @@
 tops the pool up to ``size`` ready ones in the background; ``release`` resets a sandbox to its
 initial state (a restore in the same sandbox, not a rebuild) and keeps it for a next episode while
 at most ``size`` are ready (so the pool holds ``size + 1`` and back-to-back episodes recycle their
-sandboxes instead of starting new ones), or closes it when there are more or the reset fails. Whatever the pool holds is closed by ``close`` and, should the process end
-without it (Ctrl-C), by an exit hook.
+sandboxes instead of starting new ones), or closes it when there are more or the reset fails.
+Whatever the pool holds is closed by ``close`` and, should the process end without it (Ctrl-C), by
+an exit hook.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import weakref
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -23,6 +25,7 @@ from ._base import Limits, Sandbox, SandboxError
 from ._labels import cleanup
 
 RESET_TIMEOUT_S = 30.0
+log = logging.getLogger(__name__)
 
 
 class PoolSettings(BaseModel):
@@ -75,7 +78,7 @@ class SandboxPool:
             raise SandboxError("the sandbox pool is closing")
         if not self._swept:  # a server restarted after a crash removes what its predecessor left
             self._swept = True
-            self._spawn(asyncio.to_thread(cleanup, root=self.options.get("root"), docker=self.backend == "docker"))
+            self._spawn(self._sweep())
         key = Path(initial_state).resolve()
         ready = self._idle.get(key)
         if ready:
@@ -141,6 +144,15 @@ class SandboxPool:
             if not ready:  # before the await: a concurrent trim must not see an empty list
                 self._idle.pop(key, None)
             await self._discard(sandbox)
+
+    async def _sweep(self) -> None:
+        try:
+            report = await asyncio.to_thread(cleanup, root=self.options.get("root"), docker=self.backend == "docker")
+        except Exception as exc:  # noqa: BLE001 - a failed sweep must not fail the episode that started it
+            log.warning("cleanup of what dead processes left failed: %s", exc)
+            return
+        if report.removed:
+            log.info("removed %d sandbox leftovers of dead processes", report.removed)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -147,3 +147,26 @@ async def test_interrupted_server_closes_its_sandboxes(backend: str, host, store
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_an_unlabeled_directory_is_judged_by_the_owner_its_name_carries(tmp_path: Path):
+    """A process killed between creating an episode directory and labelling it leaves a directory
+    whose name still names it: cleanup removes that one and keeps one of a live process."""
+    from coworkenv.sandbox._labels import make_episode_dir, process_start
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = process_start(dead.pid)
+    dead.wait()
+    orphan = tmp_path / f"{LABEL}{dead.pid}.{start}-abc123"
+    orphan.mkdir()
+    (orphan / "workspace").mkdir()
+    mine = make_episode_dir(tmp_path, backend="bwrap")
+    assert mine.name.startswith(f"{LABEL}{os.getpid()}.")
+    (mine / LABEL_FILE).unlink()  # as if this (live) process had not labelled it yet
+    legacy = tmp_path / f"{LABEL}oldname"  # no owner in its name, no label, young: kept
+    legacy.mkdir()
+
+    report = cleanup(root=tmp_path, docker=False)
+    assert report.directories == [str(orphan)]
+    assert not orphan.exists() and mine.exists() and legacy.exists()
+    assert report.kept == 2
