@@ -308,8 +308,12 @@ def summary(latencies: list[float], seconds: float, errors: int) -> dict:
 
 
 async def http_level(target: HttpTarget, clients: int, duration: float, rate: float | None,
-                     era: str = "modern") -> dict:
-    """``clients`` episodes; closed loop (``rate`` None) or each calling ``rate`` times a second."""
+                     era: str = "modern", trace: Path | None = None) -> dict:
+    """``clients`` episodes; closed loop (``rate`` None) or each calling ``rate`` times a second.
+
+    With ``trace``, every call's due time (seconds into the level), latency and episode are
+    appended to that file as a JSON line, to see when the slow calls happened.
+    """
     episodes = [Episode(target, i, era) for i in range(clients)]
     before = target.pss()
     opened = time.perf_counter()
@@ -325,7 +329,12 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     target.pinning.check(psutil.Process(target.process.pid))
     await asyncio.sleep(SETTLE_S)  # let the warm pool refill before the CPU counters start
     latencies: list[float] = []
+    timeline: list[tuple[float, float, int]] = []
     errors = 0
+    # The CPU counters are read before the schedule starts: reading them walks the server's whole
+    # process tree (over 1,000 processes at 256 episodes, ~0.2 s), which would delay the first calls.
+    server_before, sandboxes_before = target.cpu()
+    own_before = time.process_time()
     began = time.perf_counter()
     stop = began + duration
     phases = [random.random() / rate if rate else 0.0 for _ in range(clients)]
@@ -342,14 +351,13 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
             try:
                 await episodes[i].call(rid)
                 latencies.append(time.perf_counter() - due)
+                timeline.append((due - began, latencies[-1], i))
             except Exception:
                 errors += 1
             rid += 1
             if rate:
                 due += 1.0 / rate
 
-    server_before, sandboxes_before = target.cpu()
-    own_before = time.process_time()
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.perf_counter() - began
     server_after, sandboxes_after = target.cpu()
@@ -358,6 +366,11 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
               "server_cpu_ms": (server_after - server_before) / calls * 1000,
               "sandbox_cpu_ms": (sandboxes_after - sandboxes_before) / calls * 1000,
               "loadgen_cpu_ms": (time.process_time() - own_before) / calls * 1000}
+    if trace is not None:
+        with trace.open("a") as out:
+            out.write(json.dumps({"server": target.kind, "clients": clients, "rate": rate, "era": era, "began": began,
+                                  "calls": [[round(t, 4), round(ms, 5), i] for t, ms, i in timeline]}) + "\n")
+
     async def end(episode: Episode) -> None:  # a DELETE ends a coworkenv episode, releasing its sandbox
         async with semaphore:
             await episode.end()
@@ -495,7 +508,7 @@ async def main(args: argparse.Namespace) -> None:
                 runs: dict[str, list[dict]] = {kind: [] for kind in targets}
                 for _ in range(args.runs):
                     for kind, target in targets.items():
-                        runs[kind].append(await http_level(target, clients, args.duration, rate, era))
+                        runs[kind].append(await http_level(target, clients, args.duration, rate, era, args.trace))
                 for kind in targets:
                     rows.append(("http", kind, label, median_of(runs[kind])))
                     print(rows[-1], flush=True)
@@ -559,4 +572,6 @@ if __name__ == "__main__":
                             help="pin each server's process tree (sandboxes included) to these CPUs")
         parser.add_argument("--loadgen-cpus", type=int, nargs="+", metavar="CPU",
                             help="pin the load generator to these CPUs")
+        parser.add_argument("--trace", type=Path, metavar="FILE",
+                            help="append every HTTP call's due time and latency to FILE (JSON lines)")
         asyncio.run(main(parser.parse_args()))
