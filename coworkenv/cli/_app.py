@@ -13,13 +13,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..agents import PROMPT_STYLES, ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
+from ..agents import PROMPT_STYLES
 from ..gate import run_gate
 from ..sandbox import BACKENDS, SandboxUnavailable
 from ..server import EpisodeHost, EpisodeSettings, ServeSettings, serve_conformance, serve_http, serve_stdio
 from ..store import Store
 from ..synth import TEMPLATES, synthesize
-from ..trainer import export_dpo, export_sft
 from ._demo import demo_command
 from ._serve_eval import eval_command, serve_model_command
 from ._train import model_app, train_app
@@ -164,6 +163,8 @@ def collect_command(
     sandbox: SandboxOpt = "bwrap",
 ) -> None:
     """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes."""
+    from ..agents import ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
+
     try:
         parse_provider(provider)
     except ProviderError as exc:
@@ -222,6 +223,8 @@ def export_sft_command(
     style: StyleOpt = "full",
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
+    from ..trainer import export_sft
+
     check_style_option(style)
     if not store.exists():
         raise fail(f"no store at {store}")
@@ -236,6 +239,8 @@ def export_dpo_command(
     style: StyleOpt = "full",
 ) -> None:
     """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
+    from ..trainer import export_dpo
+
     check_style_option(style)
     if not store.exists():
         raise fail(f"no store at {store}")

@@ -23,14 +23,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..agents import ProviderSettings, TeacherSettings, collect
 from ..gate import run_gate
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ..server import EpisodeHost, EpisodeSettings
 from ..store import Store
 from ..synth import synthesize
 from ..workspace import CAPABILITIES
-from ..trainer import export_sft
 
 # --full on embedded defaults (benchmarks/loop.md records what they reach on a 2-core machine)
 FULL_CAPABILITIES = ("lookup", "single_write")
@@ -44,6 +42,9 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
 
     Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
     """
+    from ..agents import ProviderSettings, TeacherSettings, collect
+    from ..trainer import export_sft
+
     started = time.perf_counter()
     store = Store(directory / "coworkenv.db")
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
@@ -231,7 +232,7 @@ async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: Ful
 async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
                    progress: Progress) -> dict:
     """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
-    from ..trainer import TinyConfig, TrainSettings, init_tiny_model, read_rows, train_sft
+    from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, train_sft
 
     started = time.perf_counter()
     timings: dict[str, float] = {}

@@ -16,23 +16,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..agents import PROMPT_STYLES, ProviderError
 from ..sandbox import BACKENDS, SandboxUnavailable
 from ..server import EpisodeHost, EpisodeSettings
 from ..store import Store
 from ..synth import TEMPLATES
-from ..trainer import (
-    DEFAULT_EVAL_SEED,
-    SPLITS,
-    EvalError,
-    EvalSettings,
-    ServeError,
-    VLLMServer,
-    VLLMSettings,
-    resolve_model,
-    run_eval,
-    task_ids_in,
-)
+from ..trainer import DEFAULT_EVAL_SEED, SPLITS
 
 err = Console(stderr=True)
 
@@ -60,6 +48,8 @@ def serve_model_command(
     log: Annotated[Optional[Path], typer.Option(help="Write the server's log here (default: a temporary file).")] = None,
 ) -> None:
     """Serve a trained model with vLLM's OpenAI-compatible server (tool calls, LoRA); Ctrl-C stops it."""
+    from ..trainer import ServeError, VLLMServer, VLLMSettings, resolve_model
+
     try:
         model = resolve_model(run, store if store.exists() else None, name=name)
         adapters = dict(model.adapters)
@@ -145,6 +135,9 @@ def eval_command(
     sandbox: Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")] = "bwrap",
 ) -> None:
     """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
+    from ..agents import PROMPT_STYLES, ProviderError
+    from ..trainer import EvalError, EvalSettings, run_eval, task_ids_in
+
     capabilities = tuple(capability or TEMPLATES)
     unknown = [c for c in capabilities if c not in TEMPLATES]
     if unknown:

@@ -1,65 +1,43 @@
-"""Dataset export, PocketWorker base models (tiny Qwen3 or a local checkpoint) and TRL training."""
+"""Dataset export, PocketWorker base models (tiny Qwen3 or a local checkpoint) and TRL training.
 
-from ._chat_template import CHAT_TEMPLATE
-from ._eval import (
-    DEFAULT_EVAL_SEED,
-    SPLITS,
-    EvalError,
-    EvalReport,
-    EvalSettings,
-    Trial,
-    combination,
-    pass_at_k,
-    pass_hat_k,
-    run_eval,
-    task_ids_in,
-)
-from ._export import dpo_rows, export_dpo, export_sft, sft_rows
-from ._model import (
-    TinyConfig,
-    TrainingUnavailable,
-    init_model,
-    init_tiny_model,
-    read_rows,
-    require_training,
-    train_tokenizer,
-)
-from ._train import TrainResult, TrainSettings, train_dpo, train_sft
-from ._serve import ServedModel, ServeError, VLLMServer, VLLMSettings, resolve_model, running_vllm_server, vllm_server
+Names are imported on first use, so a process that needs some of them does not load the rest
+(`coworkenv serve` needs none of them).
+"""
 
-__all__ = [
-    "CHAT_TEMPLATE",
-    "DEFAULT_EVAL_SEED",
-    "SPLITS",
-    "EvalError",
-    "EvalReport",
-    "EvalSettings",
-    "ServeError",
-    "ServedModel",
-    "TinyConfig",
-    "TrainResult",
-    "TrainSettings",
-    "TrainingUnavailable",
-    "Trial",
-    "VLLMServer",
-    "VLLMSettings",
-    "combination",
-    "dpo_rows",
-    "export_dpo",
-    "export_sft",
-    "init_model",
-    "init_tiny_model",
-    "pass_at_k",
-    "pass_hat_k",
-    "read_rows",
-    "require_training",
-    "resolve_model",
-    "run_eval",
-    "running_vllm_server",
-    "sft_rows",
-    "task_ids_in",
-    "train_dpo",
-    "train_sft",
-    "train_tokenizer",
-    "vllm_server",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULES = {  # submodule: the names it gives this package
+    "_chat_template": ("CHAT_TEMPLATE",),
+    "_heldout": ("DEFAULT_EVAL_SEED", "SPLITS"),
+    "_eval": (
+        "EvalError", "EvalReport", "EvalSettings", "Trial", "combination", "pass_at_k", "pass_hat_k", "run_eval",
+        "task_ids_in",
+    ),
+    "_export": ("dpo_rows", "export_dpo", "export_sft", "sft_rows"),
+    "_model": (
+        "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
+        "require_training", "train_tokenizer",
+    ),
+    "_train": ("TrainResult", "TrainSettings", "train_dpo", "train_sft"),
+    "_serve": (
+        "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "resolve_model",
+        "running_vllm_server", "vllm_server",
+    ),
+}
+_FROM = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_FROM)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FROM:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_FROM[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FROM})

@@ -43,10 +43,8 @@ from ..server import SUBMIT_TOOL, EpisodeHost, SingleEpisode, build_server
 from ..store import Store, new_id
 from ..synth import generate_tasks
 from ..workspace import CAPABILITIES, Task
+from ._heldout import DEFAULT_EVAL_SEED, HELDOUT, SPLITS
 
-SPLITS = ("new_seeds", "unseen_combinations")
-HELDOUT = "heldout"  # task status of evaluation tasks: calibrated, never collected or exported
-DEFAULT_EVAL_SEED = 10_000
 PROFILE_VERSION = 1
 
 

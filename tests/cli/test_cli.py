@@ -71,3 +71,16 @@ def test_demo_end_to_end(tmp_path):
     # a second run resumes: nothing new is generated, collected or lost
     again = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path).stdout)
     assert again["episodes"] == summary["episodes"] and again["exported_rows"] == 9
+
+
+def test_the_command_line_loads_no_agent_or_training_stack_until_a_command_needs_it():
+    """`coworkenv serve --stdio` is one process per episode: the CLI alone loads neither LangGraph,
+    LangChain's chat models, pandas nor torch, and the packages still give every name they export."""
+    probe = ("import sys, coworkenv.cli; "
+             "heavy = [m for m in ('langgraph', 'langchain_core.language_models', 'pandas', 'torch', 'transformers') "
+             "if m in sys.modules]; "
+             "import coworkenv.agents as a, coworkenv.trainer as t; "
+             "assert all(getattr(p, n) is not None for p in (a, t) for n in p.__all__); "
+             "import pandas; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
