@@ -6,10 +6,9 @@ Names are imported on first use, so a process that needs some of them does not l
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_names
 
-_MODULES = {  # submodule: the names it gives this package
+__getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_collect": ("CollectSummary", "collect", "pending_tasks"),
     "_oracle": ("OracleChatModel",),
     "_prompting": (
@@ -24,18 +23,4 @@ _MODULES = {  # submodule: the names it gives this package
         "Attempt", "Teacher", "TeacherSettings", "TaskRun", "build_agent_graph", "episode_messages",
         "repair_hint",
     ),
-}
-_FROM = {name: module for module, names in _MODULES.items() for name in names}
-__all__ = sorted(_FROM)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _FROM:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_FROM[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM})
+})

@@ -6,10 +6,9 @@ Names are imported on first use, so a process that needs some of them does not l
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_names
 
-_MODULES = {  # submodule: the names it gives this package
+__getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
     "_heldout": ("DEFAULT_EVAL_SEED", "SPLITS"),
     "_eval": (
@@ -26,18 +25,4 @@ _MODULES = {  # submodule: the names it gives this package
         "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "resolve_model",
         "running_vllm_server", "vllm_server",
     ),
-}
-_FROM = {name: module for module, names in _MODULES.items() for name in names}
-__all__ = sorted(_FROM)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _FROM:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_FROM[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_FROM})
+})
