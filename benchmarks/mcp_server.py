@@ -2,7 +2,7 @@
 sandbox, every call validated and recorded) against a bare ``MCPServer`` with the same trivial
 tool, measured in the same run.
 
-    python benchmarks/mcp_server.py                       # HTTP closed 1, 8, 64, 256; open 64-512 @1/s; stdio 1, 8
+    python benchmarks/mcp_server.py                       # HTTP closed 1, 8, 64, 256; open 64-512 @1/s; stdio 1, 8, 64
     python benchmarks/mcp_server.py --levels 1 --open 256 --runs 3 --stdio-levels
 
 Modes:
@@ -562,7 +562,8 @@ if __name__ == "__main__":
                             help="numbers of episodes each calling once a second (open loop)")
         parser.add_argument("--legacy-levels", type=int, nargs="*", default=[1],
                             help=f"numbers of closed-loop clients in {LEGACY} sessions (handshake era)")
-        parser.add_argument("--stdio-levels", type=int, nargs="*", default=[1, 8])
+        parser.add_argument("--stdio-levels", type=int, nargs="*", default=[1, 8, 64],
+                            help="numbers of stdio clients, each its own server process (one episode each)")
         parser.add_argument("--sandbox-calls", type=int, default=500,
                             help="round trips of the sandbox alone (0: skip)")
         parser.add_argument("--duration", type=float, default=10.0)
