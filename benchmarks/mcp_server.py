@@ -328,8 +328,7 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     memory = (target.pss() - before) / clients
     target.pinning.check(psutil.Process(target.process.pid))
     await asyncio.sleep(SETTLE_S)  # let the warm pool refill before the CPU counters start
-    latencies: list[float] = []
-    timeline: list[tuple[float, float, int]] = []
+    timeline: list[tuple[float, float, int]] = []  # (due, seconds into the level; latency; episode)
     errors = 0
     # The CPU counters are read before the schedule starts: reading them walks the server's whole
     # process tree (over 1,000 processes at 256 episodes, ~0.2 s), which would delay the first calls.
@@ -350,8 +349,7 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
                 due = time.perf_counter()
             try:
                 await episodes[i].call(rid)
-                latencies.append(time.perf_counter() - due)
-                timeline.append((due - began, latencies[-1], i))
+                timeline.append((due - began, time.perf_counter() - due, i))
             except Exception:
                 errors += 1
             rid += 1
@@ -361,6 +359,7 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.perf_counter() - began
     server_after, sandboxes_after = target.cpu()
+    latencies = [latency for _, latency, _ in timeline]
     calls = max(1, len(latencies) + errors)
     result = {**summary(latencies, elapsed, errors),
               "server_cpu_ms": (server_after - server_before) / calls * 1000,
@@ -369,7 +368,8 @@ async def http_level(target: HttpTarget, clients: int, duration: float, rate: fl
     if trace is not None:
         with trace.open("a") as out:
             out.write(json.dumps({"server": target.kind, "clients": clients, "rate": rate, "era": era, "began": began,
-                                  "calls": [[round(t, 4), round(ms, 5), i] for t, ms, i in timeline]}) + "\n")
+                                  "calls": [[round(due, 4), round(latency, 5), i] for due, latency, i in timeline]})
+                      + "\n")
 
     async def end(episode: Episode) -> None:  # a DELETE ends a coworkenv episode, releasing its sandbox
         async with semaphore:

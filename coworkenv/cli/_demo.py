@@ -28,6 +28,7 @@ from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ..server import EpisodeHost, EpisodeSettings
 from ..store import Store
 from ..synth import synthesize
+from ..trainer import DEFAULT_EVAL_SEED
 from ..workspace import CAPABILITIES
 
 # --full on embedded defaults (benchmarks/loop.md records what they reach on a 2-core machine)
@@ -193,7 +194,7 @@ class FullSettings(BaseModel):
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
     eval_tasks: int = Field(default=24, ge=1)
-    eval_seed: int = 10_000
+    eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
     serve: Literal["local", "vllm"] = "local"
     vllm_python: str | None = None
