@@ -1,4 +1,5 @@
-"""The LangGraph teacher, its chat-model providers (including the offline oracle) and repair.
+"""Agents: the LangGraph rollout used by the teacher, repair and evaluation, and the chat-model
+providers (including the offline oracle). Agents meet workspaces only over MCP.
 
 Names are imported on first use, so a process that needs some of them does not load the rest
 (`coworkenv serve` needs none of them).
@@ -6,21 +7,34 @@ Names are imported on first use, so a process that needs some of them does not l
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_names
 
+if TYPE_CHECKING:
+    from ._hf import LocalChatModel, parse_reply
+    from ._messages import to_message, to_messages
+    from ._oracle import REPAIR_MARK, OracleChatModel
+    from ._providers import (
+        PROVIDERS,
+        Provider,
+        ProviderError,
+        ProviderSettings,
+        ProviderSpec,
+        chat_model,
+        parse_provider,
+        provider_help,
+        provider_usage,
+    )
+    from ._rollout import Rollout, build_agent_graph, repair_hint, rollout
+
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
-    "_collect": ("CollectSummary", "collect", "pending_tasks"),
-    "_oracle": ("OracleChatModel",),
-    "_prompting": (
-        "COMPACT_SYSTEM_PROMPT", "PROMPT_STYLES", "SYSTEM_PROMPT", "AgentView", "PromptStyle",
-        "agent_view", "check_style",
-    ),
+    "_hf": ("LocalChatModel", "parse_reply"),
+    "_messages": ("to_message", "to_messages"),
+    "_oracle": ("REPAIR_MARK", "OracleChatModel"),
     "_providers": (
-        "PROVIDERS", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
-        "parse_provider",
+        "PROVIDERS", "Provider", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
+        "parse_provider", "provider_help", "provider_usage",
     ),
-    "_teacher": (
-        "Attempt", "Teacher", "TeacherSettings", "TaskRun", "build_agent_graph", "episode_messages",
-        "repair_hint",
-    ),
+    "_rollout": ("Rollout", "build_agent_graph", "repair_hint", "rollout"),
 })

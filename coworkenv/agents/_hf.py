@@ -18,8 +18,11 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+
+from ..workspace import to_chat
+from ._messages import to_messages
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _LOCK = threading.Lock()  # loading and generation: torch already uses every core for one call
@@ -37,23 +40,6 @@ def load_local_model(path: str):
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     model.eval()
     return tokenizer, model
-
-
-def _chat(message: BaseMessage) -> dict[str, Any]:
-    if isinstance(message, SystemMessage):
-        return {"role": "system", "content": str(message.content)}
-    if isinstance(message, HumanMessage):
-        return {"role": "user", "content": str(message.content)}
-    if isinstance(message, AIMessage):
-        out: dict[str, Any] = {"role": "assistant", "content": str(message.content or "")}
-        if message.tool_calls:
-            out["tool_calls"] = [{"type": "function", "function": {"name": c["name"], "arguments": c["args"]}}
-                                 for c in message.tool_calls]
-        return out
-    if isinstance(message, ToolMessage):
-        return {"role": "tool", "content": str(message.content), "tool_call_id": message.tool_call_id,
-                "name": message.name}
-    raise TypeError(f"cannot render a {type(message).__name__}")
 
 
 def parse_reply(text: str) -> AIMessage:
@@ -110,7 +96,7 @@ class LocalChatModel(BaseChatModel):
 
         with _LOCK:  # the first call imports transformers and loads the model: one thread at a time
             tokenizer, model = load_local_model(self.path)
-        inputs = tokenizer.apply_chat_template([_chat(m) for m in messages], tools=self.tools or None,
+        inputs = tokenizer.apply_chat_template(to_chat(to_messages(messages)), tools=self.tools or None,
                                                add_generation_prompt=True, return_tensors="pt", return_dict=True)
         limit = getattr(model.config, "max_position_embeddings", 4096) - self.max_tokens
         if inputs["input_ids"].shape[1] > limit:

@@ -1,16 +1,23 @@
-"""Chat-model providers, chosen by name: ``oracle``, ``anthropic:MODEL``, ``openai:MODEL[@URL]``, ``hf:PATH``."""
+"""Chat-model providers, chosen by name from one table: ``oracle``, ``anthropic:MODEL``,
+``openai:MODEL[@URL]`` and ``hf:PATH``.
+
+A provider is one entry of ``PROVIDERS``: its name, how it is written, a line of help (the CLI's
+help texts are generated from the table) and the factory that builds its chat model for a task.
+Factories import their chat model's package when called, so reading the table stays cheap.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from ..workspace import Task, Workspace
-from ._oracle import OracleChatModel
 
-PROVIDERS = ("oracle", "anthropic", "openai", "hf")
+if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
 
 
 class ProviderError(ValueError):
@@ -35,32 +42,96 @@ class ProviderSpec:
 
     @property
     def label(self) -> str:
-        if self.kind == "oracle":
-            return "oracle"
-        if self.kind == "hf":
-            return f"hf:{self.model}"
+        if not self.model:
+            return self.kind
         return f"{self.kind}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
 
 
+Factory = Callable[[ProviderSpec, Task, Workspace, ProviderSettings], "BaseChatModel"]
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    usage: str  # how a spec of it is written
+    help: str
+    model: str  # what follows ``name:``: "" (nothing), "a model name" or "a local model folder"
+    takes_url: bool
+    build: Factory
+
+
+def _oracle(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+    from ._oracle import OracleChatModel
+
+    return OracleChatModel(task=task, error_rate=settings.error_rate, seed=settings.seed,
+                           write_tools=frozenset(t.name for t in workspace.tools if t.effect == "write"))
+
+
+def _hf(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+    from ._hf import LocalChatModel
+
+    return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
+
+
+def _anthropic(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+    try:
+        from langchain_anthropic import ChatAnthropic
+    except ImportError:
+        raise ProviderError("the anthropic provider needs `pip install 'coworkenv[providers]'`") from None
+    return ChatAnthropic(model=spec.model, temperature=settings.temperature,  # type: ignore[call-arg]
+                         max_tokens=settings.max_tokens)
+
+
+def _openai(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError:
+        raise ProviderError("the openai provider needs `pip install 'coworkenv[providers]'`") from None
+    options: dict = {}
+    if spec.base_url:
+        options["base_url"] = spec.base_url
+        options["api_key"] = settings.api_key or "EMPTY"
+    elif settings.api_key:
+        options["api_key"] = settings.api_key
+    return ChatOpenAI(model=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,  # type: ignore[call-arg]
+                      **options)
+
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (
+    Provider("oracle", "oracle", "offline; follows each task's reference solution (with --error-rate, makes "
+             "mistakes that repair fixes)", "", False, _oracle),
+    Provider("anthropic", "anthropic:MODEL", "Anthropic's API (the providers extra; ANTHROPIC_API_KEY)",
+             "a model name", False, _anthropic),
+    Provider("openai", "openai:MODEL[@URL]", "OpenAI's API, or any OpenAI-compatible server at URL, e.g. "
+             "coworkenv serve-model (the providers extra; OPENAI_API_KEY)", "a model name", True, _openai),
+    Provider("hf", "hf:PATH", "a local transformers model folder, played in process (the train extra)",
+             "a local model folder", False, _hf),
+)}
+
+
+def provider_usage() -> str:
+    """``oracle | anthropic:MODEL | …``: for help texts."""
+    return " | ".join(p.usage for p in PROVIDERS.values())
+
+
+def provider_help() -> str:
+    """One line per provider: for help texts."""
+    return "; ".join(f"{p.usage}: {p.help}" for p in PROVIDERS.values())
+
+
 def parse_provider(spec: str) -> ProviderSpec:
-    """``oracle`` | ``anthropic:MODEL`` | ``openai:MODEL`` | ``openai:MODEL@URL`` | ``hf:PATH``."""
+    """A provider spec as written on the command line (see ``PROVIDERS``)."""
     kind, _, rest = spec.partition(":")
-    if kind not in PROVIDERS:
-        raise ProviderError(f"unknown provider {spec!r}; use one of: oracle, anthropic:MODEL, openai:MODEL, "
-                            "openai:MODEL@URL, hf:PATH")
-    if kind == "hf":
-        if not rest:
-            raise ProviderError(f"provider {spec!r} needs a local model folder, e.g. hf:runs/train/sft/model")
-        return ProviderSpec("hf", rest)
-    if kind == "oracle":
+    provider = PROVIDERS.get(kind)
+    if provider is None:
+        raise ProviderError(f"unknown provider {spec!r}; use one of: {provider_usage()}")
+    if not provider.model:
         if rest:
-            raise ProviderError(f"the oracle provider takes no model name (got {spec!r})")
-        return ProviderSpec("oracle")
-    model, _, url = rest.partition("@")
+            raise ProviderError(f"the {kind} provider takes nothing after its name (got {spec!r})")
+        return ProviderSpec(kind)
+    model, url = (rest.partition("@")[::2]) if provider.takes_url else (rest, "")
     if not model:
-        raise ProviderError(f"provider {spec!r} needs a model name, e.g. {kind}:MODEL")
-    if url and kind != "openai":
-        raise ProviderError(f"only openai-compatible providers take a URL (got {spec!r})")
+        raise ProviderError(f"provider {spec!r} needs {provider.model}: {provider.usage}")
     if url and not url.startswith(("http://", "https://")):
         raise ProviderError(f"the URL in {spec!r} must start with http:// or https://")
     return ProviderSpec(kind, model, url or None)
@@ -69,32 +140,4 @@ def parse_provider(spec: str) -> ProviderSpec:
 def chat_model(spec: ProviderSpec, task: Task, workspace: Workspace,
                settings: ProviderSettings | None = None) -> BaseChatModel:
     """The chat model that will play ``task``."""
-    settings = settings or ProviderSettings()
-    if spec.kind == "oracle":
-        return OracleChatModel(
-            task=task,
-            error_rate=settings.error_rate,
-            seed=settings.seed,
-            write_tools=frozenset(t.name for t in workspace.tools if t.effect == "write"),
-        )
-    if spec.kind == "hf":
-        from ._hf import LocalChatModel
-
-        return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
-    if spec.kind == "anthropic":
-        try:
-            from langchain_anthropic import ChatAnthropic
-        except ImportError:
-            raise ProviderError("the anthropic provider needs `pip install 'coworkenv[providers]'`") from None
-        return ChatAnthropic(model=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError:
-        raise ProviderError("the openai provider needs `pip install 'coworkenv[providers]'`") from None
-    options = {}
-    if spec.base_url:
-        options["base_url"] = spec.base_url
-        options["api_key"] = settings.api_key or "EMPTY"
-    elif settings.api_key:
-        options["api_key"] = settings.api_key
-    return ChatOpenAI(model=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens, **options)
+    return PROVIDERS[spec.kind].build(spec, task, workspace, settings or ProviderSettings())

@@ -10,15 +10,15 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..agents import PROMPT_STYLES
+from ..agents import provider_help
 from ..gate import run_gate
-from ..sandbox import BACKENDS, SandboxUnavailable
-from ..server import EpisodeHost, EpisodeSettings, ServeSettings, serve_conformance, serve_http, serve_stdio
+from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio
 from ..store import Store
-from ..synth import TEMPLATES, synthesize
+from ..synth import TEMPLATES, ProfileError, load_profile, synthesize
+from ..workspace import PROMPT_STYLES, PromptStyle
+from ._common import DEFAULT_STORE, SandboxOpt, StoreOpt, check_sandbox, err, fail, open_host, progress
 from ._demo import demo_command
 from ._serve_eval import eval_command, serve_model_command
 from ._train import model_app, train_app
@@ -40,37 +40,6 @@ app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)
 app.command("eval")(eval_command)
 
-err = Console(stderr=True)
-DEFAULT_STORE = "runs/coworkenv.db"
-
-StoreOpt = Annotated[
-    Path,
-    typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.", show_default=True),
-]
-SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")]
-
-
-def fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(2)
-
-
-def open_host(store: Path, sandbox: str, cache_dir: Path | None = None) -> EpisodeHost:
-    if sandbox not in BACKENDS:
-        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
-    try:
-        BACKENDS[sandbox].check_available()
-    except SandboxUnavailable as exc:
-        raise fail(str(exc)) from None
-    cache = cache_dir or store.parent / "cache"
-    return EpisodeHost(Store(store), EpisodeSettings(backend=sandbox, cache_dir=cache))
-
-
-def progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=False)
-
-
 @app.command()
 def synth(
     store: StoreOpt = Path(DEFAULT_STORE),
@@ -79,24 +48,33 @@ def synth(
     capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
+    profile: Annotated[Optional[Path], typer.Option(
+        help="A capability profile written by `coworkenv eval`: spend the tasks where the model fails most.")] = None,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate."""
     capabilities = tuple(capability or TEMPLATES)
     unknown = [c for c in capabilities if c not in TEMPLATES]
     if unknown:
         raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+    try:
+        measured = load_profile(profile) if profile is not None else None
+    except ProfileError as exc:
+        raise fail(str(exc)) from None
     host = open_host(store, sandbox)
 
     async def run():
         with progress() as bar:
             job = bar.add_task("calibrating tasks", total=n)
             try:
-                return await synthesize(host, n, seed, capabilities=capabilities,
+                return await synthesize(host, n, seed, capabilities=capabilities, profile=measured,
                                         on_task=lambda *_: bar.advance(job), concurrency=concurrency)
             finally:
                 await host.close()
 
     summary = asyncio.run(run())
+    if measured is not None:
+        err.print("tasks per capability (from the profile): "
+                  + ", ".join(f"{c} {k}" for c, k in summary.allocation.items()))
     err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
               f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped})")
     for task_id, reason in summary.quarantined.items():
@@ -140,7 +118,7 @@ def serve(
     if not store.exists():
         raise fail(f"no store at {store}; run `coworkenv synth --store {store}` first")
     episodes = open_host(store, sandbox)
-    if task and episodes.store.get_task(task) is None:
+    if task and episodes.store.task(task) is None:
         raise fail(f"no task {task!r} in {store}")
     if stdio:
         asyncio.run(serve_stdio(episodes, task))
@@ -153,41 +131,64 @@ def serve(
 @app.command("collect")
 def collect_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    provider: Annotated[str, typer.Option(help="oracle | anthropic:MODEL | openai:MODEL | openai:MODEL@URL")] = "oracle",
+    provider: Annotated[str, typer.Option(help=provider_help())] = "oracle",
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Oracle only: share of episodes with a mistake.")] = 0.3,
     seed: Annotated[int, typer.Option(help="Oracle only: seed of its mistakes.")] = 0,
-    url: Annotated[Optional[str], typer.Option(help="A running `coworkenv serve` to use (default: an in-process one).")] = None,
+    url: Annotated[Optional[str], typer.Option(
+        help="A running `coworkenv serve` on the same store to play through (default: an in-process one).")] = None,
+    token: Annotated[Optional[str], typer.Option(
+        envvar="COWORKENV_TOKEN", help="Bearer token of the server at --url.")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many tasks.")] = None,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair attempts per failed task.")] = 2,
+    retries: Annotated[int, typer.Option(
+        min=0, help="Replays of an episode that an infrastructure failure (model server, sandbox) ended.")] = 2,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 4,
     sandbox: SandboxOpt = "bwrap",
 ) -> None:
     """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes."""
-    from ..agents import ProviderError, ProviderSettings, TeacherSettings, collect, parse_provider
+    from ..agents import ProviderError, ProviderSettings, parse_provider
+    from ..loop import LocalEpisodes, RemoteEpisodes, TeacherSettings, collect
+    from ..server import running_http_server
 
     try:
         parse_provider(provider)
     except ProviderError as exc:
         raise fail(str(exc)) from None
     settings = TeacherSettings(
-        provider=provider, max_repairs=max_repairs, concurrency=concurrency,
+        provider=provider, max_repairs=max_repairs, retries=retries, concurrency=concurrency,
         provider_settings=ProviderSettings(error_rate=error_rate, seed=seed,
                                            api_key=os.environ.get("OPENAI_API_KEY")),
     )
-    episodes = open_host(store, sandbox)
+    if url is None:
+        host = open_host(store, sandbox)
+    elif not store.exists():
+        raise fail(f"no store at {store}; --url needs the store that server serves")
 
     async def run():
         with progress() as bar:
             job = bar.add_task("collecting trajectories", total=None)
+            if url is not None:
+                remote = RemoteEpisodes(url, token=token)
+                try:
+                    return await collect(Store(store), remote, settings, limit=limit, on_run=lambda _: bar.advance(job))
+                finally:
+                    await remote.aclose()
             try:
-                return await collect(episodes, settings, url=url, limit=limit,
-                                     on_run=lambda _: bar.advance(job))
+                async with running_http_server(host) as local_url:
+                    return await collect(host.store, LocalEpisodes(host, local_url), settings, limit=limit,
+                                         on_run=lambda _: bar.advance(job))
             finally:
-                await episodes.close()
+                await host.close()
 
     summary = asyncio.run(run())
     err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "
               f"repaired {summary.repaired}, succeeded {summary.succeeded}")
+    if summary.failures:
+        for task_id, why in sorted(summary.failures.items()):
+            err.print(f"  [red]failed[/red] {task_id}: {why}")
+        raise fail(f"{len(summary.failures)} of {summary.tasks} tasks could not be collected "
+                   f"({summary.infrastructure_failures} episodes ended by infrastructure failures); "
+                   "run collect again to retry them", code=1)
 
 
 @app.command()
@@ -211,9 +212,10 @@ StyleOpt = Annotated[str, typer.Option("--style", help="Agent view the rows show
                                         "(compact without descriptions; for tiny models).")]
 
 
-def check_style_option(style: str) -> None:
+def check_style_option(style: str) -> PromptStyle:
     if style not in PROMPT_STYLES:
         raise fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    return style  # type: ignore[return-value]  # one of PROMPT_STYLES
 
 
 @export_app.command("sft")
@@ -225,10 +227,9 @@ def export_sft_command(
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
     from ..trainer import export_sft
 
-    check_style_option(style)
     if not store.exists():
         raise fail(f"no store at {store}")
-    rows = export_sft(Store(store), out, style=style)
+    rows = export_sft(Store(store), out, style=check_style_option(style))
     err.print(f"wrote {rows} rows to {out}")
 
 
@@ -241,20 +242,16 @@ def export_dpo_command(
     """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
     from ..trainer import export_dpo
 
-    check_style_option(style)
     if not store.exists():
         raise fail(f"no store at {store}")
-    rows = export_dpo(Store(store), out, style=style)
+    rows = export_dpo(Store(store), out, style=check_style_option(style))
     err.print(f"wrote {rows} pairs to {out}")
 
 
 @app.command("check-sandbox")
 def check_sandbox(sandbox: SandboxOpt = "bwrap") -> None:
     """Check that a sandbox backend works on this machine."""
-    if sandbox not in BACKENDS:
-        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
-    try:
-        detail = BACKENDS[sandbox].check_available()
-    except SandboxUnavailable as exc:
-        raise fail(str(exc)) from None
-    typer.echo(f"{sandbox}: available at {detail}")
+    from ..sandbox import BACKENDS
+
+    check_sandbox(sandbox)
+    typer.echo(f"{sandbox}: available at {BACKENDS[sandbox].check_available()}")

@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..sandbox import SandboxUnavailable, build_image, cleanup
-from ..sandbox._image import MIRROR
+from ..sandbox import BACKENDS, SandboxUnavailable, build_image, cleanup
 
 sandbox_app = typer.Typer(help="Sandbox images and hygiene.", no_args_is_help=True)
 err = Console(stderr=True)
@@ -19,7 +18,9 @@ err = Console(stderr=True)
 def build_image_command(
     cache_dir: Annotated[Optional[Path], typer.Option(
         help="Where the root filesystem tarball is kept (default: ~/.cache/coworkenv).")] = None,
-    mirror: Annotated[str, typer.Option(help="Debian mirror for debootstrap.")] = MIRROR,
+    mirror: Annotated[Optional[str], typer.Option(
+        envvar="COWORKENV_DEBIAN_MIRROR",
+        help="Debian archive for debootstrap (default: the first one in this machine's apt sources).")] = None,
     dockerfile: Annotated[bool, typer.Option(
         "--dockerfile", help="Build from the shipped Dockerfile instead (needs to pull debian:bookworm-slim).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Build again even if the image exists.")] = False,
@@ -40,10 +41,12 @@ def cleanup_command(
         help="Where episode directories are (default: the system temp directory).")] = None,
     everything: Annotated[bool, typer.Option(
         "--all", help="Remove every labeled sandbox, also those of live processes.")] = False,
-    docker: Annotated[bool, typer.Option(help="Also look for docker containers.")] = True,
+    docker: Annotated[bool, typer.Option(
+        help="Also clean up after the docker backend (its containers and episode directories).")] = True,
 ) -> None:
     """Remove sandbox directories and containers whose owning process is gone (after a crash or SIGKILL)."""
-    report = cleanup(root=root, docker=docker, everything=everything)
+    backends = None if docker else [name for name in BACKENDS if name != "docker"]
+    report = cleanup(root=root, backends=backends, everything=everything)
     for note in report.notes:
         err.print(f"[yellow]{note}[/yellow]")
     for kind, names in (("directory", report.directories), ("container", report.containers)):

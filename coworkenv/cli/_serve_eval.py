@@ -11,23 +11,16 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from pydantic import ValidationError
+from rich.console import Console
 from rich.table import Table
 
-from ..sandbox import BACKENDS, SandboxUnavailable
-from ..server import EpisodeHost, EpisodeSettings
-from ..store import Store
+from ..loop import DEFAULT_EVAL_SEED, SPLITS
+from ..sandbox import BACKENDS
 from ..synth import TEMPLATES
-from ..trainer import DEFAULT_EVAL_SEED, SPLITS
-
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(2)
+from ..workspace import PROMPT_STYLES
+from ._common import err, open_host, progress
+from ._common import fail as _fail
 
 
 def serve_model_command(
@@ -87,16 +80,6 @@ def serve_model_command(
         server.stop()
 
 
-def _open_host(store: Path, sandbox: str) -> EpisodeHost:
-    if sandbox not in BACKENDS:
-        raise _fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
-    try:
-        BACKENDS[sandbox].check_available()
-    except SandboxUnavailable as exc:
-        raise _fail(str(exc)) from None
-    return EpisodeHost(Store(store), EpisodeSettings(backend=sandbox, cache_dir=store.parent / "cache"))
-
-
 def _table(summary: dict[str, Any], k: int) -> Table:
     table = Table("group", "tasks", "trials", "avg score", "pass rate", f"pass@{k}", f"pass^{k}", "avg steps",
                   title="evaluation")
@@ -135,8 +118,8 @@ def eval_command(
     sandbox: Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")] = "bwrap",
 ) -> None:
     """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
-    from ..agents import PROMPT_STYLES, ProviderError
-    from ..trainer import EvalError, EvalSettings, run_eval, task_ids_in
+    from ..agents import ProviderError
+    from ..loop import EvalError, EvalSettings, run_eval, task_ids_in
 
     capabilities = tuple(capability or TEMPLATES)
     unknown = [c for c in capabilities if c not in TEMPLATES]
@@ -157,12 +140,11 @@ def eval_command(
         raise _fail(str(exc)) from None
     if not store.exists():
         raise _fail(f"no store at {store}; run `coworkenv synth --store {store}` first (or `coworkenv demo`)")
-    host = _open_host(store, sandbox)
+    host = open_host(store, sandbox)
     profile = profile or store.parent / "profile.json"
 
     async def run():
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err) as bar:
+        with progress() as bar:
             prepare = bar.add_task("held-out tasks", total=tasks)
             play = bar.add_task("episodes", total=None)
             try:
@@ -178,7 +160,12 @@ def eval_command(
         raise _fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "model": result.model, "profile": str(result.profile_path),
-                               **result.summary}, indent=2))
-        return
-    Console().print(_table(result.summary, settings.pass_k))
-    err.print(f"eval run {result.run_id} stored in {store}; profile: {result.profile_path}")
+                               "failures": result.failures, **result.summary}, indent=2))
+    else:
+        Console().print(_table(result.summary, settings.pass_k))
+        err.print(f"eval run {result.run_id} stored in {store}; profile: {result.profile_path}")
+    if result.failures:
+        for trial, why in sorted(result.failures.items()):
+            err.print(f"  [red]failed[/red] {trial}: {why}")
+        raise _fail(f"{len(result.failures)} trials ended by infrastructure failures (left out of the figures)",
+                    code=1)

@@ -1,33 +1,17 @@
-"""Graders, the grading-consistency gate and task calibration."""
+"""Pure grading: the reward vector, the score and its consistency rules, and the gate over the store."""
 
-from ._calibrate import Calibration, calibrate_task, calibrate_tasks
-from ._gate import GATED_SOURCES, GateSummary, episode_record, grade_episode, run_gate
-from ._grade import (
-    GRADER_VERSION,
-    PASS_THRESHOLD,
-    CheckResult,
-    EpisodeRecord,
-    Grade,
-    Verdict,
-    grade,
-    run_check,
-)
+from ._gate import GateSummary, episode_record, grade_episode, run_gate
+from ._grade import GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade
 
 __all__ = [
-    "GATED_SOURCES",
     "GRADER_VERSION",
     "PASS_THRESHOLD",
-    "Calibration",
-    "CheckResult",
     "EpisodeRecord",
     "GateSummary",
     "Grade",
     "Verdict",
-    "calibrate_task",
-    "calibrate_tasks",
     "episode_record",
     "grade",
     "grade_episode",
-    "run_check",
     "run_gate",
 ]

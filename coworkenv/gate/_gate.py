@@ -1,44 +1,46 @@
-"""The gate over the store: grade ended episodes, record grades and verdicts, re-grade incrementally."""
+"""The gate over the store: one verdict per episode and grader version, re-grading incrementally.
+
+``grade_episode`` is the one grading path: the episode runtime calls it when an episode ends,
+``coworkenv gate`` for episodes without a verdict of the current grader version.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..store import Store
-from ..workspace import Task
-from ._grade import GRADER_VERSION, EpisodeRecord, Grade, Verdict, grade, grade_to_row
-
-GATED_SOURCES = ("teacher", "live")
+from ..store import EpisodeRow, Store, VerdictRow
+from ._grade import GRADER_VERSION, EpisodeRecord, grade
 
 
-def episode_record(store: Store, episode: dict) -> EpisodeRecord:
+def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
+    """Everything the gate reads of an episode."""
     return EpisodeRecord(
-        tool_calls=store.tool_calls(episode["id"]),
-        final_answer=episode["final_answer"],
-        final_state=episode["final_state"],
-        truncated=bool(episode["truncated"]),
-        error=episode["error"],
+        tool_calls=store.tool_calls(episode.id),
+        final_answer=episode.final_answer,
+        final_state=episode.final_state,
+        truncated=episode.truncated,
+        error=episode.error,
     )
 
 
-def grade_episode(store: Store, episode_id: str, *, record: bool = True) -> tuple[Grade, Verdict]:
-    """Grade one ended episode from what the store holds; record the grade and verdict."""
-    episode = store.get_episode(episode_id)
+def grade_episode(store: Store, episode_id: str, *, regrade: bool = False) -> VerdictRow:
+    """The current grader version's verdict on an ended episode, graded and recorded once.
+
+    An episode that already has that verdict keeps it (``regrade`` grades it again and replaces it).
+    """
+    if not regrade and (known := store.verdict(episode_id, GRADER_VERSION)) is not None:
+        return known
+    episode = store.episode(episode_id)
     if episode is None:
         raise KeyError(f"no episode {episode_id!r} in the store")
-    if episode["status"] == "running":
+    if episode.status == "running":
         raise ValueError(f"episode {episode_id} is still running")
-    task = Task.model_validate_json(store.get_task(episode["task_id"])["spec"])
-    result, verdict = grade(task, episode_record(store, episode))
-    if record:
-        store.add_grade(
-            episode_id,
-            grade_to_row(result),
-            {"grader_version": verdict.grader_version, "admitted": int(verdict.admitted),
-             "reason": verdict.reason},
-        )
-    return result, verdict
+    result, verdict = grade(store.task_spec(episode.task_id), episode_record(store, episode))
+    row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
+                     result.safety, result.robustness, result.score, result.checks)
+    store.put_verdict(row)
+    return row
 
 
 @dataclass
@@ -52,17 +54,11 @@ class GateSummary:
         return self.admitted / self.graded if self.graded else 0.0
 
 
-def run_gate(store: Store, *, regrade: bool = False, sources: tuple[str, ...] = GATED_SOURCES) -> GateSummary:
+def run_gate(store: Store, *, regrade: bool = False) -> GateSummary:
     """Grade every ended episode that has no verdict from this grader version (or all, with ``regrade``)."""
-    marks = ",".join("?" for _ in sources)
-    sql = f"select id from episodes where status != 'running' and source in ({marks})"
-    params: list = list(sources)
-    if not regrade:
-        sql += " and id not in (select episode_id from verdicts where grader_version = ?)"
-        params.append(GRADER_VERSION)
     summary = GateSummary()
-    for row in store.query(sql + " order by started_at", tuple(params)):
-        _, verdict = grade_episode(store, row["id"])
+    for episode_id in store.ended_episodes(without_verdict_of=None if regrade else GRADER_VERSION):
+        verdict = grade_episode(store, episode_id, regrade=regrade)
         summary.graded += 1
         summary.admitted += verdict.admitted
         summary.reasons[verdict.reason] += 1

@@ -5,15 +5,17 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ._labels import CleanupReport
 
 
 class SandboxError(RuntimeError):
     """An infrastructure failure of a sandbox (not a tool's failure): recorded on the episode."""
 
-    boundary = "sandbox"
+    boundary: ClassVar[str] = "sandbox"
 
 
 class SandboxUnavailable(SandboxError):
@@ -37,6 +39,19 @@ class Limits(BaseModel):
     workspace_mb: int = Field(default=256, ge=16, description="size of /workspace and /tmp (docker tmpfs)")
 
 
+class SandboxConfig(BaseModel):
+    """What a backend takes beyond ``Limits``; each backend has its own subclass (its ``config_type``).
+
+    The fields here are the ones every backend has: where the apps come from, and where on the host
+    an episode's labeled directory is made.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    apps_dir: Path | None = Field(default=None, description="the apps tools come from (default: the built-in ones)")
+    root: Path | None = Field(default=None, description="where episode directories are made (default: system temp)")
+
+
 @dataclass
 class ToolOutcome:
     """What a tool call produced: a result, or an error the agent sees (``kind`` says which)."""
@@ -54,12 +69,20 @@ class Sandbox(abc.ABC):
 
     The sandbox's ``/workspace`` holds the episode's private copy of the workspace state;
     ``initial_state`` is the file that ``start`` and ``reset`` copy into it. Backends are chosen
-    by name from ``coworkenv.sandbox.BACKENDS`` and pass ``coworkenv.sandbox._conformance``.
+    by name from ``coworkenv.sandbox.BACKENDS``, are constructed as
+    ``Backend(initial_state, limits=..., config=Backend.config_type(...))``, clean up after their own
+    dead owners (``cleanup``) and pass ``coworkenv.sandbox._conformance``.
     """
 
-    name: str = ""
+    name: ClassVar[str] = ""
+    config_type: ClassVar[type[SandboxConfig]] = SandboxConfig
 
-    def __init__(self, initial_state: Path, *, limits: Limits | None = None) -> None:
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None,
+                 config: SandboxConfig | None = None) -> None:
+        """``config`` is checked here to be the backend's ``config_type``; the backend keeps it, typed."""
+        if config is not None and not isinstance(config, self.config_type):
+            raise TypeError(f"the {self.name} sandbox backend takes a {self.config_type.__name__}, "
+                            f"not a {type(config).__name__}")
         self.initial_state = Path(initial_state)
         self.limits = limits or Limits()
 
@@ -67,6 +90,12 @@ class Sandbox(abc.ABC):
     def check_available() -> str:
         """Raise ``SandboxUnavailable`` saying what to install or start; return a description."""
         return ""
+
+    @classmethod
+    @abc.abstractmethod
+    def cleanup(cls, report: CleanupReport, *, root: Path, everything: bool = False) -> None:
+        """Remove what this backend's sandboxes left on the host when their owner process died
+        (everything of this backend, with ``everything``), and say so in ``report``."""
 
     @abc.abstractmethod
     async def start(self) -> None: ...

@@ -9,9 +9,9 @@ import signal
 import sys
 from pathlib import Path
 
-from ._base import Limits, SandboxUnavailable
-from ._client import RUNNER, MAX_MESSAGE, LineReader, LineWriter, RunnerSandbox
-from ._labels import make_episode_dir
+from ._base import Limits, SandboxConfig, SandboxUnavailable
+from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
+from ._labels import CleanupReport, cleanup_directories, make_episode_dir
 
 STATE_FILE = "state.db"
 
@@ -34,6 +34,10 @@ def _system_binds() -> list[str]:
     return args
 
 
+class BwrapConfig(SandboxConfig):
+    """The bubblewrap backend's options: those every backend has (``apps_dir``, ``root``), no more."""
+
+
 class BwrapSandbox(RunnerSandbox):
     """One bubblewrap sandbox: no network, a read-only view of the system, a private workspace.
 
@@ -42,18 +46,13 @@ class BwrapSandbox(RunnerSandbox):
     """
 
     name = "bwrap"
+    config_type = BwrapConfig
     respawns = True
 
-    def __init__(
-        self,
-        initial_state: Path,
-        *,
-        limits: Limits | None = None,
-        apps_dir: Path | None = None,
-        root: Path | None = None,
-    ) -> None:
-        super().__init__(initial_state, limits=limits, apps_dir=apps_dir)
-        self.root = Path(root) if root else None
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None,
+                 config: BwrapConfig | None = None) -> None:
+        self.config = config or BwrapConfig()
+        super().__init__(initial_state, limits=limits, config=self.config)
         self.episode_dir: Path | None = None
         self.workdir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -66,6 +65,15 @@ class BwrapSandbox(RunnerSandbox):
                 "bubblewrap (bwrap) is not installed — install it with `apt-get install bubblewrap`"
             )
         return path
+
+    @classmethod
+    def cleanup(cls, report: CleanupReport, *, root: Path, everything: bool = False) -> None:
+        """A bwrap sandbox leaves only its episode directory (``--die-with-parent`` takes its processes).
+
+        Directories that name no backend (from before their names carried one, never labelled) are
+        judged here too, so that exactly one backend judges them.
+        """
+        cleanup_directories(root, cls.name, everything, report, unnamed=True)
 
     def command(self) -> list[str]:
         assert self.workdir is not None
@@ -95,7 +103,7 @@ class BwrapSandbox(RunnerSandbox):
     async def start(self) -> None:
         if self.started:
             return
-        self.episode_dir = make_episode_dir(self.root, backend=self.name)
+        self.episode_dir = make_episode_dir(self.name, self.config.root)
         self.workdir = self.episode_dir / "workspace"
         self.workdir.mkdir()
         shutil.copyfile(self.initial_state, self.workdir / STATE_FILE)
@@ -154,7 +162,6 @@ class BwrapSandbox(RunnerSandbox):
         if self.episode_dir is not None:
             shutil.rmtree(self.episode_dir, ignore_errors=True)
             self.episode_dir = self.workdir = None
-
 
     def abandon(self) -> None:
         self.closed = True

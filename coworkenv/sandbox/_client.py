@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._base import Limits, Sandbox, SandboxError, ToolOutcome
+from ._base import Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome
 
 RUNNER = Path(__file__).with_name("_runner.py")
 DEFAULT_APPS_DIR = Path(__file__).parent.parent / "workspace" / "apps"
@@ -39,9 +39,10 @@ class RunnerSandbox(Sandbox):
     #: whether a runner that died (killed from inside, say) is started again over the same workspace
     respawns = False
 
-    def __init__(self, initial_state: Path, *, limits: Limits | None = None, apps_dir: Path | None = None) -> None:
-        super().__init__(initial_state, limits=limits)
-        self.apps_dir = Path(apps_dir or DEFAULT_APPS_DIR)
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None,
+                 config: SandboxConfig | None = None) -> None:
+        super().__init__(initial_state, limits=limits, config=config)
+        self.apps_dir = Path((config and config.apps_dir) or DEFAULT_APPS_DIR)
         self._reader: LineReader | None = None
         self._writer: LineWriter | None = None
         self._lock = asyncio.Lock()

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from ._base import Limits, Sandbox, SandboxError, ToolOutcome
+from ._backends import backend_class, create_sandbox
+from ._base import Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome
 
 # Roomy in time, so that a loaded machine cannot turn a crash into a wall-clock timeout; small in
 # memory and processes, so that the bombs go off fast.
@@ -206,15 +207,20 @@ def write_initial_state(path: Path) -> Path:
 
 @dataclass
 class Bench:
-    """Sandboxes of one backend over the probe app, and a scratch directory standing for the host."""
+    """Sandboxes of one backend over the probe app, and a scratch directory standing for the host.
+
+    ``config`` is the backend's own (its defaults when None); the bench puts the probe app in it.
+    """
 
     backend: str
     host_dir: Path
-    options: dict[str, Any] = field(default_factory=dict)
+    config: SandboxConfig | None = None
     started: list[Sandbox] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.apps_dir = write_probe_apps(self.host_dir / "lib")
+        config = self.config or backend_class(self.backend).config_type()
+        self.config = config.model_copy(update={"apps_dir": self.apps_dir})
         self.initial_state = write_initial_state(self.host_dir / "initial.db")
         self.store_file = self.host_dir / "coworkenv.db"
         self.store_file.write_bytes(b"SQLite format 3\x00 secret store " + uuid.uuid4().hex.encode())
@@ -224,10 +230,7 @@ class Bench:
                                       stdin=subprocess.PIPE)
 
     async def sandbox(self, limits: Limits = LIMITS) -> Sandbox:
-        from . import create_sandbox
-
-        sandbox = create_sandbox(self.backend, self.initial_state, limits=limits, apps_dir=self.apps_dir,
-                                 **self.options)
+        sandbox = create_sandbox(self.backend, self.initial_state, limits=limits, config=self.config)
         self.started.append(sandbox)
         await sandbox.start()
         return sandbox
@@ -421,7 +424,8 @@ async def escape_network(bench: Bench) -> None:
             raise AssertionError("a connection from the sandbox reached the host's listener")
         with socket.create_connection(("127.0.0.1", port), timeout=5):  # the host itself gets through
             pass
-    dns = await probe(sb, "resolve", name="deb.debian.org")
+    # example.com (reserved by RFC 2606) resolves wherever DNS answers, and is in no hosts file.
+    dns = await probe(sb, "resolve", name="example.com")
     assert dns.ok and not dns.result["ok"], f"DNS resolved inside the sandbox: {dns}"
 
 
@@ -559,13 +563,13 @@ ESCAPES: dict[str, Callable[[Bench], Awaitable[None]]] = {
 
 
 @contextlib.asynccontextmanager
-async def bench(backend: str, host_dir: Path | None = None, **options: Any):
+async def bench(backend: str, host_dir: Path | None = None, config: SandboxConfig | None = None):
     """A ``Bench`` with a bystander sandbox that must still serve when the bench is done."""
     tmp = None
     if host_dir is None:
         tmp = tempfile.mkdtemp(prefix="coworkenv-conformance-")
         host_dir = Path(tmp)
-    b = Bench(backend, Path(host_dir), options)
+    b = Bench(backend, Path(host_dir), config)
     try:
         bystander = await b.sandbox()
         assert (await probe(bystander, "put", key="bystander", value="here")).ok

@@ -20,10 +20,13 @@ import struct
 import uuid
 from pathlib import Path
 
-from ._base import Limits, SandboxError, SandboxUnavailable
+from pydantic import Field
+
+from ._base import Limits, SandboxConfig, SandboxError, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
-from ._labels import LABEL, docker_labels, make_episode_dir
+from ._labels import (DOCKER_LABEL, LABEL, OWNER_LABELS, CleanupReport, cleanup_directories, docker_labels, is_orphan,
+                      make_episode_dir)
 
 SOCKET_DIR = "/run/coworkenv"  # in the container: the read-only mount of the host's socket directory
 SOCKET_NAME = "runner.sock"
@@ -45,21 +48,24 @@ def shared_client():
     return _client
 
 
+class DockerConfig(SandboxConfig):
+    """The docker backend's options, beyond those every backend has."""
+
+    image: str = Field(default=IMAGE, description="the image containers run (from `coworkenv sandbox build-image`)")
+    uid: int = Field(default=SANDBOX_UID, ge=1, description="the non-root user tools run as; the host takes the "
+                     "runner's connection from this user only")
+
+
 class DockerSandbox(RunnerSandbox):
     """One container per episode (image built by ``coworkenv sandbox build-image``)."""
 
     name = "docker"
+    config_type = DockerConfig
 
-    def __init__(
-        self,
-        initial_state: Path,
-        *,
-        limits: Limits | None = None,
-        apps_dir: Path | None = None,
-        image: str = IMAGE,
-    ) -> None:
-        super().__init__(initial_state, limits=limits, apps_dir=apps_dir)
-        self.image = image
+    def __init__(self, initial_state: Path, *, limits: Limits | None = None,
+                 config: DockerConfig | None = None) -> None:
+        self.config = config or DockerConfig()
+        super().__init__(initial_state, limits=limits, config=self.config)
         self.container: str | None = None  # its id, once created
         self.container_name = f"{LABEL}{uuid.uuid4().hex[:12]}"
         self.episode_dir: Path | None = None  # on the host: the label and the socket directory
@@ -71,9 +77,36 @@ class DockerSandbox(RunnerSandbox):
         version = shared_client().version().get("Version", "?")
         return f"docker engine {version}, image {IMAGE}"
 
+    @classmethod
+    def cleanup(cls, report: CleanupReport, *, root: Path, everything: bool = False) -> None:
+        """Episode directories of docker sandboxes, then labeled containers (when the engine answers)."""
+        cleanup_directories(root, cls.name, everything, report)
+        try:
+            client = docker_client()
+        except SandboxUnavailable as exc:
+            report.notes.append(f"docker skipped: {exc}")
+            return
+        import docker
+
+        # One listing call (the SDK's containers.list fetches each one again, racing their removal).
+        for container in client.api.containers(all=True, filters={"label": DOCKER_LABEL}):
+            labels = container.get("Labels") or {}
+            name = (container.get("Names") or [container["Id"][:12]])[0].lstrip("/")
+            if everything or is_orphan(*(labels.get(k, "") for k in OWNER_LABELS)):
+                try:
+                    client.api.remove_container(container["Id"], force=True)
+                    report.containers.append(name)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if "already in progress" not in str(exc):
+                        report.notes.append(f"could not remove container {name}: {exc}")
+            else:
+                report.kept += 1
+
     def _create(self) -> str:
         limits = self.limits
-        uid = SANDBOX_UID
+        uid = self.config.uid
         api = shared_client().api
         host_config = api.create_host_config(
             network_mode="none",
@@ -97,7 +130,7 @@ class DockerSandbox(RunnerSandbox):
             },
         )
         created = api.create_container(
-            self.image,
+            self.config.image,
             command=["python3", "-I", "-S", "/opt/coworkenv/runner.py", "--sandboxed"],
             name=self.container_name,
             labels=docker_labels(**{"coworkenv.backend": self.name}),
@@ -114,7 +147,7 @@ class DockerSandbox(RunnerSandbox):
 
     def _listen(self) -> None:
         """The episode's directory with a socket only the sandbox's user can reach and use."""
-        self.episode_dir = make_episode_dir(backend=self.name, container=self.container_name)
+        self.episode_dir = make_episode_dir(self.name, self.config.root, container=self.container_name)
         self.episode_dir.chmod(0o711)  # the sandbox's user may pass through, not list or read
         sockets = self.episode_dir / "socket"
         sockets.mkdir(mode=0o755)
@@ -151,7 +184,7 @@ class DockerSandbox(RunnerSandbox):
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
                 while True:
                     conn, _ = await asyncio.get_running_loop().sock_accept(listener)
-                    if _peer_uid(conn) == SANDBOX_UID:
+                    if _peer_uid(conn) == self.config.uid:
                         break
                     conn.close()  # not the sandbox's runner
         except TimeoutError:

@@ -1,11 +1,12 @@
-"""Labels on what sandboxes leave on the host, and the cleanup of what a dead process left behind.
+"""Labels on what sandboxes leave on the host, and how to tell what a dead process left behind.
 
 Every episode directory (``coworkenv-ep-*``) holds ``label.json`` and every container carries
 Docker labels naming the process that owns it: host name, pid and the pid's start time (so a
-reused pid is not taken for the owner). ``cleanup`` removes what belongs to a process that is gone.
-An episode directory's name also carries its owner's pid and start time
-(``coworkenv-ep-<pid>.<start>-<random>``), so one whose owner was killed between creating it and
-writing its label is still known to be an orphan.
+reused pid is not taken for the owner), and the backend that made it. Each backend's ``cleanup``
+removes what of its own belongs to a process that is gone (``cleanup_directories`` here for the
+episode directories). An episode directory's name also carries its owner's pid and start time and
+its backend (``coworkenv-ep-<pid>.<start>-<backend>-<random>``), so one whose owner was killed
+between creating it and writing its label is still known to be an orphan, and whose.
 """
 
 from __future__ import annotations
@@ -62,20 +63,23 @@ def write_label(directory: Path, **extra: str) -> None:
     os.replace(partial, directory / LABEL_FILE)
 
 
-def make_episode_dir(root: Path | None = None, **extra: str) -> Path:
-    """A new labeled episode directory under ``root`` (the system's temporary directory by default)."""
+def make_episode_dir(backend: str, root: Path | None = None, **extra: str) -> Path:
+    """A new labeled episode directory of ``backend`` under ``root`` (the system's temporary directory
+    by default)."""
     me = owner()
-    directory = Path(tempfile.mkdtemp(prefix=f"{LABEL}{me['pid']}.{me['start']}-", dir=root))
-    write_label(directory, **extra)
+    directory = Path(tempfile.mkdtemp(prefix=f"{LABEL}{me['pid']}.{me['start']}-{backend}-", dir=root))
+    write_label(directory, backend=backend, **extra)
     return directory
 
 
-def _owner_from_name(directory: Path) -> tuple[str, str] | None:
-    """The (pid, start) that a directory's name carries, or None for a name without them."""
+def _from_name(directory: Path) -> tuple[str, str, str | None] | None:
+    """The (pid, start, backend) that a directory's name carries (backend None in names from before
+    they carried one), or None for a name without an owner."""
     pid, dot, rest = directory.name[len(LABEL):].partition(".")
-    start, dash, _ = rest.partition("-")
+    start, dash, rest = rest.partition("-")
+    backend, named, _ = rest.partition("-")  # mkdtemp's random tail has no "-"
     if dot and dash and pid.isdigit() and start.isdigit():
-        return pid, start
+        return pid, start, backend if named else None
     return None
 
 
@@ -95,66 +99,42 @@ class CleanupReport:
         return len(self.directories) + len(self.containers)
 
 
-def cleanup(*, root: Path | None = None, docker: bool = True, everything: bool = False) -> CleanupReport:
-    """Remove episode directories and containers whose owner process is gone (all, with ``everything``)."""
-    report = CleanupReport()
-    _cleanup_directories(Path(root or default_root()), everything, report)
-    if docker:
-        _cleanup_docker(everything, report)
-    return report
+def cleanup_directories(root: Path, backend: str, everything: bool, report: CleanupReport, *,
+                        unnamed: bool = False) -> None:
+    """Remove ``backend``'s episode directories under ``root`` whose owner is gone (all, with ``everything``).
 
-
-def _cleanup_directories(root: Path, everything: bool, report: CleanupReport) -> None:
+    A directory's backend is in its label and in its name; one that names none (made before names
+    carried it, and never labelled) is judged here only when ``unnamed``, so that one backend does.
+    """
     if not root.is_dir():
         return
     for directory in sorted(root.glob(LABEL + "*")):
         if not directory.is_dir() or directory.is_symlink():
             continue
+        named = _from_name(directory)
         try:
             label = json.loads((directory / LABEL_FILE).read_text())
-            orphan = is_orphan(str(label.get("host")), str(label.get("pid")), str(label.get("start")))
         except (OSError, ValueError):
-            named = _owner_from_name(directory)
-            if named is not None:
-                # No label yet: its owner (named by the directory) is creating it, or died doing so.
-                orphan = is_orphan(socket.gethostname(), *named)
-            else:
-                # A name without an owner, from before owners were named: removed only once it is
-                # old enough not to be one being created right now.
-                try:
-                    orphan = time.time() - directory.stat().st_mtime > 3600
-                except FileNotFoundError:
-                    continue  # its owner closed it meanwhile
+            label = None
+        if not isinstance(label, dict):
+            label = None
+        whose = (label or {}).get("backend") or (named[2] if named else None)
+        if whose != backend and not (whose is None and unnamed):
+            continue
+        if label is not None:
+            orphan = is_orphan(str(label.get("host")), str(label.get("pid")), str(label.get("start")))
+        elif named is not None:
+            # No label yet: its owner (named by the directory) is creating it, or died doing so.
+            orphan = is_orphan(socket.gethostname(), *named[:2])
+        else:
+            # A name without an owner, from before owners were named: removed only once it is
+            # old enough not to be one being created right now.
+            try:
+                orphan = time.time() - directory.stat().st_mtime > 3600
+            except FileNotFoundError:
+                continue  # its owner closed it meanwhile
         if orphan or everything:
             shutil.rmtree(directory, ignore_errors=True)
             report.directories.append(str(directory))
-        else:
-            report.kept += 1
-
-
-def _cleanup_docker(everything: bool, report: CleanupReport) -> None:
-    from ._base import SandboxUnavailable
-    from ._image import docker_client
-
-    try:
-        client = docker_client()
-    except SandboxUnavailable as exc:
-        report.notes.append(f"docker skipped: {exc}")
-        return
-    import docker
-
-    # One listing call (the SDK's containers.list fetches each one again, racing their removal).
-    for container in client.api.containers(all=True, filters={"label": DOCKER_LABEL}):
-        labels = container.get("Labels") or {}
-        name = (container.get("Names") or [container["Id"][:12]])[0].lstrip("/")
-        if everything or is_orphan(*(labels.get(k, "") for k in OWNER_LABELS)):
-            try:
-                client.api.remove_container(container["Id"], force=True)
-                report.containers.append(name)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:
-                if "already in progress" not in str(exc):
-                    report.notes.append(f"could not remove container {name}: {exc}")
         else:
             report.kept += 1

@@ -17,12 +17,11 @@ import logging
 import weakref
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ._base import Limits, Sandbox, SandboxError
-from ._labels import cleanup
+from ._backends import cleanup, create_sandbox
+from ._base import Limits, Sandbox, SandboxConfig, SandboxError
 
 RESET_TIMEOUT_S = 30.0
 log = logging.getLogger(__name__)
@@ -33,18 +32,22 @@ class PoolSettings(BaseModel):
 
     size: int = Field(default=2, ge=0, description="ready sandboxes kept per workspace (0: no pool)")
     max_idle: int = Field(default=32, ge=0, description="ready sandboxes kept in all")
-    cleanup_orphans: bool = Field(default=True, description="on first use, remove what dead processes left")
+    cleanup_orphans: bool = Field(default=True, description="on first use, remove what this backend's "
+                                  "sandboxes of dead processes left")
 
 
 class SandboxPool:
-    """Started sandboxes of one backend, keyed by the initial state they restore."""
+    """Started sandboxes of one backend, keyed by the initial state they restore.
+
+    ``config`` is the backend's own (``BACKENDS[backend].config_type``), given to every sandbox it starts.
+    """
 
     def __init__(self, backend: str, *, limits: Limits | None = None, settings: PoolSettings | None = None,
-                 **options: Any) -> None:
+                 config: SandboxConfig | None = None) -> None:
         self.backend = backend
         self.limits = limits or Limits()
         self.settings = settings or PoolSettings()
-        self.options = options
+        self.config = config
         self.stats: Counter[str] = Counter()  # warm, cold, recycled, discarded
         self._idle: OrderedDict[Path, list[Sandbox]] = OrderedDict()
         self._starting: Counter[Path] = Counter()
@@ -60,9 +63,7 @@ class SandboxPool:
         return sum(len(v) for v in self._idle.values())
 
     async def _new(self, key: Path) -> Sandbox:
-        from . import create_sandbox
-
-        sandbox = create_sandbox(self.backend, key, limits=self.limits, **self.options)
+        sandbox = create_sandbox(self.backend, key, limits=self.limits, config=self.config)
         self._live.add(sandbox)
         try:
             await sandbox.start()
@@ -147,7 +148,8 @@ class SandboxPool:
 
     async def _sweep(self) -> None:
         try:
-            report = await asyncio.to_thread(cleanup, root=self.options.get("root"), docker=self.backend == "docker")
+            root = self.config.root if self.config is not None else None
+            report = await asyncio.to_thread(cleanup, root=root, backends=[self.backend])
         except Exception as exc:  # noqa: BLE001 - a failed sweep must not fail the episode that started it
             log.warning("cleanup of what dead processes left failed: %s", exc)
             return

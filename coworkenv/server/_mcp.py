@@ -26,13 +26,16 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
-from ..sandbox import SandboxError
-from ._episodes import Episode, EpisodeHost
+from .._errors import InfrastructureError
+from ..episodes import Episode, EpisodeFailed, EpisodeHost
+from ..store import Provenance
+from ..workspace import ResourceSpec
 
 Resolver = Callable[[Any], Awaitable[Episode]]
 TASK_PROMPT = "task"
 TASK_URI = "coworkenv://task"
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 DEFAULT_LOG_LEVEL = "info"
 PROGRESS_EVERY_S = 1.0  # a call still running after this long reports progress, and again each period
@@ -40,26 +43,16 @@ PROGRESS_EVERY_S = 1.0  # a call still running after this long reports progress,
 
 @dataclass(frozen=True)
 class RecordKind:
-    """App records exposed as resources: read with the app's get tool, completed from its list tool."""
+    """App records exposed as resources, as the app declares them (``App.resources``)."""
 
     app: str
-    collection: str
-    get_tool: str
-    list_tool: str
-    list_key: str
-    list_arguments: tuple[tuple[str, Any], ...] = ()
-    mime_type: str = "application/json"
+    resource: ResourceSpec
 
     @property
     def uri_template(self) -> str:
-        return f"coworkenv://{self.app}/{self.collection}/{{id}}"
+        return f"coworkenv://{self.app}/{self.resource.collection}/{{id}}"
 
 
-RECORD_KINDS = (
-    RecordKind("mail", "messages", "read_message", "search_messages", "messages", (("limit", 100),)),
-    RecordKind("calendar", "events", "get_event", "list_events", "events"),
-    RecordKind("files", "files", "read_file", "list_files", "files"),
-)
 _RECORD_URI = re.compile(r"^coworkenv://(?P<app>[a-z_]+)/(?P<collection>[a-z_]+)/(?P<id>[^/]+)$")
 
 
@@ -97,21 +90,17 @@ class _ToolListings:
 
 
 def _record_kinds(episode: Episode) -> list[RecordKind]:
-    apps = {app.name for app in episode.workspace.apps}
-    return [kind for kind in RECORD_KINDS if kind.app in apps]
+    return [RecordKind(app.name, resource) for app in episode.workspace.apps for resource in app.resources]
 
 
 async def _observe(episode: Episode, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A read of the episode's live state for a resource or a completion (not a recorded tool call)."""
-    if episode.ended:
-        raise MCPError(code=INVALID_PARAMS, message=f"episode {episode.id} has ended; start a new one")
     try:
-        outcome = await episode.sandbox.call_tool(app, tool, arguments)
-    except SandboxError as exc:
-        raise MCPError(code=INVALID_PARAMS, message=f"reading {app} records failed: {exc}") from None
-    if not outcome.ok:
-        raise MCPError(code=INVALID_PARAMS, message=outcome.error)
-    return outcome.result
+        return await episode.observe(app, tool, arguments)
+    except ValueError as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+    except EpisodeFailed as exc:
+        raise MCPError(code=INTERNAL_ERROR, message=f"{exc}; the episode has ended") from None
 
 
 class _Logging:
@@ -164,7 +153,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
                  input_schema: Callable[[str], Mapping[str, Any] | None] | None = None) -> Server:
     """A low-level MCP server whose every request is served by the episode ``resolve`` finds.
 
-    ``on_end`` runs once an episode ends through ``submit_answer`` (HTTP uses it to grade).
+    ``on_end`` runs once an episode ends through ``submit_answer`` (the runtime has graded it by then).
     ``input_schema`` names a tool's input schema for the 2026-07-28 HTTP transport's
     ``Mcp-Param-*`` header check; without it the SDK lists all tools before every call to find it.
     """
@@ -178,7 +167,12 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode = await resolve(ctx)
         was_open = not episode.ended
-        outcome = await _with_progress(ctx, episode.call(params.name, params.arguments), params.name)
+        try:
+            outcome = await _with_progress(ctx, episode.call(params.name, params.arguments), params.name)
+        except EpisodeFailed as exc:  # an infrastructure failure: recorded on the episode, not a tool result
+            if on_end is not None:
+                await on_end(episode)
+            raise MCPError(code=INTERNAL_ERROR, message=f"{exc}; the episode has ended") from None
         if not outcome.ok:
             await logs.send(ctx, episode, "warning", {"tool": params.name, "error": outcome.error})
         if was_open and episode.ended:
@@ -218,9 +212,10 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         episode = await resolve(ctx)
         return types.ListResourceTemplatesResult(resource_templates=[
             types.ResourceTemplate(
-                name=f"{kind.app}-{kind.collection}", uri_template=kind.uri_template, mime_type=kind.mime_type,
+                name=f"{kind.app}-{kind.resource.collection}", uri_template=kind.uri_template,
+                mime_type=kind.resource.mime_type,
                 description=f"One record of the {kind.app} app in this episode's workspace, as JSON "
-                            f"(the result of {kind.app}_{kind.get_tool}); ids complete",
+                            f"(the result of {kind.app}_{kind.resource.get_tool}); ids complete",
             )
             for kind in _record_kinds(episode)
         ])
@@ -233,14 +228,14 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
                 uri=uri, mime_type="text/plain", text=episode.task.instruction,
             )])
         match = _RECORD_URI.match(uri)
-        kind = next((k for k in _record_kinds(episode) if match and (k.app, k.collection) ==
+        kind = next((k for k in _record_kinds(episode) if match and (k.app, k.resource.collection) ==
                      (match["app"], match["collection"])), None)
         if kind is None:
             templates = ", ".join([TASK_URI] + [k.uri_template for k in _record_kinds(episode)])
             raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri}; resources here: {templates}")
-        record = await _observe(episode, kind.app, kind.get_tool, {"id": match["id"]})
+        record = await _observe(episode, kind.app, kind.resource.get_tool, {"id": match["id"]})
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=uri, mime_type=kind.mime_type, text=json.dumps(record),
+            uri=uri, mime_type=kind.resource.mime_type, text=json.dumps(record),
         )])
 
     async def complete(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -249,9 +244,10 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         if isinstance(params.ref, types.ResourceTemplateReference) and params.argument.name == "id":
             kind = next((k for k in _record_kinds(episode) if k.uri_template == params.ref.uri), None)
             if kind is not None:
-                listed = await _observe(episode, kind.app, kind.list_tool, dict(kind.list_arguments))
+                resource = kind.resource
+                listed = await _observe(episode, kind.app, resource.list_tool, dict(resource.list_arguments))
                 prefix = params.argument.value
-                values = sorted(r["id"] for r in listed[kind.list_key] if r["id"].startswith(prefix))
+                values = sorted(r["id"] for r in listed[resource.list_key] if r["id"].startswith(prefix))
         return types.CompleteResult(completion=types.Completion(
             values=values[:100], total=len(values), has_more=len(values) > 100,
         ))
@@ -280,25 +276,24 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         )
 
 
-def grade_ended(episode: Episode) -> None:
-    """Grade an ended episode into the store, as ``coworkenv gate`` would (live and teacher sources)."""
-    from ..gate import GATED_SOURCES, grade_episode  # the gate's calibration imports this package
+class OpenEpisode:
+    """Resolver for an episode opened beforehand (by the loop, with its provenance): every request
+    is served by it. For in-memory servers over one episode."""
 
-    row = episode.host.store.get_episode(episode.id)
-    if row is not None and row["status"] != "running" and row["source"] in GATED_SOURCES:
-        grade_episode(episode.host.store, episode.id)
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+
+    async def __call__(self, ctx: Any = None) -> Episode:
+        return self.episode
 
 
 class SingleEpisode:
     """Resolver for stdio and in-memory servers: one episode, opened on the first request."""
 
-    def __init__(self, host: EpisodeHost, task_id: str, *, source: str = "live", provider: str = "",
-                 **open_options: Any) -> None:
+    def __init__(self, host: EpisodeHost, task_id: str, provenance: Provenance | None = None) -> None:
         self.host = host
         self.task_id = task_id
-        self.source = source
-        self.provider = provider
-        self.open_options = open_options
+        self.provenance = provenance or Provenance("live")
         self.episode: Episode | None = None
         self._lock = asyncio.Lock()
 
@@ -306,18 +301,15 @@ class SingleEpisode:
         async with self._lock:
             if self.episode is None:
                 try:
-                    self.episode = await self.host.open(
-                        self.task_id, source=self.source, provider=self.provider, **self.open_options
-                    )
+                    self.episode = await self.host.open(self.task_id, self.provenance)
                 except KeyError as exc:
                     raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
             return self.episode
 
     async def end(self) -> None:
-        """End the episode (if one was opened) and grade it."""
+        """End the episode (if one was opened); the runtime grades it."""
         if self.episode is not None:
             await self.episode.finish(self.episode.final_answer)
-            await asyncio.to_thread(grade_ended, self.episode)
 
 
 _ROUTE: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("coworkenv_route")
@@ -330,16 +322,15 @@ class HttpEpisodes:
     ``[/w/{workspace}]/t/{task}/e/{key}/mcp``  the episode named by ``key``, opened on first use (both eras)
     ``/e/{episode}/mcp``                       an episode already open, by its id
 
-    An episode ends on ``submit_answer``, on DELETE (of its session, or of a key or episode URL),
-    or after ``idle_timeout`` seconds without a request; it is then graded into the store.
+    Episodes opened here are ``live``; an episode opened elsewhere with its provenance (the loop,
+    ``POST /episodes``) is reached by its id. An episode ends on ``submit_answer``, on DELETE (of
+    its session, or of a key or episode URL), or after ``idle_timeout`` seconds without a request;
+    the runtime grades it then.
     """
 
-    def __init__(self, host: EpisodeHost, *, source: str = "live", idle_timeout: float | None = 1800,
-                 grade: bool = True) -> None:
+    def __init__(self, host: EpisodeHost, *, idle_timeout: float | None = 1800) -> None:
         self.host = host
-        self.source = source
         self.idle_timeout = idle_timeout
-        self.grade = grade
         self.by_key: dict[tuple[str, ...], Episode] = {}
         self.last_seen: dict[str, float] = {}
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
@@ -440,18 +431,23 @@ class HttpEpisodes:
         if workspace_id is not None and task.workspace_id != workspace_id:
             raise MCPError(code=INVALID_PARAMS,
                            message=f"task {task_id!r} belongs to workspace {task.workspace_id!r}, not {workspace_id!r}")
-        return await self.host.open(task, source=self.source)
+        return await self.host.open(task, Provenance("live"))
 
-    async def end(self, episode: Episode, *, error: str | None = None) -> None:
-        """End ``episode`` (keeping its state) and grade it, once."""
+    async def open(self, task_id: str, provenance: Provenance) -> Episode:
+        """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``."""
+        episode = await self.host.open(task_id, provenance)
+        self.last_seen[episode.id] = time.monotonic()
+        return episode
+
+    async def end(self, episode: Episode, *, truncated: bool = False, failure: InfrastructureError | None = None,
+                  answer: str | None = None) -> None:
+        """End ``episode`` (keeping its state; the runtime grades it), once."""
         self.last_seen.pop(episode.id, None)
         if episode.id in self._ended:
             return
         self._ended[episode.id] = time.monotonic()
-        if not episode.ended:
-            await episode.finish(episode.final_answer, error=error)
-        if self.grade:  # in a worker thread: grading a large state must not stall other episodes
-            await asyncio.to_thread(grade_ended, episode)
+        await episode.finish(answer if answer is not None else episode.final_answer, truncated=truncated,
+                             failure=failure)
 
     async def reap_idle(self, now: float | None = None) -> list[str]:
         """End episodes idle for longer than ``idle_timeout``; return their ids."""

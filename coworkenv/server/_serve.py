@@ -12,6 +12,8 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator
+from typing import Any
+
 import uvicorn
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -23,7 +25,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._episodes import EpisodeHost
+from .._errors import BOUNDARIES, InfrastructureError
+from ..episodes import EpisodeHost
+from ..store import SOURCES, TASK_STATUSES, Provenance
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -209,14 +213,26 @@ async def _request_id(receive: Receive, limit: int = 1 << 16) -> str | int | Non
     return request_id if isinstance(request_id, (str, int)) else None
 
 
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        return _error(400, f"the body is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return _error(400, "the body must be a JSON object")
+    return body
+
+
 def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None) -> Guard:
-    """The HTTP server (an ASGI app): MCP endpoints per task, workspace and episode, plus a JSON list of tasks.
+    """The HTTP server (an ASGI app): MCP endpoints per task, workspace and episode, JSON lists of
+    tasks and workspaces, and the episode API (``POST /episodes`` opens an episode with its
+    provenance, ``POST /episodes/{id}/end`` ends it, ``GET /episodes/{id}`` tells its status and verdict).
     """
     settings = settings or ServeSettings()
     if bind is not None:
         settings = settings.model_copy(update={"bind": bind})
     settings.check()
-    episodes = HttpEpisodes(host, source="live", idle_timeout=settings.episode_idle_timeout)
+    episodes = HttpEpisodes(host, idle_timeout=settings.episode_idle_timeout)
     manager = StreamableHTTPSessionManager(
         app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema),
         json_response=settings.json_response,
@@ -241,18 +257,71 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         await endpoint(scope, receive, send)
 
     async def tasks(request: Request) -> JSONResponse:
-        rows = host.store.tasks(status=request.query_params.get("status", "admitted"))
+        status = request.query_params.get("status", "admitted")
+        if status not in TASK_STATUSES:
+            return _error(400, f"unknown status {status!r}; one of: {', '.join(TASK_STATUSES)}")
+        rows = host.store.tasks(status=status)  # type: ignore[arg-type]  # checked above
         workspace = request.path_params.get("workspace")
         return JSONResponse([
-            {"id": r["id"], "workspace_id": r["workspace_id"], "capability": r["capability"],
-             "difficulty": r["difficulty"], "instruction": r["instruction"], "status": r["status"],
-             "url": f"/w/{r['workspace_id']}/t/{r['id']}/mcp"}
-            for r in rows if workspace is None or r["workspace_id"] == workspace
+            {"id": r.id, "workspace_id": r.workspace_id, "capability": r.capability,
+             "difficulty": r.difficulty, "instruction": r.instruction, "status": r.status,
+             "url": f"/w/{r.workspace_id}/t/{r.id}/mcp"}
+            for r in rows if workspace is None or r.workspace_id == workspace
         ])
 
     async def workspaces(request: Request) -> JSONResponse:
-        return JSONResponse([{"id": r["id"], "name": r["name"], "tasks": f"/w/{r['id']}/tasks"}
-                             for r in host.store.query("select id, name from workspaces order by id")])
+        return JSONResponse([{"id": r.id, "name": r.name, "tasks": f"/w/{r.id}/tasks"}
+                             for r in host.store.workspaces()])
+
+    async def open_episode(request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            provenance = Provenance(source=body.get("source", "live"), provider=str(body.get("provider", "")),
+                                    attempt=int(body.get("attempt", 1)), repaired_from=body.get("repaired_from"),
+                                    hint=str(body.get("hint", "")))
+            episode = await episodes.open(str(body["task"]), provenance)
+        except KeyError as exc:
+            missing = exc.args[0] if exc.args and str(exc.args[0]).startswith("no ") else f"missing field {exc}"
+            return _error(400, missing)
+        except (TypeError, ValueError) as exc:
+            return _error(400, f"bad episode request: {exc} (sources: {', '.join(SOURCES)})")
+        return JSONResponse({"episode_id": episode.id, "url": f"/e/{episode.id}/mcp"}, status_code=201)
+
+    async def end_episode(request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        episode_id = request.path_params["episode"]
+        episode = host.episode(episode_id)
+        if episode is not None:
+            failure = None
+            if body.get("error"):
+                boundary = body.get("boundary", "protocol")
+                if boundary not in BOUNDARIES:
+                    return _error(400, f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
+                failure = InfrastructureError(str(body["error"]), boundary=boundary)
+            await episodes.end(episode, truncated=bool(body.get("truncated", False)), failure=failure,
+                               answer=body.get("answer"))
+        return _episode_status(episode_id)
+
+    async def episode_status(request: Request) -> Response:
+        return _episode_status(request.path_params["episode"])
+
+    def _episode_status(episode_id: str) -> Response:
+        row = host.store.episode(episode_id)
+        if row is None:
+            return _error(404, f"no episode {episode_id!r}")
+        verdict = host.verdict(episode_id)
+        return JSONResponse({
+            "episode_id": row.id, "task_id": row.task_id, "source": row.source, "status": row.status,
+            "error": row.error, "boundary": row.boundary,
+            "verdict": None if verdict is None else {
+                "admitted": verdict.admitted, "reason": verdict.reason, "score": verdict.score,
+                "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
+                "grader_version": verdict.grader_version},
+        })
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -272,6 +341,9 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         Route("/tasks", endpoint=tasks),
         Route("/w/{workspace}/tasks", endpoint=tasks),
         Route("/workspaces", endpoint=workspaces),
+        Route("/episodes", endpoint=open_episode, methods=["POST"]),
+        Route("/episodes/{episode}", endpoint=episode_status, methods=["GET"]),
+        Route("/episodes/{episode}/end", endpoint=end_episode, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     guard = Guard(app, settings)
@@ -353,8 +425,8 @@ async def running_http_server(host: EpisodeHost, settings: ServeSettings | None 
 
 async def serve_stdio(host: EpisodeHost, task_id: str) -> None:
     """Serve one episode of ``task_id`` on stdin/stdout until the client goes away; grade it then."""
-    resolver = SingleEpisode(host, task_id, source="live")
-    server = build_server(resolver, on_end=lambda _episode: resolver.end())
+    resolver = SingleEpisode(host, task_id, Provenance("live"))
+    server = build_server(resolver)
     settle_heap()
     try:
         async with stdio_server() as (read_stream, write_stream):

@@ -1,6 +1,48 @@
-"""The SQLite store: the single source of truth of a coworkenv project."""
+"""The SQLite store: the single source of truth of a coworkenv project, and its typed rows.
+
+Every SQL statement of coworkenv lives in this package.
+"""
 
 from ._migrations import MIGRATIONS, apply_migrations
+from ._rows import (
+    SOURCES,
+    TASK_STATUSES,
+    TRAINING_SOURCES,
+    CalibrationRow,
+    EpisodeRow,
+    EpisodeStatus,
+    EvalRunRow,
+    EvalTrialRow,
+    Provenance,
+    Source,
+    TaskRow,
+    TaskStatus,
+    ToolCallRow,
+    TrainingRunRow,
+    VerdictRow,
+    WorkspaceRow,
+)
 from ._store import Store, new_id
 
-__all__ = ["MIGRATIONS", "Store", "apply_migrations", "new_id"]
+__all__ = [
+    "MIGRATIONS",
+    "SOURCES",
+    "TASK_STATUSES",
+    "TRAINING_SOURCES",
+    "CalibrationRow",
+    "EpisodeRow",
+    "EpisodeStatus",
+    "EvalRunRow",
+    "EvalTrialRow",
+    "Provenance",
+    "Source",
+    "Store",
+    "TaskRow",
+    "TaskStatus",
+    "ToolCallRow",
+    "TrainingRunRow",
+    "VerdictRow",
+    "WorkspaceRow",
+    "apply_migrations",
+    "new_id",
+]

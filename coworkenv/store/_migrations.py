@@ -1,20 +1,24 @@
-"""Named, ordered migrations of the coworkenv store.
+"""Named, ordered migrations of the coworkenv store, on sqlite-utils' migration mechanism.
 
-Each migration is a function of a ``sqlite_utils.Database``. Applied names are recorded in the
-``_migrations`` table, so a migration runs exactly once per store file. Append new migrations to
-``MIGRATIONS``; never edit or reorder one that has shipped.
+Each migration is a function of a ``sqlite_utils.Database`` registered on ``MIGRATIONS`` (a
+``sqlite_utils.migrations.Migrations`` set named ``coworkenv``); applied names are recorded in
+``_sqlite_migrations``, each together with its migration in one transaction, so a migration runs
+exactly once per store file. Append new migrations at the end; never edit or reorder one that
+has shipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timezone
+import json
 
 import sqlite_utils
+from sqlite_utils.migrations import Migrations
 
-Migration = tuple[str, Callable[[sqlite_utils.Database], None]]
+MIGRATIONS = Migrations("coworkenv")
+_LEGACY_TABLE = "_migrations"  # where stores made before sqlite-utils' mechanism recorded their migrations
 
 
+@MIGRATIONS(name="0001_initial_schema")
 def _initial_schema(db: sqlite_utils.Database) -> None:
     db["workspaces"].create(
         {"id": str, "name": str, "seed": int, "spec": str, "created_at": str}, pk="id"
@@ -140,6 +144,30 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
     db["verdicts"].create_index(["episode_id", "grader_version"])
 
 
+@MIGRATIONS(name="0002_training_runs")
+def _training_runs(db: sqlite_utils.Database) -> None:
+    """Training runs (SFT, DPO): what was trained on what, how, and where the result is."""
+    db["training_runs"].create(
+        {
+            "id": str,
+            "kind": str,  # sft | dpo
+            "base_model": str,  # the model folder training started from
+            "data_path": str,
+            "data_hash": str,  # sha256 of the dataset file
+            "rows": int,
+            "config": str,  # JSON of the training settings
+            "status": str,  # running | done | failed
+            "metrics": str,  # JSON: losses, steps, runtime
+            "output_dir": str,
+            "error": str,
+            "started_at": str,
+            "ended_at": str,
+        },
+        pk="id",
+    )
+
+
+@MIGRATIONS(name="0003_eval_runs")
 def _eval_runs(db: sqlite_utils.Database) -> None:
     """Evaluation runs of a served model and their trials (one graded ``eval`` episode each).
 
@@ -180,48 +208,55 @@ def _eval_runs(db: sqlite_utils.Database) -> None:
     db["eval_trials"].create_index(["run_id"])
 
 
-def _training_runs(db: sqlite_utils.Database) -> None:
-    """Training runs (SFT, DPO): what was trained on what, how, and where the result is."""
-    db["training_runs"].create(
-        {
-            "id": str,
-            "kind": str,  # sft | dpo
-            "base_model": str,  # the model folder training started from
-            "data_path": str,
-            "data_hash": str,  # sha256 of the dataset file
-            "rows": int,
-            "config": str,  # JSON of the training settings
-            "status": str,  # running | done | failed
-            "metrics": str,  # JSON: losses, steps, runtime
-            "output_dir": str,
-            "error": str,
-            "started_at": str,
-            "ended_at": str,
-        },
-        pk="id",
-    )
+# The record views of the built-in apps as they were when resources moved into the apps (frozen here:
+# a migration must not change with the code)
+_RESOURCES_0004 = {
+    "mail": [{"collection": "messages", "get_tool": "read_message", "list_tool": "search_messages",
+              "list_key": "messages", "list_arguments": {"limit": 100}, "mime_type": "application/json"}],
+    "calendar": [{"collection": "events", "get_tool": "get_event", "list_tool": "list_events", "list_key": "events",
+                  "list_arguments": {}, "mime_type": "application/json"}],
+    "files": [{"collection": "files", "get_tool": "read_file", "list_tool": "list_files", "list_key": "files",
+               "list_arguments": {}, "mime_type": "application/json"}],
+}
+_CHECK_FIELDS_0004 = {"sql": ("id", "kind", "description", "query", "params", "expect"),
+                      "answer": ("id", "kind", "description", "contains")}
 
 
-MIGRATIONS: list[Migration] = [
-    ("0001_initial_schema", _initial_schema),
-    ("0002_training_runs", _training_runs),
-    ("0003_eval_runs", _eval_runs),
-]
+@MIGRATIONS(name="0004_one_verdict_per_version")
+def _one_verdict_per_version(db: sqlite_utils.Database) -> None:
+    """One verdict (and grade) per episode and grader version, the boundary of an infrastructure
+    failure on the episode, checks stored as their own kind, and app resources in workspace specs."""
+    db["episodes"].add_column("boundary", str)
+    db.execute("delete from verdicts where id not in (select max(id) from verdicts group by episode_id, grader_version)")
+    db.execute("delete from grades where id not in (select grade_id from verdicts)")
+    db.execute("drop index if exists idx_verdicts_episode_id_grader_version")
+    db.execute("drop index if exists idx_grades_episode_id_grader_version")
+    db["verdicts"].create_index(["episode_id", "grader_version"], unique=True)
+    db["grades"].create_index(["episode_id", "grader_version"], unique=True)
+    for row in list(db.query("select id, spec from tasks")):
+        spec = json.loads(row["spec"])
+        spec["checks"] = [{k: c[k] for k in _CHECK_FIELDS_0004[c["kind"]] if k in c} for c in spec.get("checks", [])]
+        db.execute("update tasks set spec = ? where id = ?", [json.dumps(spec), row["id"]])
+    for row in list(db.query("select id, spec from workspaces")):
+        spec = json.loads(row["spec"])
+        for app in spec.get("apps", []):
+            app.setdefault("resources", _RESOURCES_0004.get(app["name"], []))
+        db.execute("update workspaces set spec = ? where id = ?", [json.dumps(spec), row["id"]])
 
 
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
-    if "_migrations" not in db.table_names():
-        db["_migrations"].create({"name": str, "applied_at": str}, pk="name")
-    done = {row["name"] for row in db["_migrations"].rows}
-    applied = []
-    for name, migrate in MIGRATIONS:
-        if name in done:
-            continue
-        with db.conn:
-            migrate(db)
-            db["_migrations"].insert(
-                {"name": name, "applied_at": datetime.now(timezone.utc).isoformat()}
-            )
-        applied.append(name)
-    return applied
+    with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table
+        if _LEGACY_TABLE in db.table_names():
+            MIGRATIONS.ensure_migrations_table(db)
+            for row in list(db[_LEGACY_TABLE].rows):
+                db[Migrations.migrations_table].insert(
+                    {"migration_set": MIGRATIONS.name, "name": row["name"], "applied_at": row["applied_at"]})
+            db[_LEGACY_TABLE].drop()
+    pending = [m.name for m in MIGRATIONS.pending(db)]
+    MIGRATIONS.apply(db)
+    return pending
+
+
+def applied_migrations(db: sqlite_utils.Database) -> list[str]:
+    return [m.name for m in MIGRATIONS.applied(db)]

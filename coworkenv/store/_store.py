@@ -8,13 +8,32 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from ._migrations import apply_migrations
+from .._errors import Boundary
+from ..workspace import CheckResult, Message, Task, ToolCall, Workspace
+from ._migrations import applied_migrations, apply_migrations
+from ._rows import (
+    TRAINING_SOURCES,
+    CalibrationRow,
+    EpisodeRow,
+    EvalRunRow,
+    EvalTrialRow,
+    Provenance,
+    Source,
+    TaskRow,
+    TaskStatus,
+    ToolCallRow,
+    TrainingRunRow,
+    VerdictRow,
+    WorkspaceRow,
+    _json,
+)
 
 
 _TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms")
@@ -34,6 +53,8 @@ def new_id(prefix: str) -> str:
 
 class Store:
     """Typed access to the coworkenv SQLite file (WAL mode, foreign keys on, named migrations).
+
+    Every SQL statement of coworkenv is a method here; reads return the typed rows of ``_rows``.
 
     One ``Store`` may be shared by the tasks of one event loop and by worker threads: writes are
     serialised by a lock and each write is its own transaction, so an interrupted run keeps every
@@ -63,6 +84,7 @@ class Store:
         self._pending_lock = threading.Lock()  # the deferred rows (held only to append or swap)
         self._pending: list[dict[str, Any]] = []
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
+        self._specs: dict[str, Workspace] = {}  # parsed workspace specs by id
         with self._lock:
             self.applied_migrations = apply_migrations(self.db)
 
@@ -106,38 +128,56 @@ class Store:
     # --- generic helpers -------------------------------------------------------------------
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
+        """Rows of a read-only query, as dicts: for inspection (tests, notebooks), not for coworkenv's own code."""
         with self._lock:
             self._flush_locked()
             return list(self.db.query(sql, params))
 
     def migrations(self) -> list[str]:
-        return [row["name"] for row in self.db["_migrations"].rows_where(order_by="name")]
+        with self._lock:
+            return applied_migrations(self.db)
 
     # --- workspaces and tasks --------------------------------------------------------------
 
-    def put_workspace(self, workspace_id: str, name: str, seed: int, spec: dict) -> None:
+    def put_workspace(self, workspace: Workspace) -> None:
         with self.transaction() as db:
             db["workspaces"].upsert(
-                {"id": workspace_id, "name": name, "seed": seed, "spec": json.dumps(spec),
-                 "created_at": now()},
+                {"id": workspace.id, "name": workspace.name, "seed": workspace.seed,
+                 "spec": workspace.model_dump_json(), "created_at": now()},
                 pk="id",
             )
+        self._specs.pop(workspace.id, None)
 
-    def get_workspace(self, workspace_id: str) -> dict | None:
-        rows = self.query("select * from workspaces where id = ?", (workspace_id,))
-        return rows[0] if rows else None
+    def workspace(self, workspace_id: str) -> Workspace:
+        """The spec of a stored workspace (parsed once); ``KeyError`` naming it when there is none."""
+        spec = self._specs.get(workspace_id)
+        if spec is None:
+            rows = self.query("select spec from workspaces where id = ?", (workspace_id,))
+            if not rows:
+                raise KeyError(f"no workspace {workspace_id!r} in the store")
+            spec = self._specs[workspace_id] = Workspace.model_validate_json(rows[0]["spec"])
+        return spec
 
-    def put_task(self, task: dict, *, status: str = "pending", reason: str = "") -> None:
-        """Insert a task spec (a JSON-able dict with id, workspace_id, capability, difficulty, instruction)."""
+    def workspaces(self) -> list[WorkspaceRow]:
+        return [WorkspaceRow(r["id"], r["name"], r["seed"], Workspace.model_validate_json(r["spec"]), r["created_at"])
+                for r in self.query("select * from workspaces order by id")]
+
+    def workspace_seeds(self, *, excluding_status: TaskStatus) -> dict[int, str]:
+        """Seed -> workspace id of the workspaces that tasks of any other status use."""
+        rows = self.query("select distinct w.seed, w.id from workspaces w join tasks t on t.workspace_id = w.id"
+                          " where t.status != ?", (excluding_status,))
+        return {r["seed"]: r["id"] for r in rows}
+
+    def put_task(self, task: Task, *, status: TaskStatus = "pending", reason: str = "") -> None:
         with self.transaction() as db:
             db["tasks"].upsert(
                 {
-                    "id": task["id"],
-                    "workspace_id": task["workspace_id"],
-                    "capability": task["capability"],
-                    "difficulty": task["difficulty"],
-                    "instruction": task["instruction"],
-                    "spec": json.dumps(task),
+                    "id": task.id,
+                    "workspace_id": task.workspace_id,
+                    "capability": task.capability,
+                    "difficulty": task.difficulty,
+                    "instruction": task.instruction,
+                    "spec": task.model_dump_json(),
                     "status": status,
                     "reason": reason,
                     "created_at": now(),
@@ -145,48 +185,60 @@ class Store:
                 pk="id",
             )
 
-    def set_task_status(self, task_id: str, status: str, reason: str = "") -> None:
+    def set_task_status(self, task_id: str, status: TaskStatus, reason: str = "") -> None:
         with self.transaction() as db:
             db["tasks"].update(task_id, {"status": status, "reason": reason})
 
-    def get_task(self, task_id: str) -> dict | None:
+    def task(self, task_id: str) -> TaskRow | None:
         rows = self.query("select * from tasks where id = ?", (task_id,))
-        return rows[0] if rows else None
+        return _task(rows[0]) if rows else None
 
-    def tasks(self, status: str | None = None) -> list[dict]:
+    def task_spec(self, task_id: str) -> Task:
+        """The spec of a stored task; ``KeyError`` naming it when there is none."""
+        row = self.task(task_id)
+        if row is None:
+            raise KeyError(f"no task {task_id!r} in the store")
+        return row.spec
+
+    def tasks(self, status: TaskStatus | None = None) -> list[TaskRow]:
         if status is None:
-            return self.query("select * from tasks order by id")
-        return self.query("select * from tasks where status = ? order by id", (status,))
+            return [_task(r) for r in self.query("select * from tasks order by id")]
+        return [_task(r) for r in self.query("select * from tasks where status = ? order by id", (status,))]
 
-    def add_calibration(self, row: dict) -> None:
+    def task_counts(self) -> dict[str, int]:
+        """How many tasks have each status."""
+        return {r["status"]: r["n"] for r in self.query("select status, count(*) as n from tasks group by status")}
+
+    def tasks_without_admitted_episode(self, source: Source, grader_version: str, *, status: TaskStatus = "admitted",
+                                       ) -> tuple[list[TaskRow], int]:
+        """Tasks of ``status`` with no admitted episode of ``source`` yet, and how many already have one."""
+        done = ("select e.task_id from episodes e join verdicts v on v.episode_id = e.id"
+                " where e.source = ? and v.admitted = 1 and v.grader_version = ?")
+        rows = self.query(f"select * from tasks where status = ? and id not in ({done}) order by id",
+                          (status, source, grader_version))
+        count = self.query(f"select count(distinct task_id) as n from ({done})", (source, grader_version))[0]["n"]
+        return [_task(r) for r in rows], count
+
+    def add_calibration(self, row: CalibrationRow) -> None:
         with self.transaction() as db:
-            db["calibrations"].insert({**row, "created_at": now()})
+            db["calibrations"].insert({**asdict(row), "deterministic": int(row.deterministic),
+                                       "admitted": int(row.admitted), "created_at": now()})
 
     # --- episodes --------------------------------------------------------------------------
 
-    def start_episode(
-        self,
-        task_id: str,
-        *,
-        source: str,
-        provider: str = "",
-        attempt: int = 1,
-        repaired_from: str | None = None,
-        hint: str = "",
-        episode_id: str | None = None,
-    ) -> str:
+    def start_episode(self, task_id: str, provenance: Provenance, *, episode_id: str | None = None) -> str:
         episode_id = episode_id or new_id("ep")
         with self.transaction() as db:
             db["episodes"].insert(
                 {
                     "id": episode_id,
                     "task_id": task_id,
-                    "source": source,
-                    "provider": provider,
+                    "source": provenance.source,
+                    "provider": provenance.provider,
                     "status": "running",
-                    "attempt": attempt,
-                    "repaired_from": repaired_from,
-                    "hint": hint,
+                    "attempt": provenance.attempt,
+                    "repaired_from": provenance.repaired_from,
+                    "hint": provenance.hint,
                     "started_at": now(),
                 }
             )
@@ -200,7 +252,10 @@ class Store:
         final_state: str | None,
         truncated: bool = False,
         error: str | None = None,
+        boundary: Boundary | None = None,
     ) -> None:
+        """Record an episode's end: ``failed`` when an infrastructure failure (``error`` at
+        ``boundary``) ended it, ``ended`` otherwise."""
         with self.transaction() as db:  # after every deferred call of the episode is written
             with self._pending_lock:
                 self._next_idx.pop(episode_id, None)
@@ -212,22 +267,53 @@ class Store:
                     "final_state": final_state,
                     "truncated": int(truncated),
                     "error": error,
+                    "boundary": boundary if error else None,
                     "ended_at": now(),
                 },
             )
 
-    def annotate_episode(self, episode_id: str, **fields: Any) -> None:
-        """Set provenance columns of an episode (source, provider, attempt, repaired_from, hint, …)."""
-        allowed = {"source", "provider", "attempt", "repaired_from", "hint", "truncated"}
-        unknown = set(fields) - allowed
-        if unknown:
-            raise ValueError(f"cannot annotate episode columns {sorted(unknown)}")
-        with self.transaction() as db:
-            db["episodes"].update(episode_id, fields)
-
-    def get_episode(self, episode_id: str) -> dict | None:
+    def episode(self, episode_id: str) -> EpisodeRow | None:
         rows = self.query("select * from episodes where id = ?", (episode_id,))
-        return rows[0] if rows else None
+        return _episode(rows[0]) if rows else None
+
+    def episodes(self, *, source: Source | None = None, task_id: str | None = None) -> list[EpisodeRow]:
+        where, params = _where(source=source, task_id=task_id)
+        return [_episode(r) for r in self.query(f"select * from episodes{where} order by started_at, id", params)]
+
+    def admitted_episodes(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[EpisodeRow]:
+        """Episodes of ``sources`` that the verdict of ``grader_version`` admits, by task."""
+        marks = ",".join("?" for _ in sources)
+        rows = self.query(
+            "select e.* from episodes e join verdicts v on v.episode_id = e.id and v.grader_version = ?"
+            f" where v.admitted = 1 and e.source in ({marks}) order by e.task_id, e.id",
+            (grader_version, *sources))
+        return [_episode(r) for r in rows]
+
+    def repair_pairs(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES,
+                     ) -> list[tuple[EpisodeRow, EpisodeRow, str]]:
+        """(admitted repaired episode, the rejected episode it repaired, that one's reason) pairs."""
+        marks = ",".join("?" for _ in sources)
+        rows = self.query(
+            "select e.id, e.repaired_from, vf.reason from episodes e"
+            " join verdicts v on v.episode_id = e.id and v.grader_version = ?"
+            " join verdicts vf on vf.episode_id = e.repaired_from and vf.grader_version = ?"
+            f" where v.admitted = 1 and vf.admitted = 0 and e.source in ({marks}) order by e.task_id, e.id",
+            (grader_version, grader_version, *sources))
+        pairs = []
+        for r in rows:
+            chosen, rejected = self.episode(r["id"]), self.episode(r["repaired_from"])
+            assert chosen is not None and rejected is not None  # foreign keys
+            pairs.append((chosen, rejected, r["reason"]))
+        return pairs
+
+    def admitted_task_ids(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[str]:
+        """Tasks with an admitted episode of ``sources``."""
+        marks = ",".join("?" for _ in sources)
+        rows = self.query(
+            "select distinct e.task_id from episodes e join verdicts v on v.episode_id = e.id"
+            f" where v.admitted = 1 and v.grader_version = ? and e.source in ({marks}) order by e.task_id",
+            (grader_version, *sources))
+        return [r["task_id"] for r in rows]
 
     def add_tool_call(self, episode_id: str, row: dict) -> None:
         with self.transaction() as db:
@@ -237,7 +323,11 @@ class Store:
                 self._next_idx[episode_id] = idx + 1
 
     def defer_tool_call(self, episode_id: str, row: dict) -> None:
-        """Record a tool call write-behind: numbered and timestamped now, written at the next flush."""
+        """Record a tool call write-behind: numbered and timestamped now, written at the next flush.
+
+        ``row`` holds the columns ``tool``, ``arguments`` (JSON text), ``result`` (JSON text or
+        None), ``is_error``, ``error_kind`` and ``duration_ms``.
+        """
         unknown = set(row) - set(_TOOL_CALL_COLUMNS)
         if unknown:
             raise ValueError(f"tool_calls has no column(s) {sorted(unknown)}")
@@ -262,12 +352,14 @@ class Store:
             "select coalesce(max(idx), -1) + 1 from tool_calls where episode_id = ?", [episode_id]
         ).fetchone()[0]
 
-    def tool_calls(self, episode_id: str) -> list[dict]:
-        return self.query(
-            "select * from tool_calls where episode_id = ? order by idx", (episode_id,)
-        )
+    def tool_calls(self, episode_id: str) -> list[ToolCallRow]:
+        return [
+            ToolCallRow(r["idx"], r["tool"], _json(r["arguments"], {}), r["result"], bool(r["is_error"]),
+                        r["error_kind"], r["duration_ms"], r["created_at"])
+            for r in self.query("select * from tool_calls where episode_id = ? order by idx", (episode_id,))
+        ]
 
-    def add_messages(self, episode_id: str, messages: list[dict]) -> None:
+    def add_messages(self, episode_id: str, messages: list[Message]) -> None:
         with self.transaction() as db:
             start = db.execute(
                 "select coalesce(max(idx), -1) + 1 from messages where episode_id = ?", [episode_id]
@@ -276,45 +368,100 @@ class Store:
                 {
                     "episode_id": episode_id,
                     "idx": start + i,
-                    "role": m["role"],
-                    "content": m.get("content") or "",
-                    "tool_calls": json.dumps(m["tool_calls"]) if m.get("tool_calls") else None,
-                    "tool_call_id": m.get("tool_call_id"),
-                    "name": m.get("name"),
-                    "provenance": int(m.get("provenance", False)),
+                    "role": m.role,
+                    "content": m.content,
+                    "tool_calls": json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None,
+                    "tool_call_id": m.tool_call_id,
+                    "name": m.name,
+                    "provenance": int(m.provenance),
                 }
                 for i, m in enumerate(messages)
             )
 
-    def messages(self, episode_id: str, *, include_provenance: bool = False) -> list[dict]:
-        rows = self.query(
-            "select * from messages where episode_id = ? order by idx", (episode_id,)
-        )
-        return [r for r in rows if include_provenance or not r["provenance"]]
+    def messages(self, episode_id: str, *, include_provenance: bool = False) -> list[Message]:
+        rows = self.query("select * from messages where episode_id = ? order by idx", (episode_id,))
+        return [
+            Message(role=r["role"], content=r["content"] or "",
+                    tool_calls=[ToolCall(**c) for c in _json(r["tool_calls"], [])],
+                    tool_call_id=r["tool_call_id"], name=r["name"], provenance=bool(r["provenance"]))
+            for r in rows if include_provenance or not r["provenance"]
+        ]
 
     # --- grades and verdicts ---------------------------------------------------------------
 
-    def add_grade(self, episode_id: str, grade: dict, verdict: dict) -> int:
+    def put_verdict(self, verdict: VerdictRow) -> None:
+        """Record the verdict of one grader version on an episode, replacing that version's earlier one."""
         with self.transaction() as db:
-            grade_id = db["grades"].insert(
-                {**grade, "episode_id": episode_id, "created_at": now()}
-            ).last_pk
-            db["verdicts"].insert(
-                {**verdict, "episode_id": episode_id, "grade_id": grade_id, "created_at": now()}
-            )
-        return grade_id
+            key = [verdict.episode_id, verdict.grader_version]
+            db.execute("delete from verdicts where episode_id = ? and grader_version = ?", key)
+            db.execute("delete from grades where episode_id = ? and grader_version = ?", key)
+            grade_id = db["grades"].insert({
+                "episode_id": verdict.episode_id, "grader_version": verdict.grader_version,
+                "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
+                "score": verdict.score, "checks": json.dumps([asdict(c) for c in verdict.checks]), "created_at": now(),
+            }).last_pk
+            db["verdicts"].insert({
+                "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,
+                "admitted": int(verdict.admitted), "reason": verdict.reason, "created_at": now(),
+            })
 
-    def latest_verdict(self, episode_id: str, grader_version: str | None = None) -> dict | None:
-        sql = (
-            "select v.*, g.completion, g.safety, g.robustness, g.score, g.checks "
-            "from verdicts v join grades g on g.id = v.grade_id where v.episode_id = ?"
-        )
-        params: list = [episode_id]
-        if grader_version is not None:
-            sql += " and v.grader_version = ?"
-            params.append(grader_version)
-        rows = self.query(sql + " order by v.id desc limit 1", tuple(params))
-        return rows[0] if rows else None
+    def verdict(self, episode_id: str, grader_version: str) -> VerdictRow | None:
+        rows = self.query(
+            "select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, g.completion, g.safety,"
+            " g.robustness, g.score, g.checks from verdicts v join grades g on g.id = v.grade_id"
+            " where v.episode_id = ? and v.grader_version = ?", (episode_id, grader_version))
+        if not rows:
+            return None
+        r = rows[0]
+        return VerdictRow(r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
+                          r["safety"], r["robustness"], r["score"],
+                          [CheckResult(**c) for c in _json(r["checks"], [])], r["created_at"])
+
+    def verdict_count(self, episode_id: str) -> int:
+        """How many verdicts (of any grader version) an episode has."""
+        return self.query("select count(*) as n from verdicts where episode_id = ?", (episode_id,))[0]["n"]
+
+    def ended_episodes(self, *, without_verdict_of: str | None = None) -> list[str]:
+        """Ids of every ended or failed episode, by start; only those without a verdict of
+        ``without_verdict_of`` when it is given."""
+        sql, params = "select id from episodes where status != 'running'", []
+        if without_verdict_of is not None:
+            sql += " and id not in (select episode_id from verdicts where grader_version = ?)"
+            params.append(without_verdict_of)
+        return [r["id"] for r in self.query(sql + " order by started_at, id", tuple(params))]
+
+    # --- evaluation runs -------------------------------------------------------------------
+
+    def start_eval_run(self, model: str, settings: dict[str, Any]) -> str:
+        run_id = new_id("eval")
+        with self.transaction() as db:
+            db["eval_runs"].insert({"id": run_id, "model": model, "settings": json.dumps(settings),
+                                    "status": "running", "started_at": now()})
+        return run_id
+
+    def add_eval_trial(self, trial: EvalTrialRow) -> None:
+        with self.transaction() as db:
+            db["eval_trials"].insert({**asdict(trial), "passed": int(trial.passed), "created_at": now()})
+
+    def end_eval_run(self, run_id: str, *, status: str, summary: dict[str, Any] | None = None,
+                     profile_path: str | None = None) -> None:
+        with self.transaction() as db:
+            db["eval_runs"].update(run_id, {"status": status, "summary": json.dumps(summary) if summary else None,
+                                            "profile_path": profile_path, "ended_at": now()})
+
+    def eval_run(self, run_id: str) -> EvalRunRow | None:
+        rows = self.query("select * from eval_runs where id = ?", (run_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return EvalRunRow(r["id"], r["model"], _json(r["settings"], {}), r["status"], _json(r["summary"], None),
+                          r["profile_path"], r["started_at"], r["ended_at"])
+
+    def eval_trials(self, run_id: str) -> list[EvalTrialRow]:
+        rows = self.query("select * from eval_trials where run_id = ? order by id", (run_id,))
+        return [EvalTrialRow(r["run_id"], r["task_id"], r["capability"], r["difficulty"], r["split"],
+                             r["combination"], r["trial"], r["episode_id"], r["score"], bool(r["passed"]),
+                             r["reason"], r["steps"]) for r in rows]
 
     # --- training runs ---------------------------------------------------------------------
 
@@ -329,7 +476,35 @@ class Store:
             db["training_runs"].update(run_id, {"status": status, "metrics": json.dumps(metrics or {}),
                                                 "error": error, "ended_at": now()})
 
-    def training_runs(self, kind: str | None = None) -> list[dict]:
-        if kind is None:
-            return self.query("select * from training_runs order by started_at")
-        return self.query("select * from training_runs where kind = ? order by started_at", (kind,))
+    def training_run(self, run_id: str) -> TrainingRunRow | None:
+        rows = self.query("select * from training_runs where id = ?", (run_id,))
+        return _training_run(rows[0]) if rows else None
+
+    def training_runs(self, kind: str | None = None) -> list[TrainingRunRow]:
+        where, params = _where(kind=kind)
+        return [_training_run(r) for r in self.query(f"select * from training_runs{where} order by started_at", params)]
+
+
+def _where(**equal: Any) -> tuple[str, tuple]:
+    """`` where a = ? and b = ?`` for the given values that are not None."""
+    given = {k: v for k, v in equal.items() if v is not None}
+    if not given:
+        return "", ()
+    return " where " + " and ".join(f"{k} = ?" for k in given), tuple(given.values())
+
+
+def _task(r: dict[str, Any]) -> TaskRow:
+    return TaskRow(r["id"], r["workspace_id"], r["capability"], r["difficulty"], r["instruction"],
+                   Task.model_validate_json(r["spec"]), r["status"], r["reason"] or "", r["created_at"])
+
+
+def _episode(r: dict[str, Any]) -> EpisodeRow:
+    return EpisodeRow(r["id"], r["task_id"], r["source"], r["provider"] or "", r["status"], r["attempt"],
+                      r["repaired_from"], r["hint"] or "", r["final_answer"], r["final_state"], bool(r["truncated"]),
+                      r["error"], r.get("boundary"), r["started_at"], r["ended_at"])
+
+
+def _training_run(r: dict[str, Any]) -> TrainingRunRow:
+    return TrainingRunRow(r["id"], r["kind"], r["base_model"] or "", r["data_path"] or "", r["data_hash"] or "",
+                          r["rows"] or 0, _json(r["config"], {}), r["status"], _json(r["metrics"], {}),
+                          r["output_dir"] or "", r["error"] or "", r["started_at"], r["ended_at"])

@@ -8,29 +8,46 @@ import tempfile
 from pathlib import Path
 
 from ..workspace import CAPABILITIES, Task, Workspace, build_workspace, write_initial_state
+from ._profile import allocate
 from ._templates import TEMPLATES
 
 
-def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = CAPABILITIES,
-                   ) -> tuple[list[Workspace], list[Task]]:
-    """``n`` tasks spread round-robin over ``capabilities``; the same seed gives the same tasks.
+def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | None) -> list[str]:
+    """The capability of each of the ``n`` tasks: round-robin, or each one's share interleaved."""
+    if weights is None:
+        return [capabilities[i % len(capabilities)] for i in range(n)]
+    left = allocate(n, {c: weights.get(c, 0.0) for c in capabilities})
+    order: list[str] = []
+    while len(order) < n:
+        for capability in capabilities:
+            if left[capability]:
+                order.append(capability)
+                left[capability] -= 1
+    return order
 
-    Within a capability, templates take turns; each full round of a capability's templates moves
-    on to a new workspace (seed, seed+1, …), so tasks stay distinct as ``n`` grows.
+
+def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = CAPABILITIES, *,
+                   weights: dict[str, float] | None = None) -> tuple[list[Workspace], list[Task]]:
+    """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
+
+    Without ``weights`` the capabilities take turns; with them, each capability gets its share of
+    ``n`` (``allocate``), interleaved. Within a capability, templates take turns; each full round
+    of a capability's templates moves on to a new workspace (seed, seed+1, …), so tasks stay
+    distinct as ``n`` grows.
     """
     unknown = [c for c in capabilities if c not in TEMPLATES]
     if unknown:
         raise ValueError(f"unknown capabilities {unknown}; known: {', '.join(TEMPLATES)}")
     if n < 0:
         raise ValueError("the number of tasks must be zero or more")
+    order = _order(n, capabilities, weights)
     workspaces: dict[int, Workspace] = {}
     states: dict[int, sqlite3.Connection] = {}
     tasks: list[Task] = []
     counters = dict.fromkeys(capabilities, 0)
     with tempfile.TemporaryDirectory(prefix="coworkenv-synth-") as tmp:
         try:
-            for index in range(n):
-                capability = capabilities[index % len(capabilities)]
+            for capability in order:
                 templates = list(TEMPLATES[capability].items())
                 k = counters[capability]
                 counters[capability] += 1

@@ -1,9 +1,9 @@
 """Dataset export from the store: admitted trajectories as SFT rows (messages + tools), and
 repaired-versus-failed pairs as DPO rows.
 
-Both render what the model sees through the agent view (``coworkenv.agents.agent_view``):
+Both render what the model sees through the agent view (``coworkenv.workspace.agent_view``):
 ``style="compact"`` swaps in the compact system prompt and tool list that the agent uses when
-playing a task with ``TeacherSettings(prompt_style="compact")``.
+playing a task in that view; conversations are rendered by ``coworkenv.workspace.to_chat``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..agents import agent_view, check_style, episode_messages
 from ..gate import GRADER_VERSION
-from ..store import Store
-from ..workspace import Task, Workspace
+from ..store import EpisodeRow, Store
+from ..workspace import AgentView, Message, PromptStyle, agent_view, check_style, clean, to_chat
 
 
 def _in_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
@@ -24,65 +23,44 @@ def _in_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, Any]
     return [{"role": "system", "content": system}, *rest]
 
 
-def _chat(message: dict[str, Any]) -> dict[str, Any]:
-    """A stored message in the chat format of Hugging Face chat templates (and TRL)."""
-    out: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-    if message.get("tool_calls"):
-        out["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in message["tool_calls"]
-        ]
-    if message["role"] == "tool":
-        out["tool_call_id"] = message["tool_call_id"]
-        out["name"] = message["name"]
-    return out
+class _Views:
+    """The agent view of each task."""
+
+    def __init__(self, store: Store, style: str) -> None:
+        self.store, self.style = store, check_style(style)
+
+    def get(self, episode: EpisodeRow) -> AgentView:
+        task = self.store.task_spec(episode.task_id)
+        return agent_view(self.style, self.store.workspace(task.workspace_id).tools, task)
 
 
-def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: str = "full") -> list[dict[str, Any]]:
+def _conversation(store: Store, episode_id: str) -> list[Message]:
+    return clean(store.messages(episode_id))
+
+
+def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
+             ) -> list[dict[str, Any]]:
     """One row per admitted teacher or live episode: ``messages``, ``tools`` and provenance."""
     views = _Views(store, style)
-    episodes = store.query(
-        "select e.id, e.task_id, e.repaired_from, t.capability, t.workspace_id, t.spec from episodes e"
-        " join tasks t on t.id = e.task_id"
-        " join verdicts v on v.episode_id = e.id and v.grader_version = ?"
-        " where v.admitted = 1 and e.source in ('teacher', 'live')"
-        " and v.id = (select max(id) from verdicts where episode_id = e.id and grader_version = ?)"
-        " order by e.task_id, e.id",
-        (grader_version, grader_version),
-    )
     rows = []
-    for ep in episodes:
-        messages = [_chat(m) for m in episode_messages(store, ep["id"])]
+    for episode in store.admitted_episodes(grader_version):
+        messages = to_chat(_conversation(store, episode.id))
         if not messages:
             continue  # a live episode without a recorded conversation has nothing to train on
-        view = views.get(ep)
+        view = views.get(episode)
         rows.append({
             "messages": _in_view(messages, view.system),
             "tools": view.tools,
-            "episode_id": ep["id"],
-            "task_id": ep["task_id"],
-            "capability": ep["capability"],
-            "repaired": ep["repaired_from"] is not None,
+            "episode_id": episode.id,
+            "task_id": episode.task_id,
+            "capability": store.task_spec(episode.task_id).capability,
+            "repaired": episode.repaired_from is not None,
         })
     return rows
 
 
-class _Views:
-    """The agent view of each task (workspaces parsed once)."""
-
-    def __init__(self, store: Store, style: str) -> None:
-        self.store, self.style = store, check_style(style)
-        self.workspaces: dict[str, Workspace] = {}
-
-    def get(self, row: dict[str, Any]):
-        if row["workspace_id"] not in self.workspaces:
-            spec = self.store.get_workspace(row["workspace_id"])["spec"]
-            self.workspaces[row["workspace_id"]] = Workspace.model_validate_json(spec)
-        task = Task.model_validate_json(row["spec"])
-        return agent_view(self.style, self.workspaces[row["workspace_id"]].tools, task)
-
-
-def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: str = "full") -> list[dict[str, Any]]:
+def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
+             ) -> list[dict[str, Any]]:
     """Repaired-versus-failed pairs: for each admitted repaired episode, the attempt it repaired.
 
     ``prompt`` is the shared opening (system prompt and task instruction; the repair hint is
@@ -90,26 +68,14 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: str =
     failed attempt's continuation. Pairs whose continuations are identical are skipped.
     """
     views = _Views(store, style)
-    pairs = store.query(
-        "select e.id, e.task_id, e.repaired_from, t.capability, t.workspace_id, t.spec, vf.reason as failed_reason"
-        " from episodes e join tasks t on t.id = e.task_id"
-        " join verdicts v on v.episode_id = e.id and v.grader_version = ?"
-        " join verdicts vf on vf.episode_id = e.repaired_from and vf.grader_version = ?"
-        " where e.repaired_from is not null and v.admitted = 1 and vf.admitted = 0"
-        " and e.source in ('teacher', 'live')"
-        " and v.id = (select max(id) from verdicts where episode_id = e.id and grader_version = ?)"
-        " and vf.id = (select max(id) from verdicts where episode_id = e.repaired_from and grader_version = ?)"
-        " order by e.task_id, e.id",
-        (grader_version,) * 4,
-    )
     rows = []
-    for pair in pairs:
-        chosen = [_chat(m) for m in episode_messages(store, pair["id"])]
-        rejected = [_chat(m) for m in episode_messages(store, pair["repaired_from"])]
+    for chosen_episode, rejected_episode, rejected_reason in store.repair_pairs(grader_version):
+        chosen = to_chat(_conversation(store, chosen_episode.id))
+        rejected = to_chat(_conversation(store, rejected_episode.id))
         users = [m for m in chosen if m["role"] == "user"]
         if not users:
             continue
-        view = views.get(pair)
+        view = views.get(chosen_episode)
         prompt = _in_view(users[:1], view.system)
         chosen_rest = [m for m in chosen if m["role"] not in ("system", "user")]
         rejected_rest = [m for m in rejected if m["role"] not in ("system", "user")]
@@ -120,11 +86,11 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: str =
             "chosen": chosen_rest,
             "rejected": rejected_rest,
             "tools": view.tools,
-            "episode_id": pair["id"],
-            "rejected_episode_id": pair["repaired_from"],
-            "rejected_reason": pair["failed_reason"],
-            "task_id": pair["task_id"],
-            "capability": pair["capability"],
+            "episode_id": chosen_episode.id,
+            "rejected_episode_id": rejected_episode.id,
+            "rejected_reason": rejected_reason,
+            "task_id": chosen_episode.task_id,
+            "capability": store.task_spec(chosen_episode.task_id).capability,
         })
     return rows
 
@@ -139,11 +105,11 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
     return len(rows)
 
 
-def export_sft(store: Store, path: str | Path, *, style: str = "full") -> int:
+def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full") -> int:
     """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count."""
     return _write_jsonl(Path(path), sft_rows(store, style=style))
 
 
-def export_dpo(store: Store, path: str | Path, *, style: str = "full") -> int:
+def export_dpo(store: Store, path: str | Path, *, style: PromptStyle = "full") -> int:
     """Write DPO pairs as JSON lines to ``path`` (replacing it atomically); return the pair count."""
     return _write_jsonl(Path(path), dpo_rows(store, style=style))

@@ -290,13 +290,11 @@ def resolve_model(run_or_path: str, store: Store | str | Path | None = None, *, 
         raise ServeError(f"{run_or_path!r} is neither a model directory nor a training run (no store to look it up in)")
     if not isinstance(store, Store):
         store = Store(store)
-    if "training_runs" not in store.db.table_names():
-        raise ServeError(f"{run_or_path!r} is not a model directory, and the store has no training runs")
-    rows = store.query("select * from training_runs where id = ?", (run_or_path,))
-    if not rows:
-        known = [r["id"] for r in store.query("select id from training_runs order by id desc limit 5")]
+    run = store.training_run(run_or_path)
+    if run is None:
+        known = [r.id for r in reversed(store.training_runs())][:5]
         raise ServeError(f"no training run {run_or_path!r} in {store.path} (latest: {', '.join(known) or 'none'})")
-    output = rows[0].get("output_dir")
+    output = run.output_dir
     if not output or not Path(output).is_dir():
         raise ServeError(f"training run {run_or_path!r} has no model directory on this machine ({output!r})")
     return model_from_dir(output, name or run_or_path)

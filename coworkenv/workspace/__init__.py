@@ -1,11 +1,18 @@
-"""The workspace spec, the built-in apps and the state they keep."""
+"""The workspace spec, the built-in apps and the state they keep, what an agent sees of a task,
+and the conversation model shared by agents, the store and the exports."""
 
+from ._conversation import Message, Role, ToolCall, clean, to_chat
 from ._spec import (
     CAPABILITIES,
+    SUBMIT_TOOL,
+    AnswerCheck,
     App,
     Check,
+    CheckResult,
     ReferenceStep,
+    ResourceSpec,
     SpecError,
+    SqlCheck,
     Task,
     ToolSpec,
     Workspace,
@@ -17,20 +24,45 @@ from ._spec import (
     save_workspace,
 )
 from ._state import APPS_DIR, STATE_FILE, app_module, build_workspace, dump_state, load_state, write_initial_state
+from ._view import (
+    COMPACT_SYSTEM_PROMPT,
+    PROMPT_STYLES,
+    SYSTEM_PROMPT,
+    AgentView,
+    PromptStyle,
+    agent_view,
+    check_style,
+)
 
 __all__ = [
     "APPS_DIR",
     "CAPABILITIES",
+    "COMPACT_SYSTEM_PROMPT",
+    "PROMPT_STYLES",
     "STATE_FILE",
+    "SUBMIT_TOOL",
+    "SYSTEM_PROMPT",
+    "AgentView",
+    "AnswerCheck",
     "App",
     "Check",
+    "CheckResult",
+    "Message",
+    "PromptStyle",
     "ReferenceStep",
+    "ResourceSpec",
+    "Role",
     "SpecError",
+    "SqlCheck",
     "Task",
+    "ToolCall",
     "ToolSpec",
     "Workspace",
+    "agent_view",
     "app_module",
     "build_workspace",
+    "check_style",
+    "clean",
     "dump_state",
     "load_bundle",
     "load_state",
@@ -39,5 +71,6 @@ __all__ = [
     "save_bundle",
     "save_task",
     "save_workspace",
+    "to_chat",
     "write_initial_state",
 ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -33,10 +35,27 @@ class ToolSpec(_Model):
     output_schema: dict[str, Any]
 
 
+class ResourceSpec(_Model):
+    """One kind of app record an agent can read as an MCP resource, ``coworkenv://{app}/{collection}/{id}``.
+
+    The record is what the app's ``get_tool`` returns for ``{"id": id}``; ids complete from the
+    ``list_key`` list that ``list_tool`` returns for ``list_arguments``. Reads of resources are
+    observations, not recorded tool calls.
+    """
+
+    collection: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    get_tool: str
+    list_tool: str
+    list_key: str
+    list_arguments: dict[str, Any] = Field(default_factory=dict)
+    mime_type: str = "application/json"
+
+
 class App(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str
     tools: list[ToolSpec]
+    resources: list[ResourceSpec] = Field(default_factory=list)
 
 
 class Workspace(_Model):
@@ -59,28 +78,72 @@ class Workspace(_Model):
         return [tool for app in self.apps for tool in app.tools]
 
 
-class Check(_Model):
-    """An executable check over the final state (``sql``) or the final answer (``answer``).
-
-    ``sql``: ``query`` (with ``params``) is run against the final state; its first column of the
-    first row must equal ``expect``. ``answer``: every string of ``contains`` must appear in the
-    final answer, compared case-insensitively.
-    """
-
+@dataclass
+class CheckResult:
     id: str
-    kind: Literal["sql", "answer"]
+    passed: bool
+    detail: str
+
+
+class _CheckBase(_Model):
+    id: str
     description: str
-    query: str | None = None
+
+    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
+        """Whether the check holds for the final ``state`` (None when none was recorded) and ``answer``."""
+        raise NotImplementedError
+
+    def _passed(self) -> CheckResult:
+        return CheckResult(self.id, True, self.description)
+
+    def _failed(self, why: str) -> CheckResult:
+        return CheckResult(self.id, False, f"{self.description}: {why}")
+
+
+class SqlCheck(_CheckBase):
+    """``query`` (with ``params``) runs against the final state; its first column of the first row
+    must equal ``expect``."""
+
+    kind: Literal["sql"] = "sql"
+    query: str
     params: list[Any] = Field(default_factory=list)
     expect: Any = None
-    contains: list[str] = Field(default_factory=list)
 
     @field_validator("query")
     @classmethod
-    def _read_only_query(cls, query: str | None) -> str | None:
-        if query is not None and not query.lstrip().lower().startswith("select"):
+    def _read_only_query(cls, query: str) -> str:
+        if not query.lstrip().lower().startswith("select"):
             raise ValueError("a sql check must be a SELECT query")
         return query
+
+    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
+        if state is None:
+            return self._failed("no final state was recorded")
+        try:
+            row = state.execute(self.query, self.params).fetchone()
+        except sqlite3.Error as exc:  # a broken check fails, with the reason
+            return self._failed(f"check query failed: {exc}")
+        got = row[0] if row else None
+        if got != self.expect:
+            return self._failed(f"expected {self.expect!r}, found {got!r}")
+        return self._passed()
+
+
+class AnswerCheck(_CheckBase):
+    """Every string of ``contains`` must appear in the final answer, compared case-insensitively."""
+
+    kind: Literal["answer"] = "answer"
+    contains: list[str] = Field(min_length=1)
+
+    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
+        missing = [s for s in self.contains if s.casefold() not in answer.casefold()]
+        if missing:
+            return self._failed(f"the final answer does not mention {', '.join(map(repr, missing))}")
+        return self._passed()
+
+
+# A check is one of these, told apart by ``kind``; a new kind is one class here and one entry below.
+Check = Annotated[SqlCheck | AnswerCheck, Field(discriminator="kind")]
 
 
 class ReferenceStep(_Model):
@@ -102,6 +165,30 @@ class Task(_Model):
     forbidden_tools: list[str] = Field(default_factory=list)
     forbidden_probe: ReferenceStep | None = None  # a plausible forbidden call, used by calibration
     max_steps: int = Field(default=12, ge=1)
+
+
+SUBMIT_TOOL = ToolSpec(
+    name="submit_answer",
+    app="episode",
+    tool="submit_answer",
+    description=(
+        "Finish the task: give your final answer to the user (a short summary of what you did or "
+        "the information asked for). The episode ends after this call."
+    ),
+    effect="write",
+    input_schema={
+        "type": "object",
+        "properties": {"answer": {"type": "string", "description": "Your final answer."}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"episode_id": {"type": "string"}, "status": {"type": "string"}},
+        "required": ["episode_id", "status"],
+    },
+)
+"""The control tool every episode offers besides the workspace's tools: it ends the episode."""
 
 
 def _dump_yaml(model: BaseModel) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import apps as _apps
-from ._spec import App, ToolSpec, Workspace
+from ._spec import App, ResourceSpec, ToolSpec, Workspace
 
 STATE_FILE = "state.db"
 APPS_DIR = Path(_apps.__file__).parent
@@ -39,6 +39,7 @@ def app_spec(name: str) -> App:
             )
             for tool in module.TOOLS
         ],
+        resources=[ResourceSpec(**resource) for resource in getattr(module, "RESOURCES", [])],
     )
 
 

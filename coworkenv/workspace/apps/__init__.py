@@ -5,7 +5,7 @@ a top-level package named ``apps`` under ``python3 -I -S``, while the host impor
 as ``coworkenv.workspace.apps``.
 
 Every app module defines NAME, DESCRIPTION, SCHEMA, TOOLS, seed(conn, rng) and
-handle(conn, tool, args); see ``mail.py`` for an example.
+handle(conn, tool, args), and may define RESOURCES (records readable as MCP resources); see ``mail.py`` for an example.
 """
 
 from . import calendar, files, mail

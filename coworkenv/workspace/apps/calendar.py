@@ -90,6 +90,10 @@ TOOLS: list[dict[str, Any]] = [
                             "cancelled": {"const": True}}, ["id", "title", "date", "cancelled"])},
 ]
 
+# Records an agent may read as MCP resources (coworkenv://calendar/<collection>/<id>), read with the
+# get tool and completed from the list tool
+RESOURCES: list[dict[str, Any]] = [{"collection": "events", "get_tool": "get_event", "list_tool": "list_events", "list_key": "events"}]
+
 
 # ---------------------------------------------------------------- seed
 

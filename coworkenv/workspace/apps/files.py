@@ -81,6 +81,10 @@ TOOLS: list[dict[str, Any]] = [
                             "deleted": {"const": True}}, ["id", "name", "folder", "deleted"])},
 ]
 
+# Records an agent may read as MCP resources (coworkenv://files/<collection>/<id>), read with the
+# get tool and completed from the list tool
+RESOURCES: list[dict[str, Any]] = [{"collection": "files", "get_tool": "read_file", "list_tool": "list_files", "list_key": "files"}]
+
 
 # ---------------------------------------------------------------- seed
 

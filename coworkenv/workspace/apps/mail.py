@@ -87,6 +87,11 @@ TOOLS: list[dict[str, Any]] = [
                             "deleted": {"const": True}}, ["id", "subject", "deleted"])},
 ]
 
+# Records an agent may read as MCP resources (coworkenv://mail/<collection>/<id>), read with the
+# get tool and completed from the list tool
+RESOURCES: list[dict[str, Any]] = [{"collection": "messages", "get_tool": "read_message", "list_tool": "search_messages",
+              "list_key": "messages", "list_arguments": {"limit": 100}}]
+
 
 # ---------------------------------------------------------------- seed
 

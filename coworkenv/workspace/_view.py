@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..workspace import Task
+from ._spec import Task
 
 PromptStyle = Literal["full", "compact", "minimal"]
 PROMPT_STYLES: tuple[str, ...] = ("full", "compact", "minimal")

@@ -25,27 +25,24 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from mcp import Client
 from pydantic import BaseModel, Field, model_validator
 
-from ..agents import ProviderSettings, build_agent_graph, chat_model, parse_provider
-from ..agents._prompting import agent_view, check_style
-from ..agents._teacher import to_record
-from ..gate import calibrate_task, grade_episode
-from ..server import SUBMIT_TOOL, EpisodeHost, SingleEpisode, build_server
-from ..store import Store, new_id
-from ..synth import generate_tasks
-from ..workspace import CAPABILITIES, Task
-from ._heldout import DEFAULT_EVAL_SEED, HELDOUT, SPLITS
+from ..agents import ProviderSettings, chat_model, parse_provider
+from ..episodes import EpisodeHost
+from ..gate import GRADER_VERSION
+from ..store import EvalTrialRow, Provenance, Store
+from ..synth import Profile, ProfileCell, calibrate_task, generate_tasks
+from ..workspace import CAPABILITIES, PromptStyle, Task, check_style
+from ._episodes import LocalEpisodes
+from ._defaults import DEFAULT_EVAL_SEED, SPLITS
+from ._play import Played, play
 
-PROFILE_VERSION = 1
 
 
 class EvalError(ValueError):
@@ -59,11 +56,12 @@ class EvalSettings(BaseModel):
     capabilities: tuple[str, ...] = CAPABILITIES
     trials: int = Field(default=3, ge=1)  # n: episodes per task
     k: int | None = Field(default=None, ge=1)  # pass@k and pass^k; ``trials`` when unset
-    prompt_style: str = "full"  # the agent view the model was trained on: full | compact
+    prompt_style: PromptStyle = "full"  # the agent view the model was trained on
     temperature: float = Field(default=0.7, ge=0.0)
     max_tokens: int = Field(default=512, ge=1)
     max_steps: int | None = Field(default=None, ge=1)  # caps each task's own max_steps
     concurrency: int = Field(default=4, ge=1)
+    retries: int = Field(default=2, ge=0)  # replays of a trial an infrastructure failure ended
     api_key: str | None = None
     error_rate: float = Field(default=0.0, ge=0.0, le=1.0)  # oracle only: seeded by the trial number
     train_tasks: list[str] | None = None  # task ids seen in training; the store's when unset
@@ -113,11 +111,7 @@ def combination(task: Task) -> str:
 
 def training_task_ids(store: Store) -> list[str]:
     """Tasks with an admitted teacher or live episode (the tasks ``export sft`` draws from)."""
-    rows = store.query(
-        "select distinct e.task_id from episodes e join verdicts v on v.episode_id = e.id"
-        " where v.admitted = 1 and e.source in ('teacher', 'live') order by e.task_id"
-    )
-    return [r["task_id"] for r in rows]
+    return store.admitted_task_ids(GRADER_VERSION)
 
 
 def task_ids_in(path: str | Path) -> list[str]:
@@ -147,29 +141,26 @@ async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
     train_ids = settings.train_tasks if settings.train_tasks is not None else training_task_ids(store)
     train_combos = set()
     for task_id in train_ids:
-        row = store.get_task(task_id)
+        row = store.task(task_id)
         if row is None:
             raise EvalError(f"training task {task_id!r} is not in the store")
-        train_combos.add(combination(Task.model_validate_json(row["spec"])))
+        train_combos.add(combination(row.spec))
     workspaces, tasks = generate_tasks(settings.tasks, settings.seed, settings.capabilities)
-    used = {r["seed"]: r["id"] for r in store.query(
-        "select distinct w.seed, w.id from workspaces w join tasks t on t.workspace_id = w.id"
-        " where t.status != ?", (HELDOUT,))}
+    used = store.workspace_seeds(excluding_status="heldout")
     clash = sorted(w.seed for w in workspaces if w.seed in used)
     if clash:
         raise EvalError(f"evaluation seed {settings.seed} reuses workspace seed(s) {clash} of non-evaluation "
                         f"tasks; choose a seed whose workspaces are new (e.g. --seed {max(used) + 1000})")
     for workspace in workspaces:
-        store.put_workspace(workspace.id, workspace.name, workspace.seed, workspace.model_dump(mode="json"))
+        store.put_workspace(workspace)
     heldout = []
     for task in tasks:
-        row = store.get_task(task.id)
-        if row is None or row["status"] == "pending":
-            store.put_task(task.model_dump(mode="json"))
-            calibration = await calibrate_task(host, task)
-            if calibration.admitted:
-                store.set_task_status(task.id, HELDOUT, "")
-        if store.get_task(task.id)["status"] == HELDOUT:
+        row = store.task(task.id)
+        if row is None or row.status == "pending":
+            store.put_task(task)
+            await calibrate_task(host, task, admit_as="heldout")
+            row = store.task(task.id)
+        if row is not None and row.status == "heldout":
             combo = combination(task)
             heldout.append(HeldoutTask(task, SPLITS[combo not in train_combos], combo))
         if on_task is not None:
@@ -212,36 +203,22 @@ def check_model_server(spec_text: str, api_key: str | None = None) -> None:
         raise EvalError(f"the server at {spec.base_url} does not serve {spec.model!r}; it serves {served}")
 
 
-async def play(host: EpisodeHost, task: Task, settings: EvalSettings, trial: int = 0) -> tuple[str, int]:
-    """One evaluation episode of ``task`` through the MCP server; returns its id and agent steps."""
+async def play_trial(episodes: LocalEpisodes, task: Task, settings: EvalSettings, trial: int = 0) -> list[Played]:
+    """One evaluation trial of ``task`` (replayed while an infrastructure failure ends it, up to
+    ``settings.retries`` times); every episode played, the graded one last when there is one."""
     spec = parse_provider(settings.model)
-    model = chat_model(spec, task, host.workspace(task.workspace_id), ProviderSettings(
+    store = episodes.host.store
+    model = chat_model(spec, task, store.workspace(task.workspace_id), ProviderSettings(
         temperature=settings.temperature, max_tokens=settings.max_tokens, api_key=settings.api_key,
         error_rate=settings.error_rate, seed=trial))
-    resolver = SingleEpisode(host, task.id, source="eval", provider=spec.label)
-    state: dict[str, Any] = {}
-    async with Client(build_server(resolver)) as client:
-        tools = [t for t in (await client.list_tools()).tools if t.name != SUBMIT_TOOL.name]
-        instruction = (await client.get_prompt("task")).messages[0].content.text
-        opening: list[BaseMessage] = [SystemMessage(agent_view(settings.prompt_style, tools, task).system),
-                                      HumanMessage(instruction)]
-        max_steps = min(task.max_steps, settings.max_steps or task.max_steps)
-        graph = build_agent_graph(model, client, tools, max_steps=max_steps, style=settings.prompt_style, task=task)
-        try:
-            state = await graph.ainvoke({"messages": opening, "steps": 0, "truncated": False, "episode_id": ""})
-        except Exception as exc:  # the model server failed mid-episode: recorded on the episode
-            if resolver.episode is None:
-                raise
-            await resolver.episode.finish(None, error=f"model request failed: {type(exc).__name__}: {exc}")
-    episode = resolver.episode
-    if episode is None:
-        raise EvalError(f"no episode was opened for task {task.id}")
-    if not episode.ended:
-        await episode.finish(None, truncated=bool(state.get("truncated")))
-    if state:
-        host.store.add_messages(episode.id, [to_record(m) for m in state["messages"]])
-        host.store.annotate_episode(episode.id, truncated=int(state["truncated"]))
-    return episode.id, int(state.get("steps", 0))
+    max_steps = min(task.max_steps, settings.max_steps or task.max_steps)
+    played: list[Played] = []
+    for _ in range(settings.retries + 1):
+        played.append(await play(episodes, store, task, Provenance("eval", provider=spec.label), model,
+                                 style=settings.prompt_style, max_steps=max_steps))
+        if not played[-1].failed:
+            break
+    return played
 
 
 # --- summaries ----------------------------------------------------------------------------
@@ -294,18 +271,18 @@ def report(trials: list[Trial], k: int) -> dict[str, Any]:
     }
 
 
-def profile(run_id: str, model: str, trials: list[Trial], k: int) -> dict[str, Any]:
+def profile(run_id: str, model: str, trials: list[Trial], k: int) -> Profile:
     """The capability profile ``synth --profile`` reads: pass rates per capability × difficulty."""
-    cells: dict[str, dict[str, Any]] = {}
+    cells: dict[str, dict[str, ProfileCell]] = {}
     for capability in sorted({t.capability for t in trials}):
         cells[capability] = {}
         for difficulty in sorted({t.difficulty for t in trials if t.capability == capability}):
             group = [t for t in trials if t.capability == capability and t.difficulty == difficulty]
             stats = summarize(group, k)
-            cells[capability][str(difficulty)] = {"pass_rate": stats["pass_rate"], "tasks": stats["tasks"],
-                                                  "trials": stats["trials"], "avg_score": stats["avg_score"]}
-    return {"version": PROFILE_VERSION, "eval_run": run_id, "model": model, "k": k,
-            "created_at": datetime.now(timezone.utc).isoformat(), "pass_rates": cells}
+            cells[capability][str(difficulty)] = ProfileCell(pass_rate=stats["pass_rate"], tasks=stats["tasks"],
+                                                             trials=stats["trials"], avg_score=stats["avg_score"])
+    return Profile(eval_run=run_id, model=model, k=k, created_at=datetime.now(timezone.utc).isoformat(),
+                   pass_rates=cells)
 
 
 @dataclass
@@ -314,74 +291,62 @@ class EvalReport:
     model: str
     trials: list[Trial]
     summary: dict[str, Any]
-    profile: dict[str, Any]
+    profile: Profile
     profile_path: Path | None
+    failures: dict[str, str] = field(default_factory=dict)  # "task#trial" -> the infrastructure failure
 
 
 # --- the run ------------------------------------------------------------------------------
 
 
-def _start_run(store: Store, settings: EvalSettings) -> str:
-    run_id = new_id("eval")
-    with store.transaction() as db:
-        db["eval_runs"].insert({
-            "id": run_id, "model": settings.model, "settings": settings.model_dump_json(),
-            "status": "running", "started_at": datetime.now(timezone.utc).isoformat(),
-        })
-    return run_id
-
-
-def _record_trial(store: Store, run_id: str, trial: Trial) -> None:
-    with store.transaction() as db:
-        db["eval_trials"].insert({"run_id": run_id, **asdict(trial), "passed": int(trial.passed),
-                                  "created_at": datetime.now(timezone.utc).isoformat()})
-
-
-def _end_run(store: Store, run_id: str, status: str, summary: dict | None, profile_path: Path | None) -> None:
-    with store.transaction() as db:
-        db["eval_runs"].update(run_id, {
-            "status": status, "summary": json.dumps(summary) if summary is not None else None,
-            "profile_path": str(profile_path) if profile_path else None,
-            "ended_at": datetime.now(timezone.utc).isoformat(),
-        })
-
-
 async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: str | Path | None = None,
                    on_trial: Callable[[Trial], None] | None = None,
                    on_task: Callable[[Task], None] | None = None) -> EvalReport:
-    """Evaluate ``settings.model`` on held-out tasks; store the run and its trials; write the profile."""
+    """Evaluate ``settings.model`` on held-out tasks; store the run and its trials; write the profile.
+
+    A trial that infrastructure failures end ``retries + 1`` times is left out of the figures and
+    named in ``failures``; the run is then stored as ``failed`` (its figures cover the other trials).
+    """
     store = host.store
     check_model_server(settings.model, settings.api_key)
     heldout = await prepare_heldout(host, settings, on_task=on_task)
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
-    run_id = _start_run(store, settings)
+    run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json"))
     semaphore = asyncio.Semaphore(settings.concurrency)
+    episodes = LocalEpisodes(host)
     k = settings.pass_k
+    failures: dict[str, str] = {}
 
-    async def one(item: HeldoutTask, number: int) -> Trial:
+    async def one(item: HeldoutTask, number: int) -> Trial | None:
         async with semaphore:
-            episode_id, steps = await play(host, item.task, settings, number)
-        grade, verdict = grade_episode(store, episode_id)
+            played = await play_trial(episodes, item.task, settings, number)
+        last = played[-1]
+        if last.verdict is None:
+            failures[f"{item.task.id}#{number}"] = last.failure or f"episode {last.episode_id} was not graded"
+            return None
+        steps = last.rollout.steps if last.rollout is not None else 0
         trial = Trial(item.task.id, item.task.capability, item.task.difficulty, item.split, item.combination,
-                      number, episode_id, grade.score, verdict.admitted, verdict.reason, steps)
-        _record_trial(store, run_id, trial)
+                      number, last.episode_id, last.verdict.score, last.verdict.admitted, last.verdict.reason, steps)
+        store.add_eval_trial(EvalTrialRow(run_id, **asdict(trial)))
         if on_trial is not None:
             on_trial(trial)
         return trial
 
     try:
-        trials = list(await asyncio.gather(*(one(item, n) for item in heldout for n in range(settings.trials))))
+        results = await asyncio.gather(*(one(item, n) for item in heldout for n in range(settings.trials)))
     except BaseException:
-        _end_run(store, run_id, "failed", None, None)
+        store.end_eval_run(run_id, status="failed")
         raise
+    trials = [t for t in results if t is not None]
     summary = report(trials, k)
     prof = profile(run_id, settings.model, trials, k)
     path = Path(profile_path) if profile_path is not None else None
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(path.suffix + ".partial")
-        partial.write_text(json.dumps(prof, indent=2) + "\n")
+        partial.write_text(prof.model_dump_json(indent=2) + "\n")
         partial.replace(path)
-    _end_run(store, run_id, "done", summary, path)
-    return EvalReport(run_id, settings.model, trials, summary, prof, path)
+    store.end_eval_run(run_id, status="failed" if failures else "done", summary=summary,
+                       profile_path=str(path) if path else None)
+    return EvalReport(run_id, settings.model, trials, summary, prof, path, failures)

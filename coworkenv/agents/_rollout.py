@@ -1,0 +1,162 @@
+"""The one rollout: a LangGraph agent plays one episode over MCP, for the teacher, repair and eval.
+
+The agent graph is a ``StateGraph``: ``agent`` (the chat model) → ``act`` (each tool call goes to
+the episode as an MCP client) → back to ``agent`` until the model answers in plain text, then
+``submit`` hands that answer to the episode, which ends it. When the model is still calling
+tools after ``max_steps`` turns the rollout stops without submitting (``truncated``); whoever
+opened the episode then ends it.
+
+The rollout meets workspaces only over MCP: ``target`` is anything ``mcp.Client`` connects to
+(an episode's URL, or a server object for an in-memory connection). A failure of the model server
+raises ``ModelError``, one of the MCP connection ``ProtocolError``; tool errors are results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, TypedDict
+
+import httpx
+import mcp_types as types
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from mcp import Client, MCPError
+
+from .._errors import InfrastructureError, ModelError, ProtocolError
+from ..workspace import SUBMIT_TOOL, Message, PromptStyle, Task, agent_view
+from ._messages import to_message
+from ._oracle import REPAIR_MARK
+
+_TRANSPORT_ERRORS = (MCPError, httpx.HTTPError, OSError, EOFError)
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+    steps: int
+    truncated: bool
+    episode_id: str
+
+
+@dataclass
+class Rollout:
+    """What the agent did: its conversation, whether it ran out of steps, and the episode it ended."""
+
+    messages: list[Message]
+    steps: int
+    truncated: bool
+    episode_id: str  # as the episode's submit tool named it; "" when the agent never submitted
+
+
+def _tool_text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def _call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    try:
+        return await client.call_tool(name, arguments)
+    except _TRANSPORT_ERRORS as exc:
+        raise ProtocolError(f"calling {name} over MCP failed: {type(exc).__name__}: {exc}") from exc
+
+
+def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.Tool], *, max_steps: int,
+                      style: PromptStyle = "full", task: Task | None = None):
+    """The agent as a compiled LangGraph ``StateGraph`` bound to one MCP episode.
+
+    The model is bound to the tools of the agent view ``style``; the caller opens the
+    conversation with that view's system prompt.
+    """
+    bound = model.bind_tools(agent_view(style, tools, task).tools)
+
+    async def agent(state: AgentState) -> dict[str, Any]:
+        try:
+            reply = await bound.ainvoke(state["messages"])
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # any failure of the model server's client: connection, HTTP, reply
+            raise ModelError(f"the model did not answer: {type(exc).__name__}: {exc}") from exc
+        return {"messages": [reply], "steps": state["steps"] + 1}
+
+    async def act(state: AgentState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        results = []
+        for call in last.tool_calls:
+            result = await _call(client, call["name"], call["args"])
+            results.append(ToolMessage(
+                content=_tool_text(result), tool_call_id=call["id"] or "", name=call["name"],
+                status="error" if result.is_error else "success",
+            ))
+        return {"messages": results}
+
+    async def submit(state: AgentState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        answer = str(last.content) if isinstance(last, AIMessage) else ""
+        result = await _call(client, SUBMIT_TOOL.name, {"answer": answer})
+        return {"episode_id": (result.structured_content or {}).get("episode_id", "")}
+
+    def route(state: AgentState) -> str:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return "act" if state["steps"] < max_steps else "truncate"
+        return "submit"
+
+    def truncate(state: AgentState) -> dict[str, Any]:
+        return {"truncated": True}
+
+    graph = StateGraph(AgentState)
+    graph.add_node("agent", agent)
+    graph.add_node("act", act)
+    graph.add_node("truncate", truncate)
+    graph.add_node("submit", submit)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route, {"act": "act", "truncate": "truncate", "submit": "submit"})
+    graph.add_edge("act", "agent")
+    graph.add_edge("truncate", END)
+    graph.add_edge("submit", END)
+    return graph.compile()
+
+
+async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: PromptStyle = "full", max_steps: int,
+                  hint: str = "") -> Rollout:
+    """Play the episode at ``target`` with ``model`` under the agent view ``style``.
+
+    The instruction comes from the episode's ``task`` prompt; ``hint`` (a repair hint) follows it
+    as a user turn kept as provenance. ``task`` gives the view its app scope (``compact``, ``minimal``).
+    """
+    try:
+        async with Client(target) as client:
+            listed = await client.list_tools()
+            tools = [t for t in listed.tools if t.name != SUBMIT_TOOL.name]
+            prompt = await client.get_prompt("task")
+            first = prompt.messages[0].content
+            instruction = first.text if isinstance(first, types.TextContent) else str(first)
+            opening: list[BaseMessage] = [SystemMessage(agent_view(style, tools, task).system),
+                                          HumanMessage(instruction)]
+            if hint:
+                opening.append(HumanMessage(hint))
+            graph = build_agent_graph(model, client, tools, max_steps=max_steps, style=style, task=task)
+            state = await graph.ainvoke({"messages": opening, "steps": 0, "truncated": False, "episode_id": ""})
+    except InfrastructureError:
+        raise
+    except _TRANSPORT_ERRORS as exc:
+        raise ProtocolError(f"the MCP connection to the episode failed: {type(exc).__name__}: {exc}") from exc
+    except BaseExceptionGroup as group:  # the client's task group wraps what failed inside it
+        first_error = group.exceptions[0]
+        if isinstance(first_error, InfrastructureError):
+            raise first_error from group
+        raise ProtocolError(f"the MCP connection to the episode failed: {type(first_error).__name__}: "
+                            f"{first_error}") from group
+    hint_turn = opening[-1] if hint else None
+    messages = [to_message(m, provenance=m is hint_turn) for m in state["messages"]]
+    return Rollout(messages, state["steps"], state["truncated"], state["episode_id"])
+
+
+def repair_hint(feedback: str, reason: str) -> str:
+    """What a repair attempt is told: the failing checks (``feedback``), or the verdict's reason."""
+    reasons = feedback or f"- the episode was rejected: {reason}"
+    return (
+        f"{REPAIR_MARK} these checks:\n{reasons}\n"
+        "Start again from scratch in a fresh workspace and complete the task correctly."
+    )

@@ -1,0 +1,221 @@
+"""Episodes: one private, sandboxed instance of a task's workspace, recorded call by call and
+graded by the gate once, when it ends.
+
+The runtime knows nothing of MCP: the server adapts it to the protocol, and the loop opens
+episodes with their provenance before pointing an agent at them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from .._errors import InfrastructureError
+from ..gate import grade_episode
+from ..sandbox import Sandbox, SandboxError
+from ..store import Provenance, VerdictRow
+from ..workspace import STATE_FILE, SUBMIT_TOOL, Task, ToolSpec, Workspace, dump_state
+
+if TYPE_CHECKING:
+    from ._host import EpisodeHost
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallResult:
+    """A tool call's outcome as the agent sees it."""
+
+    ok: bool
+    result: dict[str, Any] | None
+    error: str = ""
+    error_kind: str = ""
+    _text: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The result as JSON text (serialised once: the agent's text content and the record share it)."""
+        if self._text is None:
+            self._text = json.dumps(self.result) if self.ok else self.error
+        return self._text
+
+
+def argument_error(tool: ToolSpec, arguments: Any,
+                   validator: jsonschema.protocols.Validator | None = None) -> str | None:
+    """A message naming the bad field, or None when the arguments match the tool's schema.
+
+    ``validator``: the tool's compiled schema, when the caller keeps one (see ``Toolbox``).
+    """
+    validator = validator or jsonschema.Draft202012Validator(tool.input_schema)
+    if validator.is_valid(arguments):
+        return None
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    problems = []
+    for error in errors[:5]:
+        path = ".".join(str(p) for p in error.absolute_path)
+        if error.validator == "required":
+            field = error.message.split("'")[1] if "'" in error.message else "?"
+            problems.append(f"missing required field '{field}'")
+        elif error.validator == "additionalProperties":
+            problems.append(f"unexpected field(s): {error.message.split('(')[-1].rstrip(')')}")
+        else:
+            problems.append(f"field '{path or '(arguments)'}': {error.message}")
+    return f"invalid arguments for {tool.name}: " + "; ".join(problems)
+
+
+class Toolbox:
+    """A workspace's tools (plus ``submit_answer``) by name, with their compiled argument schemas;
+    built once per workspace and shared by its episodes."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.tools = [*workspace.tools, SUBMIT_TOOL]
+        self.by_name = {spec.name: spec for spec in reversed(self.tools)}  # the first of a name wins
+        self.by_name[SUBMIT_TOOL.name] = SUBMIT_TOOL
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+
+    def validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+        if spec.name not in self._validators:
+            self._validators[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
+        return self._validators[spec.name]
+
+
+class EpisodeFailed(InfrastructureError):
+    """The episode ended by an infrastructure failure (recorded on it); the caller gets no tool result."""
+
+
+class Episode:
+    """A running episode: its sandbox, its tools and its record in the store."""
+
+    def __init__(self, host: EpisodeHost, episode_id: str, task: Task, workspace: Workspace,
+                 sandbox: Sandbox, provenance: Provenance) -> None:
+        self.host = host
+        self.id = episode_id
+        self.task = task
+        self.workspace = workspace
+        self.sandbox = sandbox
+        self.provenance = provenance
+        self.toolbox = host.toolbox(workspace)
+        self.tools = self.toolbox.tools
+        self.ended = False
+        self.final_answer: str | None = None
+        self.failure: InfrastructureError | None = None
+        self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
+        self._lock = asyncio.Lock()
+        self._graded = asyncio.Event()
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return self.toolbox.by_name.get(name)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> CallResult:
+        """Run one tool call in the sandbox and record it; a tool's failure is a result, not an exception.
+
+        Raises ``EpisodeFailed`` when the sandbox itself failed: the call is recorded (it may have
+        run), the episode ends with the failure, and there is no result to give.
+        """
+        arguments = arguments if arguments is not None else {}
+        failure: SandboxError | None = None
+        async with self._lock:
+            if self.ended:
+                return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
+            spec = self.tool(name)
+            if spec is None:
+                outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")
+            elif (problem := argument_error(spec, arguments, self.toolbox.validator(spec))) is not None:
+                outcome = CallResult(False, None, problem, "arguments")
+            elif spec is SUBMIT_TOOL:
+                outcome = CallResult(True, {"episode_id": self.id, "status": "ended"})
+            else:
+                try:
+                    outcome = await self._run(spec, arguments)
+                except SandboxError as exc:
+                    failure = exc
+                    outcome = CallResult(False, None, f"{spec.name} failed: {exc}", "infrastructure")
+            self.host.record(self.id, {  # written behind; in the store before the episode's end is
+                "tool": name,
+                "arguments": json.dumps(arguments),
+                "result": outcome.text if outcome.ok else None,
+                "is_error": int(not outcome.ok),
+                "error_kind": outcome.error_kind or None,
+                "duration_ms": None,
+            })
+        if failure is not None:
+            error = EpisodeFailed(f"the sandbox failed during {name}: {failure}", boundary="sandbox")
+            await self.finish(self.final_answer, failure=error)
+            raise error
+        if spec is SUBMIT_TOOL and outcome.ok:
+            await self.finish(arguments["answer"])
+        return outcome
+
+    async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallResult:
+        outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)
+        if outcome.ok:
+            return CallResult(True, outcome.result)
+        return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
+
+    async def observe(self, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Read the live state with an app's read tool, unrecorded (resources, completions).
+
+        Raises ``ValueError`` with the tool's error, ``EpisodeFailed`` when the sandbox failed.
+        """
+        if self.ended:
+            raise ValueError(f"episode {self.id} has ended; start a new one")
+        try:
+            outcome = await self.sandbox.call_tool(app, tool, arguments)
+        except SandboxError as exc:
+            error = EpisodeFailed(f"the sandbox failed reading {app} records: {exc}", boundary="sandbox")
+            await self.finish(self.final_answer, failure=error)
+            raise error from None
+        if not outcome.ok:
+            raise ValueError(outcome.error)
+        return outcome.result or {}
+
+    async def final_state(self) -> str | None:
+        try:
+            return dump_state(await self.sandbox.read_file(STATE_FILE))
+        except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
+            return None
+
+    async def finish(self, answer: str | None = None, *, truncated: bool = False,
+                     failure: InfrastructureError | None = None) -> VerdictRow | None:
+        """End the episode once: keep its final state and answer in the store, release the sandbox,
+        and grade it. Later calls wait for that grading and return the same verdict.
+
+        ``failure``: the infrastructure failure that ended it (recorded on the episode with its boundary).
+        """
+        async with self._lock:
+            ending = not self.ended
+            if ending:
+                self.ended = True
+                self.final_answer = answer
+                self.failure = failure
+                try:
+                    state = await self.final_state()
+                    try:
+                        self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
+                    finally:
+                        self.host.store.end_episode(
+                            self.id, final_answer=answer, final_state=state, truncated=truncated,
+                            error=str(failure) if failure else None,
+                            boundary=failure.boundary if failure else None)
+                        self.host.forget(self)
+                except BaseException:
+                    self._graded.set()  # nothing to grade: whoever waits gets no verdict
+                    raise
+        if not ending:
+            await self._graded.wait()
+            return self.verdict
+        try:  # in a worker thread: grading a large state must not stall other episodes
+            self.verdict = await asyncio.to_thread(grade_episode, self.host.store, self.id)
+        except Exception:  # the episode stays ended; `coworkenv gate` grades it later
+            log.exception("grading episode %s failed", self.id)
+        finally:
+            self._graded.set()
+        return self.verdict

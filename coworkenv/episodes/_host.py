@@ -1,0 +1,133 @@
+"""The episode host: opens episodes of stored tasks, each in a fresh sandbox from a warm pool,
+and records their tool calls write-behind."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+from pathlib import Path
+from pydantic import BaseModel
+
+from ..gate import GRADER_VERSION
+from ..sandbox import Limits, PoolSettings, SandboxPool
+from ..store import Provenance, Store, VerdictRow, new_id
+from ..workspace import STATE_FILE, Task, Workspace, write_initial_state
+from ._episode import Episode, Toolbox
+
+log = logging.getLogger(__name__)
+RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
+
+
+class EpisodeSettings(BaseModel):
+    """How episodes run: the sandbox backend, its limits, its warm pool and where derived files go."""
+
+    backend: str = "bwrap"
+    limits: Limits = Limits()
+    pool: PoolSettings = PoolSettings()
+    cache_dir: Path | None = None  # initial states are derived here; a temp dir when unset
+
+
+class EpisodeHost:
+    """Opens episodes of stored tasks, each in a fresh sandbox with a private copy of the state."""
+
+    def __init__(self, store: Store, settings: EpisodeSettings | None = None) -> None:
+        self.store = store
+        self.settings = settings or EpisodeSettings()
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        if self.settings.cache_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="coworkenv-cache-")
+            self.cache_dir = Path(self._tmp.name)
+        else:
+            self.cache_dir = Path(self.settings.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.open_episodes: dict[str, Episode] = {}
+        self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool)
+        self._toolboxes: dict[str, Toolbox] = {}
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._flushing: set[asyncio.Task] = set()
+
+    def toolbox(self, workspace: Workspace) -> Toolbox:
+        if workspace.id not in self._toolboxes:
+            self._toolboxes[workspace.id] = Toolbox(workspace)
+        return self._toolboxes[workspace.id]
+
+    def record(self, episode_id: str, row: dict[str, Any]) -> None:
+        """Record a tool call write-behind: the store writes the calls of all episodes together,
+        one transaction every ``RECORD_FLUSH_S``, off the event loop; an episode's end (and
+        ``close``) writes whatever is still waiting first, so nothing recorded is lost."""
+        self.store.defer_tool_call(episode_id, row)
+        if self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(RECORD_FLUSH_S, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_timer = None
+        task = asyncio.ensure_future(self._flush())
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.to_thread(self.store.flush)
+        except Exception:  # the rows stay queued: the next flush or the episode's end writes them
+            log.exception("writing recorded tool calls failed; they stay queued")
+
+    async def flush(self) -> None:
+        """Write every recorded call now (the periodic flush does this on its own)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._flushing:
+            await asyncio.gather(*self._flushing, return_exceptions=True)
+        await asyncio.to_thread(self.store.flush)
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        """A stored workspace's spec; ``KeyError`` naming it when there is none."""
+        return self.store.workspace(workspace_id)
+
+    def task(self, task_id: str) -> Task:
+        """A stored task's spec; ``KeyError`` naming it when there is none."""
+        return self.store.task_spec(task_id)
+
+    def initial_state(self, workspace: Workspace) -> Path:
+        path = self.cache_dir / workspace.id / STATE_FILE
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            write_initial_state(workspace, partial)
+            partial.replace(path)
+        return path
+
+    async def open(self, task: Task | str, provenance: Provenance) -> Episode:
+        """A new episode of ``task`` in a fresh sandbox, recorded with its ``provenance``."""
+        task = self.task(task) if isinstance(task, str) else task
+        workspace = self.workspace(task.workspace_id)
+        sandbox = await self.pool.acquire(self.initial_state(workspace))
+        try:
+            episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"))
+        except BaseException:
+            self.pool.release_soon(sandbox)
+            raise
+        episode = Episode(self, episode_id, task, workspace, sandbox, provenance)
+        self.open_episodes[episode_id] = episode
+        return episode
+
+    def episode(self, episode_id: str) -> Episode | None:
+        """The open episode ``episode_id``, if any."""
+        return self.open_episodes.get(episode_id)
+
+    def verdict(self, episode_id: str) -> VerdictRow | None:
+        """The current grader version's verdict on an episode (ended and graded), if any."""
+        return self.store.verdict(episode_id, GRADER_VERSION)
+
+    def forget(self, episode: Episode) -> None:
+        self.open_episodes.pop(episode.id, None)
+
+    async def close(self) -> None:
+        """End every open episode (their state is kept) and remove derived files."""
+        for episode in list(self.open_episodes.values()):
+            await episode.finish(episode.final_answer)
+        await self.flush()
+        await self.pool.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()

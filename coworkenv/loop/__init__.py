@@ -1,0 +1,44 @@
+"""Orchestration: who plays which episode, with which provenance. ``collect`` (the teacher, with
+repair), ``run_eval`` (held-out tasks, pass@k and pass^k), and the demo of the whole loop.
+
+Names are imported on first use (the agent stack is heavy; the CLI needs only a few constants).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._collect import CollectSummary, TaskRun, Teacher, TeacherSettings, collect, pending_tasks
+    from ._defaults import DEFAULT_EVAL_SEED, DEMO_TASKS, FULL_CAPABILITIES, FULL_STEPS, FULL_TASKS, SPLITS
+    from ._demo import FullSettings, run_demo, run_full
+    from ._episodes import EpisodeService, LocalEpisodes, OpenedEpisode, RemoteEpisodes
+    from ._eval import (
+        EvalError,
+        EvalReport,
+        EvalSettings,
+        Trial,
+        check_model_server,
+        combination,
+        pass_at_k,
+        pass_hat_k,
+        report,
+        run_eval,
+        summarize,
+        task_ids_in,
+    )
+    from ._play import Played, play
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
+    "_collect": ("CollectSummary", "TaskRun", "Teacher", "TeacherSettings", "collect", "pending_tasks"),
+    "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_CAPABILITIES", "FULL_STEPS", "FULL_TASKS", "SPLITS"),
+    "_demo": ("FullSettings", "run_demo", "run_full"),
+    "_episodes": ("EpisodeService", "LocalEpisodes", "OpenedEpisode", "RemoteEpisodes"),
+    "_eval": (
+        "EvalError", "EvalReport", "EvalSettings", "Trial", "check_model_server", "combination", "pass_at_k",
+        "pass_hat_k", "report", "run_eval", "summarize", "task_ids_in",
+    ),
+    "_play": ("Played", "play"),
+})

@@ -1,0 +1,150 @@
+"""``collect``: the teacher plays admitted tasks, repairing failed episodes, resumably.
+
+Each attempt is an episode opened with its provenance (source ``teacher``, the provider, the
+attempt number, the episode it repairs and the hint). A rejected episode's failing checks become
+the hint of the next attempt, from a fresh workspace, up to ``max_repairs`` times. An episode
+ended by an infrastructure failure (the model server down, the sandbox gone) is recorded as such
+and played again, up to ``retries`` times; a task that still fails is reported, and the
+collection goes on with the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field
+
+from ..agents import ProviderSettings, chat_model, parse_provider, repair_hint
+from ..gate import GRADER_VERSION
+from ..store import Provenance, Store
+from ..workspace import PromptStyle, Task, check_style
+from ._episodes import EpisodeService
+from ._play import Played, play
+
+
+class TeacherSettings(BaseModel):
+    provider: str = "oracle"
+    max_repairs: int = Field(default=2, ge=0)
+    retries: int = Field(default=2, ge=0)  # replays of an episode an infrastructure failure ended
+    concurrency: int = Field(default=4, ge=1)
+    prompt_style: PromptStyle = "full"
+    provider_settings: ProviderSettings = ProviderSettings()
+
+
+@dataclass
+class TaskRun:
+    task_id: str
+    attempts: list[Played] = field(default_factory=list)  # graded attempts, in order
+    failed: list[Played] = field(default_factory=list)  # episodes an infrastructure failure ended
+    error: str | None = None  # why the task could not be completed, when it could not
+
+    @property
+    def final(self) -> Played | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def succeeded(self) -> bool:
+        final = self.final
+        return final is not None and final.verdict is not None and final.verdict.admitted
+
+    @property
+    def repaired(self) -> bool:
+        return len(self.attempts) > 1 and self.succeeded
+
+
+@dataclass
+class CollectSummary:
+    tasks: int = 0
+    episodes: int = 0
+    repaired: int = 0
+    succeeded: int = 0
+    skipped: int = 0  # tasks with an admitted teacher episode already
+    infrastructure_failures: int = 0  # episodes ended by one (retried)
+    failures: dict[str, str] = field(default_factory=dict)  # task id -> why it could not be collected
+
+
+def pending_tasks(store: Store, limit: int | None = None) -> tuple[list[Task], int]:
+    """Admitted tasks without an admitted teacher episode yet, and how many already have one."""
+    rows, done = store.tasks_without_admitted_episode("teacher", GRADER_VERSION)
+    tasks = [row.spec for row in rows]
+    return (tasks[:limit] if limit is not None else tasks), done
+
+
+class Teacher:
+    """Plays tasks through ``episodes`` and repairs what the gate rejects."""
+
+    def __init__(self, store: Store, episodes: EpisodeService, settings: TeacherSettings | None = None) -> None:
+        self.store = store
+        self.episodes = episodes
+        self.settings = settings or TeacherSettings()
+        self.provider = parse_provider(self.settings.provider)
+        check_style(self.settings.prompt_style)
+
+    async def _attempt(self, task: Task, run: TaskRun, provenance: Provenance) -> Played:
+        """One graded attempt, replayed while an infrastructure failure ends it (up to ``retries``)."""
+        model = chat_model(self.provider, task, self.store.workspace(task.workspace_id),
+                           self.settings.provider_settings)
+        for _ in range(self.settings.retries + 1):
+            played = await play(self.episodes, self.store, task, provenance, model, style=self.settings.prompt_style,
+                                max_steps=task.max_steps, hint=provenance.hint)
+            if not played.failed:
+                return played
+            run.failed.append(played)
+        return played
+
+    async def run_task(self, task: Task) -> TaskRun:
+        run = TaskRun(task.id)
+        provenance = Provenance("teacher", provider=self.provider.label)
+        while True:
+            played = await self._attempt(task, run, provenance)
+            if played.failed:
+                run.error = f"{self.settings.retries + 1} episodes ended by infrastructure failures; last: {played.failure}"
+                return run
+            run.attempts.append(played)
+            verdict = played.verdict
+            if verdict is None:
+                run.error = f"episode {played.episode_id} ended but was not graded"
+                return run
+            if verdict.admitted or len(run.attempts) > self.settings.max_repairs:
+                return run
+            feedback = "\n".join(f"- {c.detail}" for c in verdict.checks if not c.passed)
+            provenance = Provenance("teacher", provider=self.provider.label, attempt=len(run.attempts) + 1,
+                                    repaired_from=played.episode_id, hint=repair_hint(feedback, verdict.reason))
+
+    async def run_tasks(self, tasks: list[Task], *, on_done: Callable[[TaskRun], None] | None = None,
+                        ) -> list[TaskRun]:
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(task: Task) -> TaskRun:
+            async with semaphore:
+                try:
+                    run = await self.run_task(task)
+                except Exception as exc:  # one task's failure never ends the collection
+                    run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
+            if on_done is not None:
+                on_done(run)
+            return run
+
+        return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+async def collect(store: Store, episodes: EpisodeService, settings: TeacherSettings, *, limit: int | None = None,
+                  on_run: Callable[[TaskRun], None] | None = None) -> CollectSummary:
+    """Run the teacher on pending tasks through ``episodes``; every failure is in the summary."""
+    tasks, done = pending_tasks(store, limit)
+    summary = CollectSummary(tasks=len(tasks), skipped=done)
+
+    def record(run: TaskRun) -> None:
+        summary.episodes += len(run.attempts) + len(run.failed)
+        summary.infrastructure_failures += len(run.failed)
+        summary.repaired += run.repaired
+        summary.succeeded += run.succeeded
+        if run.error is not None:
+            summary.failures[run.task_id] = run.error
+        if on_run is not None:
+            on_run(run)
+
+    await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record)
+    return summary

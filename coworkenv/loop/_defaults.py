@@ -1,0 +1,13 @@
+"""The loop's defaults and names, importable without the agent stack (the CLI reads them).
+
+Held-out tasks have the task status ``heldout``: calibrated, never collected or exported.
+"""
+
+SPLITS = ("new_seeds", "unseen_combinations")
+DEFAULT_EVAL_SEED = 10_000
+
+DEMO_TASKS = 24
+# demo --full (benchmarks/loop.md records what they reach on a 2-core machine)
+FULL_CAPABILITIES = ("lookup", "single_write")
+FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
+FULL_STEPS = 2400  # about 16 minutes of a quiet 2-core CPU for the default tiny model (benchmarks/loop.md)

@@ -1,0 +1,182 @@
+"""The whole loop on embedded defaults: ``run_demo`` (synth → calibrate → collect → gate → export)
+and ``run_full`` (then init-tiny → train sft → serve → eval of the base and the trained model).
+
+Every stage resumes from what the run folder already holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from rich.progress import Progress
+
+from ..episodes import EpisodeHost, EpisodeSettings
+from ..gate import GRADER_VERSION, run_gate
+from ..server import running_http_server
+from ..store import Store
+from ..synth import synthesize
+from ..workspace import CAPABILITIES, PromptStyle
+from ._collect import TeacherSettings, collect
+from ._episodes import LocalEpisodes
+from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_STEPS
+
+async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
+                   capabilities: tuple[str, ...] = CAPABILITIES, concurrency: int = 4) -> dict:
+    """Run the loop into ``directory`` (resumable: what the store holds is kept and reused).
+
+    Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
+    """
+    from ..agents import ProviderSettings
+    from ..trainer import export_sft
+
+    started = time.perf_counter()
+    store = Store(directory / "coworkenv.db")
+    host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
+    try:
+        job = progress.add_task("synthesize + calibrate", total=n)
+        synth = await synthesize(host, n, seed, capabilities=capabilities, concurrency=concurrency,
+                                 on_task=lambda *_: progress.advance(job))
+        job = progress.add_task("collect (oracle teacher)", total=synth.admitted)
+        settings = TeacherSettings(provider="oracle", concurrency=concurrency,
+                                   provider_settings=ProviderSettings(error_rate=error_rate, seed=seed))
+        async with running_http_server(host) as url:  # the teacher plays over HTTP, as any MCP client
+            collected = await collect(store, LocalEpisodes(host, url), settings,
+                                      on_run=lambda _: progress.advance(job))
+        progress.update(job, total=collected.tasks, completed=collected.tasks)
+    finally:
+        await host.close()
+    job = progress.add_task("gate", total=1)
+    run_gate(store)  # episodes are graded as they end; this catches up any that a crash left ungraded
+    progress.advance(job)
+    job = progress.add_task("export sft", total=1)
+    rows = export_sft(store, directory / "export" / "sft.jsonl")
+    progress.advance(job)
+
+    teacher = store.episodes(source="teacher")
+    verdicts = [store.verdict(e.id, GRADER_VERSION) for e in teacher]
+    graded = [v for v in verdicts if v is not None]
+    counts = store.task_counts()
+    return {
+        "store": str(directory / "coworkenv.db"),
+        "tasks_generated": sum(counts.values()),
+        "tasks_admitted": counts.get("admitted", 0),
+        "tasks_quarantined": counts.get("quarantined", 0),
+        "episodes": len(teacher),
+        "repaired_episodes": sum(1 for e, v in zip(teacher, verdicts) if e.repaired_from and v and v.admitted),
+        "gate_pass_rate": round(sum(v.admitted for v in graded) / len(graded), 4) if graded else 0.0,
+        "collect_failures": collected.failures,
+        "exported_rows": rows,
+        "export": str(directory / "export" / "sft.jsonl"),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+class FullSettings(BaseModel):
+    """The closing half of the loop (``demo --full``) on embedded defaults."""
+
+    capabilities: tuple[str, ...] = FULL_CAPABILITIES
+    style: PromptStyle = "minimal"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    layers: int = 2
+    train_steps: int = Field(default=FULL_STEPS, ge=1)
+    assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
+    batch_size: int = Field(default=8, ge=1)
+    learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
+    eval_tasks: int = Field(default=24, ge=1)
+    eval_seed: int = DEFAULT_EVAL_SEED
+    eval_trials: int = Field(default=1, ge=1)
+    serve: Literal["local", "vllm"] = "local"
+    vllm_python: str | None = None
+
+
+@contextlib.contextmanager
+def _stage(progress: Progress, name: str, timings: dict[str, float]) -> Iterator[None]:
+    """A progress line for one stage, timed into ``timings``."""
+    job = progress.add_task(name, total=1)
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = round(time.perf_counter() - started, 1)
+        progress.update(job, completed=1)
+
+
+async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path) -> dict:
+    from ..trainer import VLLMSettings, running_vllm_server
+    from ._eval import EvalSettings, run_eval
+
+    def options(spec: str) -> EvalSettings:
+        return EvalSettings(model=spec, tasks=settings.eval_tasks, seed=settings.eval_seed,
+                            capabilities=settings.capabilities, trials=settings.eval_trials,
+                            prompt_style=settings.style, temperature=0.0 if settings.eval_trials == 1 else 0.7,
+                            max_tokens=256, concurrency=2)
+
+    profile = store_dir / "eval" / f"{name}.profile.json"
+    if settings.serve == "local":
+        report = await run_eval(host, options(f"hf:{model_dir}"), profile_path=profile)
+    else:
+        async with running_vllm_server(model_dir, name, settings=VLLMSettings(python=settings.vllm_python)) as url:
+            report = await run_eval(host, options(f"openai:{name}@{url}"), profile_path=profile)
+    return report.summary
+
+
+async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
+                   progress: Progress) -> dict:
+    """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
+    from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, train_sft
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    with _stage(progress, "synth → collect → gate → export", timings):
+        collected = await run_demo(directory, n, seed, error_rate, progress, capabilities=settings.capabilities)
+    store = Store(directory / "coworkenv.db")
+    data = directory / "export" / f"sft.{settings.style}.jsonl"
+    rows = export_sft(store, data, style=settings.style)
+    base_dir = directory / "models" / "tiny"
+    with _stage(progress, "init-tiny", timings):
+        if not (base_dir / "config.json").exists():
+            init_tiny_model(read_rows(data), base_dir, TinyConfig(
+                vocab_size=settings.vocab_size, hidden_size=settings.hidden_size,
+                intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
+                num_attention_heads=max(1, settings.hidden_size // 32),
+                num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed))
+    run_dir = directory / "train" / "sft"
+    with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
+        if not (run_dir / "model" / "config.json").exists():
+            train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
+                                           max_steps=settings.train_steps, batch_size=settings.batch_size,
+                                           learning_rate=settings.learning_rate, seed=seed,
+                                           assistant_only_loss=settings.assistant_only_loss))
+    host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
+    try:
+        with _stage(progress, f"eval base ({settings.serve})", timings):
+            before = await _evaluate(host, base_dir, "base", settings, directory)
+        with _stage(progress, f"eval trained ({settings.serve})", timings):
+            after = await _evaluate(host, run_dir / "model", "trained", settings, directory)
+    finally:
+        await host.close()
+    capabilities = {
+        c: {"base": before["capabilities"].get(c, {}).get("pass_rate"),
+            "trained": after["capabilities"].get(c, {}).get("pass_rate"),
+            "tasks": after["capabilities"].get(c, {}).get("tasks", 0)}
+        for c in settings.capabilities
+    }
+    return {
+        **collected,
+        "sft_rows": rows,
+        "capabilities": capabilities,
+        "overall": {"base": before["overall"]["pass_rate"], "trained": after["overall"]["pass_rate"],
+                    "tasks": after["overall"]["tasks"]},
+        "base_model": str(base_dir),
+        "trained_model": str(run_dir / "model"),
+        "stage_seconds": timings,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+

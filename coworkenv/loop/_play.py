@@ -1,0 +1,43 @@
+"""One played episode: open it with its provenance, let the agent play it over MCP, record the
+conversation, end it, and read the gate's verdict (an infrastructure failure, instead, is
+recorded on the episode with the boundary it crossed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.language_models.chat_models import BaseChatModel
+
+from .._errors import InfrastructureError
+from ..agents import Rollout, rollout
+from ..gate import GRADER_VERSION
+from ..store import Provenance, Store, VerdictRow
+from ..workspace import PromptStyle, Task
+from ._episodes import EpisodeService
+
+
+@dataclass
+class Played:
+    episode_id: str
+    verdict: VerdictRow | None  # None when an infrastructure failure ended the episode
+    rollout: Rollout | None = None
+    failure: str | None = None  # "boundary: message" of that failure
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+
+async def play(episodes: EpisodeService, store: Store, task: Task, provenance: Provenance, model: BaseChatModel, *,
+               style: PromptStyle, max_steps: int, hint: str = "") -> Played:
+    opened = await episodes.open(task.id, provenance)
+    try:
+        result = await rollout(model, opened.target, task=task, style=style, max_steps=max_steps, hint=hint)
+    except InfrastructureError as exc:
+        await episodes.end(opened.id, failure=exc)  # the runtime may have recorded its own failure first
+        row = store.episode(opened.id)
+        boundary, error = (row.boundary, row.error) if row is not None and row.error else (exc.boundary, str(exc))
+        return Played(opened.id, None, failure=f"{boundary}: {error}")
+    store.add_messages(opened.id, result.messages)
+    await episodes.end(opened.id, truncated=result.truncated)
+    return Played(opened.id, store.verdict(opened.id, GRADER_VERSION), result)

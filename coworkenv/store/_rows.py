@@ -1,0 +1,170 @@
+"""Typed rows of the store, and the closed vocabularies of its columns."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from .._errors import Boundary
+from ..workspace import CheckResult, Task, Workspace
+
+Source = Literal["teacher", "live", "calibration", "eval"]
+"""Who played an episode: the teacher (``collect``), any MCP client of ``coworkenv serve`` (live),
+task calibration, or an evaluation run."""
+SOURCES: tuple[str, ...] = get_args(Source)
+TRAINING_SOURCES: tuple[Source, ...] = ("teacher", "live")
+"""The sources whose admitted episodes are training data (exports, and the tasks held-out ones must differ from)."""
+
+TaskStatus = Literal["pending", "admitted", "quarantined", "heldout"]
+TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
+EpisodeStatus = Literal["running", "ended", "failed"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How an episode came to be, set when it opens, before any agent touches it."""
+
+    source: Source
+    provider: str = ""
+    attempt: int = 1
+    repaired_from: str | None = None
+    hint: str = ""
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"unknown episode source {self.source!r}; one of: {', '.join(SOURCES)}")
+
+
+@dataclass(frozen=True)
+class WorkspaceRow:
+    id: str
+    name: str
+    seed: int
+    spec: Workspace
+    created_at: str
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: str
+    workspace_id: str
+    capability: str
+    difficulty: int
+    instruction: str
+    spec: Task
+    status: TaskStatus
+    reason: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    id: str
+    task_id: str
+    source: Source
+    provider: str
+    status: EpisodeStatus
+    attempt: int
+    repaired_from: str | None
+    hint: str
+    final_answer: str | None
+    final_state: str | None  # SQL dump of the workspace state when the episode ended
+    truncated: bool
+    error: str | None  # an infrastructure failure, if one ended the episode
+    boundary: Boundary | None  # the boundary that failure crossed
+    started_at: str
+    ended_at: str | None
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint)
+
+
+@dataclass(frozen=True)
+class ToolCallRow:
+    idx: int
+    tool: str
+    arguments: dict[str, Any]
+    result: str | None  # the result as JSON text; None when the call failed
+    is_error: bool
+    error_kind: str | None  # arguments | unknown_tool | tool | timeout | crash | limit | ended
+    duration_ms: float | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """The gate's verdict on an episode for one grader version, with the grade it rests on."""
+
+    episode_id: str
+    grader_version: str
+    admitted: bool
+    reason: str
+    completion: float
+    safety: float
+    robustness: float
+    score: float
+    checks: list[CheckResult] = field(default_factory=list)
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    task_id: str
+    grader_version: str
+    reference_score: float
+    empty_score: float
+    forbidden_safety: float
+    deterministic: bool
+    admitted: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class EvalTrialRow:
+    run_id: str
+    task_id: str
+    capability: str
+    difficulty: int
+    split: str
+    combination: str
+    trial: int
+    episode_id: str
+    score: float
+    passed: bool
+    reason: str
+    steps: int
+
+
+@dataclass(frozen=True)
+class EvalRunRow:
+    id: str
+    model: str
+    settings: dict[str, Any]
+    status: str  # running | done | failed
+    summary: dict[str, Any] | None
+    profile_path: str | None
+    started_at: str
+    ended_at: str | None
+
+
+@dataclass(frozen=True)
+class TrainingRunRow:
+    id: str
+    kind: str  # sft | dpo
+    base_model: str
+    data_path: str
+    data_hash: str
+    rows: int
+    config: dict[str, Any]
+    status: str  # running | done | failed
+    metrics: dict[str, Any]
+    output_dir: str
+    error: str
+    started_at: str
+    ended_at: str | None
+
+
+def _json(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default

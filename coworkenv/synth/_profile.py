@@ -1,0 +1,91 @@
+"""The capability profile: pass rates per capability × difficulty from an evaluation, and how
+synthesis spends its task budget by it.
+
+``coworkenv eval`` writes a profile (``profile.json`` beside the store); ``coworkenv synth
+--profile FILE`` reads it and weights capabilities by how much the model still has to learn:
+a capability's weight is ``1 − pass_rate`` plus a floor, so a capability the model has mastered
+still gets a few tasks (it must not be forgotten) and one it fails gets the most. A capability the
+profile does not cover gets the weight of a pass rate of 0.5 (nothing known either way).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+PROFILE_VERSION = 1
+WEIGHT_FLOOR = 0.1
+UNKNOWN_PASS_RATE = 0.5
+
+
+class ProfileCell(BaseModel):
+    pass_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    tasks: int = Field(default=0, ge=0)
+    trials: int = Field(default=0, ge=0)
+    avg_score: float | None = None
+
+
+class Profile(BaseModel):
+    """What ``eval`` measured: ``pass_rates[capability][difficulty]``."""
+
+    version: int = PROFILE_VERSION
+    eval_run: str = ""
+    model: str = ""
+    k: int = 1
+    created_at: str = ""
+    pass_rates: dict[str, dict[str, ProfileCell]] = Field(default_factory=dict)
+
+    def pass_rate(self, capability: str) -> float | None:
+        """The capability's pass rate over its difficulties (weighted by trials), or None if unmeasured."""
+        cells = [c for c in self.pass_rates.get(capability, {}).values() if c.pass_rate is not None and c.trials]
+        if not cells:
+            return None
+        return sum(c.pass_rate * c.trials for c in cells if c.pass_rate is not None) / sum(c.trials for c in cells)
+
+
+class ProfileError(ValueError):
+    """A profile file is missing or malformed; the message names the file and what was wrong."""
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: no such profile (coworkenv eval writes one)") from None
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a JSON profile: {exc}") from None
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
+        raise ProfileError(f"{path}: invalid profile: {problems}") from None
+    if profile.version != PROFILE_VERSION:
+        raise ProfileError(f"{path}: profile version {profile.version}, this coworkenv reads {PROFILE_VERSION}")
+    return profile
+
+
+def capability_weights(profile: Profile | None, capabilities: tuple[str, ...]) -> dict[str, float]:
+    """How much of the task budget each capability deserves (flat without a profile)."""
+    if profile is None:
+        return dict.fromkeys(capabilities, 1.0)
+    weights = {}
+    for capability in capabilities:
+        rate = profile.pass_rate(capability)
+        weights[capability] = (1.0 - (UNKNOWN_PASS_RATE if rate is None else rate)) + WEIGHT_FLOOR
+    return weights
+
+
+def allocate(n: int, weights: dict[str, float]) -> dict[str, int]:
+    """``n`` tasks split in proportion to ``weights`` (largest remainders; ties in the given order)."""
+    total = sum(weights.values())
+    if n <= 0 or total <= 0:
+        return dict.fromkeys(weights, 0)
+    shares = {c: n * w / total for c, w in weights.items()}
+    counts = {c: int(s) for c, s in shares.items()}
+    order = sorted(weights, key=lambda c: (-(shares[c] - counts[c]), list(weights).index(c)))
+    for capability in order[: n - sum(counts.values())]:
+        counts[capability] += 1
+    return counts
