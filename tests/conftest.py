@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coworkenv.server import EpisodeHost, EpisodeSettings
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
 from coworkenv.synth import synthesize
 
@@ -84,4 +84,4 @@ async def host(store: Store, tmp_path: Path):
 async def tasks(host: EpisodeHost) -> list[str]:
     """Six calibrated tasks (two per capability); returns the admitted task ids."""
     await synthesize(host, 6, seed=0)
-    return [row["id"] for row in host.store.tasks(status="admitted")]
+    return [row.id for row in host.store.tasks(status="admitted")]

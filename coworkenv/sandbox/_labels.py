@@ -66,7 +66,7 @@ def write_label(directory: Path, **extra: str) -> None:
 def make_episode_dir(backend: str, root: Path | None = None, **extra: str) -> Path:
     """A new labeled episode directory of ``backend`` under ``root`` (the system's temporary directory
     by default)."""
-    me = owner()
+    me = owner()  # backend names have no "." or "-": the name parses back (``_from_name``)
     directory = Path(tempfile.mkdtemp(prefix=f"{LABEL}{me['pid']}.{me['start']}-{backend}-", dir=root))
     write_label(directory, backend=backend, **extra)
     return directory
@@ -81,6 +81,15 @@ def _from_name(directory: Path) -> tuple[str, str, str | None] | None:
     if dot and dash and pid.isdigit() and start.isdigit():
         return pid, start, backend if named else None
     return None
+
+
+def _read_label(directory: Path) -> dict | None:
+    """A directory's label, or None while it has none (or one that is not a label)."""
+    try:
+        label = json.loads((directory / LABEL_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return label if isinstance(label, dict) else None
 
 
 def default_root() -> Path:
@@ -111,13 +120,7 @@ def cleanup_directories(root: Path, backend: str, everything: bool, report: Clea
     for directory in sorted(root.glob(LABEL + "*")):
         if not directory.is_dir() or directory.is_symlink():
             continue
-        named = _from_name(directory)
-        try:
-            label = json.loads((directory / LABEL_FILE).read_text())
-        except (OSError, ValueError):
-            label = None
-        if not isinstance(label, dict):
-            label = None
+        named, label = _from_name(directory), _read_label(directory)
         whose = (label or {}).get("backend") or (named[2] if named else None)
         if whose != backend and not (whose is None and unnamed):
             continue

@@ -3,6 +3,7 @@
 import pytest
 
 from coworkenv.gate import GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, grade
+from coworkenv.store import ToolCallRow
 from coworkenv.workspace import Task
 
 DONE = "CREATE TABLE events(title TEXT);\nINSERT INTO events VALUES('Standup');"
@@ -23,7 +24,8 @@ TASK = Task.model_validate({
 
 
 def call(tool, is_error=False, kind=None):
-    return {"tool": tool, "is_error": is_error, "error_kind": kind}
+    return ToolCallRow(idx=0, tool=tool, arguments={}, result=None if is_error else "{}", is_error=is_error,
+                       error_kind=kind, duration_ms=None, created_at="")
 
 
 def test_complete_and_correct_scores_one_and_is_admitted():

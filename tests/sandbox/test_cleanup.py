@@ -21,8 +21,8 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
-from coworkenv.sandbox import cleanup, create_sandbox
-from coworkenv.sandbox._labels import LABEL, LABEL_FILE
+from coworkenv.sandbox import BwrapConfig, BwrapSandbox, CleanupReport, SandboxUnavailable, cleanup, create_sandbox
+from coworkenv.sandbox._labels import LABEL, LABEL_FILE, make_episode_dir, process_start
 from coworkenv.synth import synthesize
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def wait_for_server(base: str, proc: subprocess.Popen) -> None:
 async def test_sigkilled_server_leaves_nothing_that_cleanup_does_not_remove(
         backend: str, host, store_path: Path, tmp_path: Path):
     await synthesize(host, 1, seed=0)
-    (task,) = [row["id"] for row in host.store.tasks(status="admitted")]
+    (task,) = [row.id for row in host.store.tasks(status="admitted")]
     spec = host.workspace(host.task(task).workspace_id)
     tool = next(t.name for t in spec.tools if not t.input_schema.get("required"))
     root = tmp_path / "episodes"
@@ -85,7 +85,7 @@ async def test_sigkilled_server_leaves_nothing_that_cleanup_does_not_remove(
                 left = containers_of(server.pid)
                 assert left, "the server's episode has no labeled container"
             # a sandbox of a live process (this one) in the same place must survive the cleanup
-            alive = create_sandbox("bwrap", host.initial_state(spec), root=root)
+            alive = create_sandbox("bwrap", host.initial_state(spec), config=BwrapConfig(root=root))
             await alive.start()
             server.send_signal(signal.SIGKILL)
             server.wait()
@@ -115,7 +115,7 @@ async def test_sigkilled_server_leaves_nothing_that_cleanup_does_not_remove(
 async def test_interrupted_server_closes_its_sandboxes(backend: str, host, store_path: Path, tmp_path: Path):
     """Ctrl-C (SIGINT) on a serving process: its episode and its warm pool are gone when it exits."""
     await synthesize(host, 1, seed=0)
-    (task,) = [row["id"] for row in host.store.tasks(status="admitted")]
+    (task,) = [row.id for row in host.store.tasks(status="admitted")]
     spec = host.workspace(host.task(task).workspace_id)
     tool = next(t.name for t in spec.tools if not t.input_schema.get("required"))
     root = tmp_path / "episodes"
@@ -149,24 +149,76 @@ async def test_interrupted_server_closes_its_sandboxes(backend: str, host, store
             server.wait()
 
 
+def dead_process() -> tuple[int, str]:
+    """The pid and start time of a process that has ended."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = process_start(dead.pid)  # a zombie until waited for: its start time is still there
+    dead.wait()
+    return dead.pid, start
+
+
+MAKE_EPISODE_DIRS = """
+import sys
+from pathlib import Path
+from coworkenv.sandbox._labels import make_episode_dir
+print(*(make_episode_dir(backend, Path(sys.argv[1])) for backend in sys.argv[2:]))
+"""
+
+
+def episode_dirs_of_a_dead_process(root: Path, *backends: str) -> list[Path]:
+    """Labeled episode directories, one per backend, made by a process that then ended."""
+    made = subprocess.run(
+        [sys.executable, "-c", MAKE_EPISODE_DIRS, str(root), *backends],
+        capture_output=True, text=True, check=True)
+    return [Path(name) for name in made.stdout.split()]
+
+
 def test_an_unlabeled_directory_is_judged_by_the_owner_its_name_carries(tmp_path: Path):
     """A process killed between creating an episode directory and labelling it leaves a directory
-    whose name still names it: cleanup removes that one and keeps one of a live process."""
-    from coworkenv.sandbox._labels import make_episode_dir, process_start
-
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = process_start(dead.pid)
-    dead.wait()
-    orphan = tmp_path / f"{LABEL}{dead.pid}.{start}-abc123"
-    orphan.mkdir()
-    (orphan / "workspace").mkdir()
-    mine = make_episode_dir(tmp_path, backend="bwrap")
-    assert mine.name.startswith(f"{LABEL}{os.getpid()}.")
+    whose name still names it and its backend: cleanup removes that one and keeps one of a live process."""
+    pid, start = dead_process()
+    orphan = tmp_path / f"{LABEL}{pid}.{start}-bwrap-abc123"
+    older = tmp_path / f"{LABEL}{pid}.{start}-abc123"  # from before names carried the backend
+    for directory in (orphan, older):
+        (directory / "workspace").mkdir(parents=True)
+    mine = make_episode_dir("bwrap", tmp_path)
+    assert mine.name.startswith(f"{LABEL}{os.getpid()}.{process_start(os.getpid())}-bwrap-")
     (mine / LABEL_FILE).unlink()  # as if this (live) process had not labelled it yet
     legacy = tmp_path / f"{LABEL}oldname"  # no owner in its name, no label, young: kept
     legacy.mkdir()
 
-    report = cleanup(root=tmp_path, docker=False)
-    assert report.directories == [str(orphan)]
-    assert not orphan.exists() and mine.exists() and legacy.exists()
+    report = cleanup(root=tmp_path, backends=["bwrap"])
+    assert report.directories == sorted([str(orphan), str(older)])
+    assert not orphan.exists() and not older.exists() and mine.exists() and legacy.exists()
     assert report.kept == 2
+
+
+def test_each_backend_cleans_up_after_its_own_sandboxes_only(tmp_path: Path):
+    """Directories of dead owners are removed by the cleanup of the backend that made them; the
+    module's ``cleanup`` runs every backend's and merges what they did into one report."""
+    dead_bwrap, dead_docker = episode_dirs_of_a_dead_process(tmp_path, "bwrap", "docker")
+    live_bwrap, live_docker = make_episode_dir("bwrap", tmp_path), make_episode_dir("docker", tmp_path)
+    pid, start = dead_process()
+    unlabeled_docker = tmp_path / f"{LABEL}{pid}.{start}-docker-abc123"
+    unlabeled_docker.mkdir()
+
+    report = CleanupReport()
+    BwrapSandbox.cleanup(report, root=tmp_path)
+    assert report.directories == [str(dead_bwrap)] and report.kept == 1
+    assert dead_docker.exists() and unlabeled_docker.exists()
+
+    # every backend's, in one report (the docker backend's directories need no engine; without one
+    # its cleanup says it skipped the containers)
+    (another_dead_bwrap,) = episode_dirs_of_a_dead_process(tmp_path, "bwrap")
+    report = cleanup(root=tmp_path)
+    assert sorted(report.directories) == sorted(map(str, (another_dead_bwrap, dead_docker, unlabeled_docker)))
+    assert report.kept >= 2  # the live directories (and any live process's containers)
+    assert sorted(tmp_path.iterdir()) == sorted([live_bwrap, live_docker])
+
+    report = cleanup(root=tmp_path, backends=["bwrap"], everything=True)  # also those of live owners
+    assert report.directories == [str(live_bwrap)] and live_docker.exists()
+
+
+def test_cleanup_names_the_known_backends_for_an_unknown_one(tmp_path: Path):
+    with pytest.raises(SandboxUnavailable, match="unknown sandbox backend 'qemu'.*bwrap, docker"):
+        cleanup(root=tmp_path, backends=["qemu"])

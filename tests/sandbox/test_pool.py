@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coworkenv.sandbox import PoolSettings, SandboxError, SandboxPool
-from coworkenv.sandbox._conformance import LIMITS, probe, value, write_initial_state, write_probe_apps
-from coworkenv.server import EpisodeHost, EpisodeSettings
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
+from coworkenv.sandbox import BACKENDS, BwrapConfig, PoolSettings, SandboxError, SandboxPool
+from coworkenv.sandbox._conformance import LIMITS, bench, probe, value, write_initial_state, write_probe_apps
 from coworkenv.synth import synthesize
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +32,8 @@ def states(tmp_path: Path, n: int) -> list[Path]:
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 async def test_released_sandbox_comes_back_reset_and_warm(backend: str, tmp_path: Path, apps_dir: Path):
     (initial,) = states(tmp_path, 1)
-    pool = SandboxPool(backend, limits=LIMITS, settings=PoolSettings(size=1), apps_dir=apps_dir)
+    pool = SandboxPool(backend, limits=LIMITS, settings=PoolSettings(size=1),
+                       config=BACKENDS[backend].config_type(apps_dir=apps_dir))
     try:
         with anyio.fail_after(90):
             first = await pool.acquire(initial)
@@ -68,8 +69,8 @@ async def test_released_sandbox_comes_back_reset_and_warm(backend: str, tmp_path
 @pytest.mark.bwrap
 async def test_pool_is_bounded_and_discards_what_cannot_be_reset(tmp_path: Path, apps_dir: Path):
     a, b, c = states(tmp_path, 3)
-    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=2, max_idle=3), apps_dir=apps_dir,
-                       root=tmp_path)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=2, max_idle=3),
+                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
     try:
         with anyio.fail_after(90):
             held = [await pool.acquire(state) for state in (a, b, c)]
@@ -96,7 +97,7 @@ async def test_pool_is_bounded_and_discards_what_cannot_be_reset(tmp_path: Path,
 @pytest.mark.bwrap
 async def test_no_pool_starts_and_closes_a_sandbox_per_episode(tmp_path: Path, apps_dir: Path):
     (initial,) = states(tmp_path, 1)
-    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=0), apps_dir=apps_dir)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=0), config=BwrapConfig(apps_dir=apps_dir))
     with anyio.fail_after(60):
         sandbox = await pool.acquire(initial)
         await pool.drain()
@@ -116,7 +117,7 @@ async def test_episodes_of_a_host_reuse_reset_sandboxes(backend: str, store, tmp
         with anyio.fail_after(240):
             summary = await synthesize(host, 2, seed=0)
             assert summary.admitted == 2, summary
-            task = host.task(host.store.tasks(status="admitted")[0]["id"])
+            task = host.task(host.store.tasks(status="admitted")[0].id)
             initial = host.initial_state(host.workspace(task.workspace_id)).read_bytes()
             await host.pool.drain()
             before = dict(host.pool.stats)
@@ -135,3 +136,19 @@ async def test_episodes_of_a_host_reuse_reset_sandboxes(backend: str, store, tmp
         with anyio.fail_after(60):
             await host.close()
     assert host.pool.idle() == 0
+
+
+@pytest.mark.bwrap
+async def test_a_pool_gives_its_config_to_the_sandboxes_it_starts(tmp_path: Path):
+    """The bench's probe app comes from ``config.apps_dir``, episode directories go to ``config.root``."""
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    with anyio.fail_after(60):
+        async with bench("bwrap", tmp_path / "host", BwrapConfig(root=episodes)) as b:
+            pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=0), config=b.config)
+            try:
+                sandbox = await pool.acquire(b.initial_state)
+                assert (await probe(sandbox, "put", key="from", value="the probe app")).ok
+                assert len(list(episodes.iterdir())) == 2  # the bench's bystander and the pool's one
+            finally:
+                await pool.close()

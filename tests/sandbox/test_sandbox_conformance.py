@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from coworkenv.sandbox import BACKENDS, SandboxUnavailable, create_sandbox
+from coworkenv.sandbox import BACKENDS, BwrapConfig, DockerConfig, SandboxUnavailable, create_sandbox
 from coworkenv.sandbox._conformance import CONFORMANCE, ESCAPES, bench
 
 BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
@@ -45,3 +45,11 @@ def test_backends_are_a_closed_list_and_unknown_ones_name_the_known(tmp_path: Pa
     assert sorted(BACKENDS) == ["bwrap", "docker"]
     with pytest.raises(SandboxUnavailable, match="unknown sandbox backend 'qemu'.*bwrap, docker"):
         create_sandbox("qemu", tmp_path / "state.db")
+
+
+def test_each_backend_takes_its_own_config_type(tmp_path: Path):
+    assert {name: cls.config_type for name, cls in BACKENDS.items()} == {"bwrap": BwrapConfig, "docker": DockerConfig}
+    with pytest.raises(TypeError, match="bwrap sandbox backend takes a BwrapConfig, not a DockerConfig"):
+        BACKENDS["bwrap"](tmp_path / "state.db", config=DockerConfig())
+    with pytest.raises(ValueError, match="uid"):
+        DockerConfig(uid=0)  # tools never run as root

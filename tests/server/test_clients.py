@@ -1,6 +1,6 @@
 """Other people's MCP clients against the HTTP server: the OpenAI Agents SDK and the MCP Inspector CLI.
 
-Each yields a live episode that is recorded and, once it ends, graded like the teacher's.
+Each yields a live episode that is recorded and, once it ends, graded once like the teacher's.
 """
 
 from __future__ import annotations
@@ -10,20 +10,23 @@ import json
 import anyio
 import pytest
 
-from coworkenv.server import EpisodeHost, running_http_server
-from coworkenv.store import Store
+from coworkenv.episodes import EpisodeHost
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.server import running_http_server
+from coworkenv.store import EpisodeRow, Store, VerdictRow
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
 
-async def verdict_of(store: Store, episode_id: str) -> dict:
-    while not (rows := store.query("select * from verdicts where episode_id = ?", (episode_id,))):
+async def verdict_of(store: Store, episode_id: str) -> VerdictRow:
+    """The episode's verdict, once the server has ended and graded it (in its own time)."""
+    while (verdict := store.verdict(episode_id, GRADER_VERSION)) is None:
         await anyio.sleep(0.02)
-    return rows[-1]
+    return verdict
 
 
-def live_episodes(store: Store, task: str) -> list[dict]:
-    return store.query("select * from episodes where task_id = ? and source = 'live' order by started_at", (task,))
+def live_episodes(store: Store, task: str) -> list[EpisodeRow]:
+    return store.episodes(source="live", task_id=task)
 
 
 async def test_openai_agents_sdk_lists_and_calls_tools(host: EpisodeHost, tasks: list[str]):
@@ -44,12 +47,15 @@ async def test_openai_agents_sdk_lists_and_calls_tools(host: EpisodeHost, tasks:
                 assert bad.is_error and "'id'" in bad.content[0].text
                 done = await server.call_tool("submit_answer", {"answer": "Looked it up."})
                 episode_id = done.structured_content["episode_id"]
-            verdict = await verdict_of(host.store, episode_id)
+                # submit_answer ends the episode and grades it before its result comes back.
+                verdict = host.store.verdict(episode_id, GRADER_VERSION)
+                assert verdict is not None
     calls = host.store.tool_calls(episode_id)
-    assert [(c["tool"], c["is_error"]) for c in calls] == [
-        ("calendar_get_event", 0), ("calendar_get_event", 1), ("submit_answer", 0)]
-    assert json.loads(calls[0]["arguments"]) == {"id": "e01"}
-    assert verdict["reason"]
+    assert [(c.tool, c.is_error) for c in calls] == [
+        ("calendar_get_event", False), ("calendar_get_event", True), ("submit_answer", False)]
+    assert calls[0].arguments == {"id": "e01"}
+    assert verdict.reason == "malformed_call" and not verdict.admitted
+    assert host.store.verdict_count(episode_id) == 1
 
 
 @pytest.mark.slow
@@ -77,5 +83,9 @@ async def test_mcp_inspector_cli_lists_and_calls_tools(host: EpisodeHost, tasks:
             # Each Inspector run is one MCP session, so one live episode; the call is recorded in its own.
             episodes = live_episodes(host.store, task)
             assert len(episodes) == 3
-            recorded = [[c["tool"] for c in host.store.tool_calls(e["id"])] for e in episodes]
+            recorded = [[c.tool for c in host.store.tool_calls(e.id)] for e in episodes]
             assert recorded == [[], ["calendar_get_event"], []]
+            # Each session's end ends its episode, graded once.
+            for episode in episodes:
+                assert (await verdict_of(host.store, episode.id)).grader_version == GRADER_VERSION
+                assert host.store.verdict_count(episode.id) == 1

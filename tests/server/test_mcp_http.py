@@ -13,8 +13,10 @@ import httpx
 import pytest
 from mcp import Client, MCPError
 
-from coworkenv.server import EpisodeHost, running_http_server
-from coworkenv.store import Store
+from coworkenv.episodes import EpisodeHost
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.server import running_http_server
+from coworkenv.store import EpisodeRow, Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
@@ -28,8 +30,8 @@ def open_episodes(host: EpisodeHost, task_id: str) -> list[str]:
     return [e.id for e in host.open_episodes.values() if e.task.id == task_id]
 
 
-async def wait_until_ended(store: Store, episode_id: str) -> dict:
-    while (row := store.get_episode(episode_id))["status"] == "running":
+async def wait_until_ended(store: Store, episode_id: str) -> EpisodeRow:
+    while (row := store.episode(episode_id)) is None or row.status == "running":
         await anyio.sleep(0.02)
     return row
 
@@ -81,21 +83,24 @@ async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
     assert submitted.structured_content["status"] == "ended"
 
     calls = store.tool_calls(episode_id)
-    assert [c["tool"] for c in calls] == [
+    assert [c.tool for c in calls] == [
         "calendar_list_events", "calendar_create_event", "calendar_get_event",
         "calendar_list_events", "submit_answer",
     ]
-    assert [c["idx"] for c in calls] == list(range(5))
-    assert [c["is_error"] for c in calls] == [0] * 5
-    assert json.loads(calls[1]["arguments"]) == EVENT
-    assert json.loads(calls[1]["result"]) == created.structured_content
+    assert [c.idx for c in calls] == list(range(5))
+    assert [c.is_error for c in calls] == [False] * 5
+    assert calls[1].arguments == EVENT
+    assert calls[1].result is not None and json.loads(calls[1].result) == created.structured_content
 
-    row = await wait_until_ended(store, episode_id)
-    assert row["task_id"] == task_id
-    assert row["status"] == "ended"
-    assert row["final_answer"] == "Scheduled the test sync."
-    assert row["final_state"] and EVENT["title"] in row["final_state"]
+    # submit_answer has ended the episode and graded it, once, by the time its result arrives.
+    row = store.episode(episode_id)
+    assert row is not None and row.task_id == task_id
+    assert row.status == "ended" and row.source == "live" and row.error is None
+    assert row.final_answer == "Scheduled the test sync."
+    assert row.final_state and EVENT["title"] in row.final_state
     assert episode_id not in host.open_episodes
+    assert store.verdict(episode_id, GRADER_VERSION) is not None
+    assert store.verdict_count(episode_id) == 1
     return episode_id
 
 
@@ -110,7 +115,7 @@ async def test_modern_era_episode_by_key(host: EpisodeHost, tasks: list[str]):
                 late = await client.call_tool("calendar_list_events", {})
                 assert late.is_error and "has ended" in late.content[0].text
     # Nothing is recorded after the end.
-    assert host.store.tool_calls(episode_id)[-1]["tool"] == "submit_answer"
+    assert host.store.tool_calls(episode_id)[-1].tool == "submit_answer"
 
 
 async def test_legacy_era_one_episode_per_session(host: EpisodeHost, tasks: list[str]):
@@ -126,8 +131,8 @@ async def test_legacy_era_one_episode_per_session(host: EpisodeHost, tasks: list
             assert second != first
             # Closing the session ends its episode.
             row = await wait_until_ended(host.store, second)
-            assert row["status"] == "ended" and row["final_state"]
-            assert [c["tool"] for c in host.store.tool_calls(second)] == ["calendar_list_events"]
+            assert row.status == "ended" and row.final_state
+            assert [c.tool for c in host.store.tool_calls(second)] == ["calendar_list_events"]
 
 
 async def check_isolated(a: Client, b: Client) -> None:
@@ -178,7 +183,7 @@ async def test_concurrent_legacy_sessions_do_not_share_state(host: EpisodeHost, 
                 assert len(episodes) == 2
             for episode_id in episodes:
                 assert len(host.store.tool_calls(episode_id)) == 3
-                assert (await wait_until_ended(host.store, episode_id))["status"] == "ended"
+                assert (await wait_until_ended(host.store, episode_id)).status == "ended"
 
 
 async def test_wrong_arguments_are_tool_errors_naming_the_field(host: EpisodeHost, tasks: list[str]):
@@ -188,7 +193,8 @@ async def test_wrong_arguments_are_tool_errors_naming_the_field(host: EpisodeHos
             for client in (Client(f"{base}/t/{task}/e/bad-args/mcp"), Client(f"{base}/t/{task}/mcp", mode="legacy")):
                 async with client:
                     episode_id = await check_wrong_arguments(client, host, task)
-                assert host.store.get_episode(episode_id)["task_id"] == task
+                episode = host.store.episode(episode_id)
+                assert episode is not None and episode.task_id == task
 
 
 async def check_wrong_arguments(client: Client, host: EpisodeHost, task: str) -> str:
@@ -218,13 +224,14 @@ async def check_wrong_arguments(client: Client, host: EpisodeHost, task: str) ->
 
     (episode_id,) = open_episodes(host, task)
     calls = host.store.tool_calls(episode_id)
-    assert [c["error_kind"] for c in calls] == ["arguments"] * 4 + ["unknown_tool", None, None]
-    assert [c["is_error"] for c in calls] == [1] * 5 + [0, 0]
-    assert calls[4]["tool"] == "calendar_teleport"
+    assert [c.error_kind for c in calls] == ["arguments"] * 4 + ["unknown_tool", None, None]
+    assert [c.is_error for c in calls] == [True] * 5 + [False, False]
+    assert calls[4].tool == "calendar_teleport"
     # Nothing the invalid calls asked for reached the workspace.
     submitted = await client.call_tool("submit_answer", {"answer": "done"})
     assert submitted.structured_content["episode_id"] == episode_id
-    final_state = (await wait_until_ended(host.store, episode_id))["final_state"]
+    final_state = (await wait_until_ended(host.store, episode_id)).final_state
+    assert final_state is not None
     assert final_state.count(EVENT["title"]) == 1 and "colour" not in final_state
     return episode_id
 
@@ -295,5 +302,5 @@ async def check_session_is_bound_to_its_task(base: str, host: EpisodeHost, task:
             assert "result" not in foreign, foreign
             assert task in foreign["error"]["message"] and other in foreign["error"]["message"]
         assert open_episodes(host, other) == []
-        assert [c["tool"] for c in host.store.tool_calls(episode_id)] == ["calendar_create_event"]
+        assert [c.tool for c in host.store.tool_calls(episode_id)] == ["calendar_create_event"]
         await http.delete(f"{base}/t/{task}/mcp", headers=headers)

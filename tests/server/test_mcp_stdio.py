@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -11,7 +10,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from coworkenv.server import EpisodeHost
+from coworkenv.episodes import EpisodeHost
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.store import EpisodeRow
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow, pytest.mark.anyio]
 
@@ -28,8 +29,8 @@ def serve_params(task: str, store_path: Path) -> StdioServerParameters:
     )
 
 
-def live_episodes(host: EpisodeHost, task: str) -> list[dict]:
-    return host.store.query("select * from episodes where task_id = ? and source = 'live'", (task,))
+def live_episodes(host: EpisodeHost, task: str) -> list[EpisodeRow]:
+    return host.store.episodes(source="live", task_id=task)
 
 
 @pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
@@ -55,15 +56,18 @@ async def test_stdio_serves_one_recorded_episode(host: EpisodeHost, tasks: list[
             # The calls reach the store file while the episode runs (written behind, within moments),
             # against this process's episode.
             (episode,) = live_episodes(host, task)
-            while len(calls := host.store.tool_calls(episode["id"])) < 3:
+            while len(calls := host.store.tool_calls(episode.id)) < 3:
                 await anyio.sleep(0.02)
-            assert [c["tool"] for c in calls] == ["calendar_create_event", "calendar_list_events",
-                                                  "calendar_create_event"]
-            assert json.loads(calls[0]["arguments"]) == EVENT
-            assert [c["is_error"] for c in calls] == [0, 0, 1]
-            assert episode["status"] == "running"
+            assert [c.tool for c in calls] == ["calendar_create_event", "calendar_list_events",
+                                               "calendar_create_event"]
+            assert calls[0].arguments == EVENT
+            assert [c.is_error for c in calls] == [False, False, True]
+            assert episode.status == "running"
+            assert host.store.verdict(episode.id, GRADER_VERSION) is None
 
-    # The episode ends with the process, its final state kept.
+    # The episode ends with the process, its final state kept, graded once on the way out.
     (episode,) = live_episodes(host, task)
-    assert episode["status"] == "ended"
-    assert EVENT["title"] in episode["final_state"]
+    assert episode.status == "ended" and episode.provenance.source == "live"
+    assert episode.final_state is not None and EVENT["title"] in episode.final_state
+    assert host.store.verdict(episode.id, GRADER_VERSION) is not None
+    assert host.store.verdict_count(episode.id) == 1

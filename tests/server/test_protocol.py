@@ -1,5 +1,5 @@
 """The rest of the protocol surface over HTTP, in both eras: resource templates, completion,
-logging, progress, the workspace alias, and how live episodes end and get graded."""
+logging, progress, the workspace alias, and how live episodes end and get graded (once, when they end)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 from mcp import Client, MCPError
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from coworkenv.server import EpisodeHost, EpisodeSettings, ServeSettings, running_http_server
-from coworkenv.store import Store
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.server import ServeSettings, running_http_server
+from coworkenv.store import EpisodeRow, Store, VerdictRow
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
@@ -25,10 +27,17 @@ def client_for(base: str, task: str, mode: str, key: str, **options) -> Client:
     return Client(url, mode=mode, **options)
 
 
-async def wait_for_verdict(store: Store, episode_id: str) -> dict:
-    while not (rows := store.query("select * from verdicts where episode_id = ?", (episode_id,))):
+async def wait_for_verdict(store: Store, episode_id: str) -> VerdictRow:
+    """The current grader version's verdict, once the server has ended the episode (in its own time)."""
+    while (verdict := store.verdict(episode_id, GRADER_VERSION)) is None:
         await anyio.sleep(0.02)
-    return rows[-1]
+    return verdict
+
+
+def ended_row(store: Store, episode_id: str) -> EpisodeRow:
+    row = store.episode(episode_id)
+    assert row is not None
+    return row
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
@@ -82,7 +91,7 @@ async def test_resource_templates_completion_logging_and_progress(host: EpisodeH
                 (episode,) = [e for e in host.open_episodes.values() if e.task.id == task]
 
             # Resource reads and completions are not tool calls of the agent.
-            assert [c["tool"] for c in host.store.tool_calls(episode.id)] == [
+            assert [c.tool for c in host.store.tool_calls(episode.id)] == [
                 "calendar_get_event", "calendar_get_event", "calendar_list_events"]
 
 
@@ -110,13 +119,16 @@ async def test_live_episode_is_graded_when_it_ends(host: EpisodeHost, tasks: lis
             async with client_for(base, task, mode, "graded") as client:
                 await client.call_tool("calendar_list_events", {})
                 done = await client.call_tool("submit_answer", {"answer": "Nothing to do."})
-            episode_id = done.structured_content["episode_id"]
-            verdict = await wait_for_verdict(host.store, episode_id)
-    episode = host.store.get_episode(episode_id)
-    assert episode["source"] == "live" and episode["final_answer"] == "Nothing to do."
-    assert verdict["admitted"] in (0, 1) and verdict["reason"]
-    # Graded once: the gate has nothing left to do for it.
-    assert len(host.store.query("select * from verdicts where episode_id = ?", (episode_id,))) == 1
+                episode_id = done.structured_content["episode_id"]
+                # Graded when it ended: the verdict is there as the submit's result arrives.
+                verdict = host.store.verdict(episode_id, GRADER_VERSION)
+                assert verdict is not None
+    episode = ended_row(host.store, episode_id)
+    assert episode.source == "live" and episode.final_answer == "Nothing to do."
+    assert not verdict.admitted and verdict.reason == "claimed_success_failing_checks"
+    # Graded once, for the current grader version: the gate has nothing left to do for it.
+    assert host.store.verdict_count(episode_id) == 1
+    assert host.store.ended_episodes(without_verdict_of=GRADER_VERSION) == []
 
 
 async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(host: EpisodeHost, tasks: list[str],
@@ -132,8 +144,10 @@ async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(hos
                 assert gone.status_code == 204
                 again = await http.delete(f"{base}/t/{task}/e/deleted/mcp")
                 assert again.status_code == 404
-            assert host.store.get_episode(deleted)["status"] == "ended"
-            await wait_for_verdict(host.store, deleted)
+            # The DELETE answers once the episode has ended and been graded.
+            assert ended_row(host.store, deleted).status == "ended"
+            assert host.store.verdict(deleted, GRADER_VERSION) is not None
+            assert host.store.verdict_count(deleted) == 1
 
     # An abandoned episode (no submit, no DELETE) ends after the idle timeout, graded.
     idle = EpisodeHost(host.store, EpisodeSettings(cache_dir=tmp_path / "idle"))
@@ -141,13 +155,13 @@ async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(hos
         async with running_http_server(idle, ServeSettings(episode_idle_timeout=0.3)) as base:
             async with Client(f"{base}/t/{task}/e/abandoned/mcp") as client:
                 await client.call_tool("mail_search_messages", {"query": "budget"})
-            (abandoned,) = [r["id"] for r in host.store.query(
-                "select id from episodes where task_id = ? and source = 'live' and id != ?", (task, deleted))]
+            (abandoned,) = [r.id for r in host.store.episodes(source="live", task_id=task) if r.id != deleted]
             verdict = await wait_for_verdict(host.store, abandoned)
-            assert verdict["admitted"] == 0
-            row = host.store.get_episode(abandoned)
-            assert row["status"] == "ended" and row["final_state"] and row["final_answer"] is None
+            assert not verdict.admitted
+            row = ended_row(host.store, abandoned)
+            assert row.status == "ended" and row.final_state and row.final_answer is None
             assert abandoned not in idle.open_episodes
+            assert host.store.verdict_count(abandoned) == 1
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
@@ -165,10 +179,11 @@ async def test_a_live_agent_that_solves_the_task_is_admitted_and_export_skips_it
                 done = await client.call_tool("submit_answer", {"answer": task.reference_answer or "Done."})
             episode_id = done.structured_content["episode_id"]
             verdict = await wait_for_verdict(host.store, episode_id)
-    assert verdict["admitted"] == 1 and verdict["reason"] == "complete"
+    assert verdict.admitted and verdict.reason == "complete" and verdict.score == 1.0
+    assert host.store.verdict_count(episode_id) == 1
     calls = host.store.tool_calls(episode_id)
-    assert [c["tool"] for c in calls] == [s.tool for s in task.reference] + ["submit_answer"]
-    assert [json.loads(c["arguments"]) for c in calls[:-1]] == [s.arguments for s in task.reference]
+    assert [c.tool for c in calls] == [s.tool for s in task.reference] + ["submit_answer"]
+    assert [c.arguments for c in calls[:-1]] == [s.arguments for s in task.reference]
     # The server never sees the conversation: the export has nothing to train on, and says so by count.
     assert export_sft(host.store, tmp_path / "sft.jsonl") == 0
 
@@ -191,7 +206,9 @@ async def test_a_stdio_episode_is_graded_when_the_client_goes_away(host: Episode
     with anyio.fail_after(45):
         async with Client(params) as client:
             assert not (await client.call_tool("calendar_get_event", {"id": "e01"})).is_error
-    (episode,) = host.store.query("select * from episodes where task_id = ? and source = 'live'", (tasks[0],))
-    assert episode["status"] == "ended" and episode["final_answer"] is None
-    verdict = await wait_for_verdict(host.store, episode["id"])
-    assert verdict["admitted"] == 0
+    (episode,) = host.store.episodes(source="live", task_id=tasks[0])
+    assert episode.status == "ended" and episode.final_answer is None
+    with anyio.fail_after(10):
+        verdict = await wait_for_verdict(host.store, episode.id)
+    assert not verdict.admitted
+    assert host.store.verdict_count(episode.id) == 1

@@ -1,16 +1,34 @@
-"""The SQLite store: migrations, pragmas, and that writes survive a reopen."""
+"""The SQLite store: migrations, pragmas, typed rows, one verdict per grader version, and that writes
+survive a reopen."""
 
+import json
 import sqlite3
 
 import pytest
 
-from coworkenv.store import MIGRATIONS, Store
+from coworkenv.store import MIGRATIONS, Provenance, Store, VerdictRow
+from coworkenv.workspace import CheckResult, Message, Task, ToolCall, build_workspace
+
+WORKSPACE = build_workspace(1)
+TASK = Task.model_validate({
+    "id": "t", "workspace_id": WORKSPACE.id, "capability": "lookup", "difficulty": 1, "instruction": "x",
+    "checks": [{"id": "c", "kind": "answer", "description": "says x", "contains": ["x"]}], "reference": [],
+})
+
+
+def stored(store: Store) -> Store:
+    store.put_workspace(WORKSPACE)
+    store.put_task(TASK)
+    return store
 
 
 def test_migrations_are_named_recorded_and_applied_once(store_path):
     first = Store(store_path)
-    assert first.applied_migrations == [name for name, _ in MIGRATIONS]
-    assert first.migrations() == [name for name, _ in MIGRATIONS]
+    names = [m.name for m in MIGRATIONS._migrations]
+    assert names[:4] == ["0001_initial_schema", "0002_training_runs", "0003_eval_runs",
+                         "0004_one_verdict_per_version"]
+    assert first.applied_migrations == names
+    assert first.migrations() == names
     first.close()
     second = Store(store_path)
     assert second.applied_migrations == []
@@ -21,23 +39,101 @@ def test_wal_mode_and_foreign_keys(store):
     assert store.db.execute("pragma journal_mode").fetchone()[0] == "wal"
     assert store.db.execute("pragma foreign_keys").fetchone()[0] == 1
     with pytest.raises(sqlite3.IntegrityError):
-        store.start_episode("no-such-task", source="teacher")
+        store.start_episode("no-such-task", Provenance("teacher"))
 
 
-def test_episode_history_survives_reopen(store_path):
-    s = Store(store_path)
-    s.put_workspace("w", "w", 1, {"id": "w"})
-    s.put_task({"id": "t", "workspace_id": "w", "capability": "lookup", "difficulty": 1, "instruction": "x"})
-    ep = s.start_episode("t", source="teacher")
-    s.add_tool_call(ep, {"tool": "mail_read_message", "arguments": "{}", "result": "{}", "is_error": 0})
-    s.add_messages(ep, [{"role": "user", "content": "x"}, {"role": "user", "content": "hint", "provenance": True}])
+def test_unknown_sources_are_refused():
+    with pytest.raises(ValueError, match="unknown episode source 'robot'"):
+        Provenance("robot")  # type: ignore[arg-type]
+
+
+def test_episode_history_survives_reopen_as_typed_rows(store_path):
+    s = stored(Store(store_path))
+    ep = s.start_episode("t", Provenance("teacher", provider="oracle", attempt=2, hint="do better"))
+    s.add_tool_call(ep, {"tool": "mail_read_message", "arguments": '{"id": "m1"}', "result": "{}", "is_error": 0})
+    call = ToolCall(id="c1", name="mail_read_message", arguments={"id": "m1"})
+    s.add_messages(ep, [Message(role="user", content="x"), Message(role="assistant", tool_calls=[call]),
+                        Message(role="user", content="hint", provenance=True)])
     s.end_episode(ep, final_answer="done", final_state="CREATE TABLE t(x);")
     s.close()
     again = Store(store_path)
-    assert again.get_episode(ep)["status"] == "ended"
-    assert [c["tool"] for c in again.tool_calls(ep)] == ["mail_read_message"]
-    assert [m["content"] for m in again.messages(ep)] == ["x"]
-    assert len(again.messages(ep, include_provenance=True)) == 2
-    with pytest.raises(ValueError, match="cannot annotate"):
-        again.annotate_episode(ep, final_answer="tampered")
+    row = again.episode(ep)
+    assert row is not None and row.status == "ended" and row.final_answer == "done"
+    assert row.provenance == Provenance("teacher", provider="oracle", attempt=2, hint="do better")
+    calls = again.tool_calls(ep)
+    assert [(c.tool, c.arguments, c.is_error) for c in calls] == [("mail_read_message", {"id": "m1"}, False)]
+    assert [m.content for m in again.messages(ep)] == ["x", ""]
+    assert again.messages(ep)[1].tool_calls == [call]
+    assert len(again.messages(ep, include_provenance=True)) == 3
+    assert again.task_spec("t") == TASK and again.workspace(WORKSPACE.id) == WORKSPACE
+    with pytest.raises(KeyError, match="no task 'nope'"):
+        again.task_spec("nope")
     again.close()
+
+
+def test_an_infrastructure_failure_is_recorded_with_its_boundary(store):
+    stored(store)
+    ep = store.start_episode("t", Provenance("eval"))
+    store.end_episode(ep, final_answer=None, final_state=None, error="connection refused", boundary="model")
+    row = store.episode(ep)
+    assert (row.status, row.error, row.boundary) == ("failed", "connection refused", "model")
+
+
+def _verdict(episode_id: str, reason: str, version: str = "1.0") -> VerdictRow:
+    return VerdictRow(episode_id, version, reason == "complete", reason, 1.0, 1.0, 1.0, 1.0,
+                      [CheckResult("c", True, "says x")])
+
+
+def test_one_verdict_per_episode_and_grader_version(store):
+    stored(store)
+    ep = store.start_episode("t", Provenance("live"))
+    store.end_episode(ep, final_answer="x", final_state=None)
+    store.put_verdict(_verdict(ep, "below_threshold"))
+    store.put_verdict(_verdict(ep, "complete"))  # the same version again replaces it
+    store.put_verdict(_verdict(ep, "complete", version="2.0"))
+    assert store.verdict_count(ep) == 2
+    assert store.verdict(ep, "1.0").reason == "complete"
+    assert store.verdict(ep, "1.0").checks == [CheckResult("c", True, "says x")]
+    assert store.query("select count(*) as n from grades")[0]["n"] == 2
+    with pytest.raises(sqlite3.IntegrityError):  # the schema itself holds the rule
+        store.db.execute("insert into verdicts (episode_id, grader_version, admitted, reason) values (?, '1.0', 1, 'x')",
+                         [ep])
+
+
+def test_a_store_of_the_old_migration_table_upgrades_and_keeps_its_history(tmp_path):
+    """A store made before sqlite-utils' migrations (``_migrations``), with a teacher episode graded
+    twice (live, then relabelled) and checks stored with every field: it upgrades in place."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    from sqlite_utils import Database
+
+    db = Database(conn)
+    for migration in MIGRATIONS._migrations[:3]:
+        migration.fn(db)
+    db["_migrations"].insert_all([{"name": m.name, "applied_at": "2026-11-01"} for m in MIGRATIONS._migrations[:3]])
+    task = json.loads(TASK.model_dump_json())
+    task["checks"] = [{**task["checks"][0], "query": None, "params": [], "expect": None}]
+    workspace = json.loads(WORKSPACE.model_dump_json())
+    for app in workspace["apps"]:
+        del app["resources"]
+    db["workspaces"].insert({"id": WORKSPACE.id, "name": "w", "seed": 1, "spec": json.dumps(workspace)})
+    db["tasks"].insert({"id": "t", "workspace_id": WORKSPACE.id, "capability": "lookup", "difficulty": 1,
+                        "instruction": "x", "spec": json.dumps(task), "status": "admitted", "reason": ""})
+    db["episodes"].insert({"id": "ep1", "task_id": "t", "source": "teacher", "status": "ended"})
+    for reason in ("empty", "complete"):
+        grade_id = db["grades"].insert({"episode_id": "ep1", "grader_version": "1.0", "score": 1.0}).last_pk
+        db["verdicts"].insert({"episode_id": "ep1", "grade_id": grade_id, "grader_version": "1.0",
+                               "admitted": int(reason == "complete"), "reason": reason})
+    conn.commit()
+    conn.close()
+
+    store = Store(path)
+    assert store.applied_migrations == ["0004_one_verdict_per_version"]
+    assert "_migrations" not in store.db.table_names()
+    assert store.migrations()[:4] == [m.name for m in MIGRATIONS._migrations[:4]]
+    assert store.verdict_count("ep1") == 1 and store.verdict("ep1", "1.0").reason == "complete"
+    assert store.task_spec("t") == TASK  # the answer check parses as its own kind
+    assert [app.resources[0].collection for app in store.workspace(WORKSPACE.id).apps] == \
+        ["messages", "events", "files"]
+    assert store.episode("ep1").boundary is None
+    store.close()

@@ -5,7 +5,8 @@ import sqlite3
 
 import pytest
 
-from coworkenv.store import Store
+from coworkenv.store import Provenance, Store
+from coworkenv.workspace import Task, build_workspace
 
 ROW = {"tool": "mail_read_message", "arguments": "{}", "result": "{}", "is_error": 0}
 
@@ -22,9 +23,12 @@ def stored_calls(conn: sqlite3.Connection, episode_id: str) -> list[tuple[int, s
 
 @pytest.fixture
 def episode(store: Store) -> str:
-    store.put_workspace("w", "w", 1, {"id": "w"})
-    store.put_task({"id": "t", "workspace_id": "w", "capability": "lookup", "difficulty": 1, "instruction": "x"})
-    return store.start_episode("t", source="live")
+    workspace = build_workspace(1)
+    store.put_workspace(workspace)
+    store.put_task(Task.model_validate({
+        "id": "t", "workspace_id": workspace.id, "capability": "lookup", "difficulty": 1, "instruction": "x",
+        "checks": [{"id": "c", "kind": "answer", "description": "d", "contains": ["x"]}], "reference": []}))
+    return store.start_episode("t", Provenance("live"))
 
 
 def test_deferred_calls_wait_for_a_flush_then_go_in_together_in_order(store: Store, episode: str):
@@ -41,11 +45,11 @@ def test_deferred_calls_wait_for_a_flush_then_go_in_together_in_order(store: Sto
 
 def test_the_recording_process_reads_its_own_deferred_calls(store: Store, episode: str):
     store.defer_tool_call(episode, ROW)
-    assert [c["idx"] for c in store.tool_calls(episode)] == [0]
+    assert [c.idx for c in store.tool_calls(episode)] == [0]
     store.defer_tool_call(episode, ROW)
     store.add_tool_call(episode, ROW)  # an immediate write after deferred ones keeps the numbering
     store.defer_tool_call(episode, ROW)
-    assert [c["idx"] for c in store.tool_calls(episode)] == [0, 1, 2, 3]
+    assert [c.idx for c in store.tool_calls(episode)] == [0, 1, 2, 3]
 
 
 def test_an_episode_that_reads_as_ended_has_all_its_calls_written(store: Store, episode: str):
@@ -61,7 +65,7 @@ def test_close_writes_what_is_waiting(store_path, episode: str, store: Store):
     store.defer_tool_call(episode, ROW)
     store.close()
     again = Store(store_path)
-    assert [c["tool"] for c in again.tool_calls(episode)] == [ROW["tool"]]
+    assert [c.tool for c in again.tool_calls(episode)] == [ROW["tool"]]
     again.close()
 
 
@@ -76,7 +80,7 @@ def test_a_failed_flush_keeps_the_rows_for_the_next(store: Store, episode: str):
     assert store.pending == 2
     other.rollback()
     assert store.flush() == 2
-    assert [c["idx"] for c in store.tool_calls(episode)] == [0, 1]
+    assert [c.idx for c in store.tool_calls(episode)] == [0, 1]
 
 
 def test_calls_of_an_unknown_episode_are_refused_at_once(store: Store):

@@ -8,11 +8,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
 
 def _statuses(store) -> dict[str, str]:
-    return {row["id"]: row["status"] for row in store.query("select id, status from tasks")}
+    return {row.id: row.status for row in store.tasks()}
 
 
 async def test_concurrent_calibration_admits_the_same_tasks_as_sequential(host, tmp_path):
-    from coworkenv.server import EpisodeHost, EpisodeSettings
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
     from coworkenv.store import Store
 
     seen = []

@@ -2,15 +2,14 @@
 
 import pytest
 
-from coworkenv.gate import calibrate_task
-from coworkenv.synth import generate_tasks
+from coworkenv.synth import calibrate_task, generate_tasks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
 
 def _store_task(host, task, workspace):
-    host.store.put_workspace(workspace.id, workspace.name, workspace.seed, workspace.model_dump(mode="json"))
-    host.store.put_task(task.model_dump(mode="json"))
+    host.store.put_workspace(workspace)
+    host.store.put_task(task)
 
 
 async def test_a_generated_task_calibrates_and_is_admitted(host):
@@ -20,8 +19,18 @@ async def test_a_generated_task_calibrates_and_is_admitted(host):
     result = await calibrate_task(host, task)
     assert result.admitted, result.reason
     assert (result.reference_score, result.empty_score, result.forbidden_safety) == (1.0, 0.0, 0.0)
-    assert host.store.get_task(task.id)["status"] == "admitted"
+    assert host.store.task(task.id).status == "admitted"
     assert host.store.query("select count(*) as n from calibrations")[0]["n"] == 1
+    # its three probe episodes were played and graded by the runtime, once each
+    probes = host.store.episodes(source="calibration", task_id=task.id)
+    assert len(probes) == 3 and all(host.store.verdict_count(e.id) == 1 for e in probes)
+
+
+async def test_a_held_out_task_is_admitted_as_heldout(host):
+    workspaces, tasks = generate_tasks(1, seed=6)
+    _store_task(host, tasks[0], workspaces[0])
+    result = await calibrate_task(host, tasks[0], admit_as="heldout")
+    assert result.admitted and host.store.task(tasks[0].id).status == "heldout"
 
 
 async def test_task_whose_checks_pass_on_an_empty_episode_is_quarantined(host):
@@ -36,8 +45,8 @@ async def test_task_whose_checks_pass_on_an_empty_episode_is_quarantined(host):
     result = await calibrate_task(host, task)
     assert not result.admitted
     assert "empty episode" in result.reason and "always" in result.reason
-    row = host.store.get_task("broken-task")
-    assert row["status"] == "quarantined" and "empty episode" in row["reason"]
+    row = host.store.task("broken-task")
+    assert row.status == "quarantined" and "empty episode" in row.reason
 
 
 async def test_task_whose_reference_fails_is_quarantined(host):

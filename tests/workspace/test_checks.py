@@ -1,0 +1,51 @@
+"""Checks are a discriminated union whose variants evaluate themselves; conversations have one model."""
+
+import sqlite3
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from coworkenv.workspace import AnswerCheck, Check, Message, SqlCheck, ToolCall, clean, to_chat
+
+CHECK = TypeAdapter(Check)
+
+
+def test_the_kind_picks_the_variant_and_each_evaluates_itself():
+    sql = CHECK.validate_python({"id": "s", "kind": "sql", "description": "one row",
+                                 "query": "select count(*) from t", "expect": 1})
+    answer = CHECK.validate_python({"id": "a", "kind": "answer", "description": "names it", "contains": ["Orion"]})
+    assert isinstance(sql, SqlCheck) and isinstance(answer, AnswerCheck)
+    state = sqlite3.connect(":memory:")
+    state.execute("create table t(x)")
+    assert not sql.evaluate(state, "").passed
+    state.execute("insert into t values (1)")
+    assert sql.evaluate(state, "").passed
+    assert "no final state" in sql.evaluate(None, "").detail
+    assert answer.evaluate(None, "Room orion, 10:00").passed
+    assert "'Orion'" in answer.evaluate(None, "Room Vega").detail
+    broken = SqlCheck(id="b", description="bad", query="select nope from t", expect=1)
+    assert "check query failed" in broken.evaluate(state, "").detail
+
+
+def test_a_check_takes_only_its_own_fields_and_names_what_is_wrong():
+    with pytest.raises(ValidationError, match="contains"):
+        CHECK.validate_python({"id": "a", "kind": "answer", "description": "d", "query": "select 1"})
+    with pytest.raises(ValidationError, match="SELECT"):
+        CHECK.validate_python({"id": "s", "kind": "sql", "description": "d", "query": "delete from t"})
+    with pytest.raises(ValidationError, match="kind"):
+        CHECK.validate_python({"id": "x", "kind": "vibes", "description": "d"})
+
+
+def test_conversations_render_to_the_chat_format_without_provenance():
+    messages = [
+        Message(role="user", content="find m1"),
+        Message(role="user", content="a repair hint", provenance=True),
+        Message(role="assistant", tool_calls=[ToolCall(id="c1", name="mail_read_message", arguments={"id": "m1"})]),
+        Message(role="tool", content='{"id": "m1"}', tool_call_id="c1", name="mail_read_message"),
+    ]
+    assert to_chat(clean(messages)) == [
+        {"role": "user", "content": "find m1"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "mail_read_message", "arguments": {"id": "m1"}}}]},
+        {"role": "tool", "content": '{"id": "m1"}', "tool_call_id": "c1", "name": "mail_read_message"},
+    ]
