@@ -383,13 +383,13 @@ async def sandbox_alone(store: Path, task: str, calls: int, pinning: Pinning) ->
     """The sandbox's round trip without the server: ``Sandbox.call_tool`` from this process (and
     the sandboxes it starts) on the server CPUs."""
     sys.path.insert(0, str(ROOT))
-    from coworkenv.server import EpisodeHost
-    from coworkenv.store import Store
+    from coworkenv.episodes import EpisodeHost
+    from coworkenv.store import Provenance, Store
 
     pinning.pin_self(pinning.server)
     host = EpisodeHost(Store(store))
     try:
-        episode = await host.open(task, source="bench")
+        episode = await host.open(task, Provenance("live", provider="bench"))
         app, tool = TOOL.split("_", 1)
         for _ in range(20):
             await episode.sandbox.call_tool(app, tool, ARGS)

@@ -11,7 +11,7 @@ def _import_sqlite_utils_without_pandas() -> None:
         return
     sys.modules["pandas"] = None  # type: ignore[assignment]  # `import pandas` raises ImportError
     try:
-        import sqlite_utils  # noqa: F401
+        import sqlite_utils
     finally:
         del sys.modules["pandas"]
 

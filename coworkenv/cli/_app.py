@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -45,10 +45,10 @@ def synth(
     store: StoreOpt = Path(DEFAULT_STORE),
     n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="How many tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
-    capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    capability: Annotated[list[str] | None, typer.Option(help="Capabilities to cover (repeatable).")] = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
-    profile: Annotated[Optional[Path], typer.Option(
+    profile: Annotated[Path | None, typer.Option(
         help="A capability profile written by `coworkenv eval`: spend the tasks where the model fails most.")] = None,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate."""
@@ -85,13 +85,13 @@ def synth(
 def serve(
     store: StoreOpt = Path(DEFAULT_STORE),
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve one episode on stdin/stdout.")] = False,
-    task: Annotated[Optional[str], typer.Option(help="The task of the episode (with --stdio).")] = None,
+    task: Annotated[str | None, typer.Option(help="The task of the episode (with --stdio).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind (HTTP).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to bind (HTTP).")] = 8765,
     sandbox: SandboxOpt = "bwrap",
-    token: Annotated[Optional[str], typer.Option(
+    token: Annotated[str | None, typer.Option(
         envvar="COWORKENV_TOKEN", help="Bearer token clients must send (required unless bound to loopback).")] = None,
-    allowed_host: Annotated[Optional[list[str]], typer.Option(
+    allowed_host: Annotated[list[str] | None, typer.Option(
         "--allowed-host", help="A Host name clients may use besides the bind address (repeatable).")] = None,
     idle_timeout: Annotated[float, typer.Option(min=1, help="End an episode after this many idle seconds.")] = 1800,
     rate: Annotated[float, typer.Option(min=0, help="Requests/s allowed per episode and client (0: no limit).")] = 50,
@@ -134,11 +134,11 @@ def collect_command(
     provider: Annotated[str, typer.Option(help=provider_help())] = "oracle",
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Oracle only: share of episodes with a mistake.")] = 0.3,
     seed: Annotated[int, typer.Option(help="Oracle only: seed of its mistakes.")] = 0,
-    url: Annotated[Optional[str], typer.Option(
+    url: Annotated[str | None, typer.Option(
         help="A running `coworkenv serve` on the same store to play through (default: an in-process one).")] = None,
-    token: Annotated[Optional[str], typer.Option(
+    token: Annotated[str | None, typer.Option(
         envvar="COWORKENV_TOKEN", help="Bearer token of the server at --url.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many tasks.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many tasks.")] = None,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair attempts per failed task.")] = 2,
     retries: Annotated[int, typer.Option(
         min=0, help="Replays of an episode that an infrastructure failure (model server, sandbox) ended.")] = 2,
@@ -249,7 +249,7 @@ def export_dpo_command(
 
 
 @app.command("check-sandbox")
-def check_sandbox(sandbox: SandboxOpt = "bwrap") -> None:
+def check_sandbox_command(sandbox: SandboxOpt = "bwrap") -> None:
     """Check that a sandbox backend works on this machine."""
     from ..sandbox import BACKENDS
 

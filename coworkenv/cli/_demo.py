@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
@@ -30,20 +30,20 @@ if TYPE_CHECKING:
 
 def demo_command(
     directory: Annotated[Path, typer.Option("--dir", help="Where the store and exports go.")] = Path("runs/demo"),
-    n: Annotated[Optional[int], typer.Option("-n", "--tasks", min=1, help="How many tasks to synthesize "
+    n: Annotated[int | None, typer.Option("-n", "--tasks", min=1, help="How many tasks to synthesize "
                                              f"(default {DEMO_TASKS}; {FULL_TASKS} with --full).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of synthesis and of the oracle's mistakes.")] = 0,
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of oracle episodes with a mistake.")] = 0.3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     full: Annotated[bool, typer.Option("--full", help="Also init-tiny → train sft → serve → eval the base and the "
                                        "trained model on held-out tasks, and print the before/after table.")] = False,
-    capability: Annotated[Optional[list[str]], typer.Option(
+    capability: Annotated[list[str] | None, typer.Option(
         help="--full: capabilities to synthesize, train and evaluate (repeatable; default lookup, single_write).")] = None,
-    steps: Annotated[Optional[int], typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = 24,
     serve: Annotated[str, typer.Option(help="--full: how models are served for evaluation: local (in process, "
                                        "hf:PATH) or vllm (vLLM's OpenAI server, tool parser hermes).")] = "local",
-    vllm_python: Annotated[Optional[str], typer.Option(help="--full --serve vllm: the interpreter that has vLLM.")] = None,
+    vllm_python: Annotated[str | None, typer.Option(help="--full --serve vllm: the interpreter that has vLLM.")] = None,
 ) -> None:
     """Run the loop on embedded defaults (SQLite, bubblewrap, oracle teacher) and summarize it."""
     err = Console(stderr=True)
@@ -122,7 +122,7 @@ def _full_table(summary: dict) -> Table:
     table.add_column("tasks", justify="right")
     table.add_column("base", justify="right")
     table.add_column("trained", justify="right")
-    pct = lambda x: "-" if x is None else f"{x:.0%}"  # noqa: E731
+    pct = lambda x: "-" if x is None else f"{x:.0%}"
     for capability, row in summary["capabilities"].items():
         table.add_row(capability, str(row["tasks"]), pct(row["base"]), pct(row["trained"]))
     overall = summary["overall"]

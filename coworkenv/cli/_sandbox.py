@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -16,9 +16,9 @@ err = Console(stderr=True)
 
 @sandbox_app.command("build-image")
 def build_image_command(
-    cache_dir: Annotated[Optional[Path], typer.Option(
+    cache_dir: Annotated[Path | None, typer.Option(
         help="Where the root filesystem tarball is kept (default: ~/.cache/coworkenv).")] = None,
-    mirror: Annotated[Optional[str], typer.Option(
+    mirror: Annotated[str | None, typer.Option(
         envvar="COWORKENV_DEBIAN_MIRROR",
         help="Debian archive for debootstrap (default: the first one in this machine's apt sources).")] = None,
     dockerfile: Annotated[bool, typer.Option(
@@ -37,7 +37,7 @@ def build_image_command(
 
 @sandbox_app.command("cleanup")
 def cleanup_command(
-    root: Annotated[Optional[Path], typer.Option(
+    root: Annotated[Path | None, typer.Option(
         help="Where episode directories are (default: the system temp directory).")] = None,
     everything: Annotated[bool, typer.Option(
         "--all", help="Remove every labeled sandbox, also those of live processes.")] = False,

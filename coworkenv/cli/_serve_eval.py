@@ -8,7 +8,7 @@ import os
 import signal
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -27,18 +27,18 @@ def serve_model_command(
     run: Annotated[str, typer.Argument(metavar="RUN_OR_PATH",
                                        help="A training run id from the store, or a model or LoRA adapter directory.")],
     store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
-    name: Annotated[Optional[str], typer.Option(help="The served model name (default: the run id or directory name).")] = None,
-    lora: Annotated[Optional[list[str]], typer.Option(
+    name: Annotated[str | None, typer.Option(help="The served model name (default: the run id or directory name).")] = None,
+    lora: Annotated[list[str] | None, typer.Option(
         metavar="NAME=DIR", help="Also serve a LoRA adapter of the model under NAME (repeatable).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
-    python: Annotated[Optional[str], typer.Option(
+    python: Annotated[str | None, typer.Option(
         envvar="COWORKENV_VLLM_PYTHON", help="Interpreter with vLLM installed (default: this one).")] = None,
     max_model_len: Annotated[int, typer.Option(min=64, help="Context length.")] = 2048,
-    optimization_level: Annotated[Optional[int], typer.Option(
+    optimization_level: Annotated[int | None, typer.Option(
         "--optimization-level", "-O", min=0, max=3, help="vLLM's -O level; 0 skips compilation (fastest start).")] = None,
     startup_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for the server to be healthy.")] = 600,
-    log: Annotated[Optional[Path], typer.Option(help="Write the server's log here (default: a temporary file).")] = None,
+    log: Annotated[Path | None, typer.Option(help="Write the server's log here (default: a temporary file).")] = None,
 ) -> None:
     """Serve a trained model with vLLM's OpenAI-compatible server (tool calls, LoRA); Ctrl-C stops it."""
     from ..trainer import ServeError, VLLMServer, VLLMSettings, resolve_model
@@ -102,17 +102,17 @@ def eval_command(
     store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
     tasks: Annotated[int, typer.Option("-n", "--tasks", min=1, help="Held-out tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the held-out tasks (their workspaces must be new).")] = DEFAULT_EVAL_SEED,
-    capability: Annotated[Optional[list[str]], typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    capability: Annotated[list[str] | None, typer.Option(help="Capabilities to cover (repeatable).")] = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
-    k: Annotated[Optional[int], typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
+    k: Annotated[int | None, typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
     style: Annotated[str, typer.Option("--style", help="The agent view the model was trained on: full | compact | minimal.")] = "full",
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 0.7,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
-    max_steps: Annotated[Optional[int], typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 4,
-    train_data: Annotated[Optional[Path], typer.Option(
+    train_data: Annotated[Path | None, typer.Option(
         help="The SFT file the model was trained on (its task_id column); default: the store's training tasks.")] = None,
-    profile: Annotated[Optional[Path], typer.Option(
+    profile: Annotated[Path | None, typer.Option(
         help="Where to write the capability profile (default: profile.json beside the store).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run id and summary as JSON.")] = False,
     sandbox: Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")] = "bwrap",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
@@ -48,7 +48,7 @@ def init_tiny_command(
     kv_heads: Annotated[int, typer.Option(min=1)] = 2,
     head_dim: Annotated[int, typer.Option(min=8)] = 32,
     seed: Annotated[int, typer.Option()] = 0,
-    base: Annotated[Optional[Path], typer.Option(
+    base: Annotated[Path | None, typer.Option(
         help="Instead of a tiny model, prepare this local checkpoint folder (e.g. a Qwen3-0.6B download).")] = None,
 ) -> None:
     """A tiny Qwen3 with a BPE tokenizer trained on the corpus and the ChatML/Hermes chat template."""
@@ -97,7 +97,7 @@ MaxLenOpt = Annotated[int, typer.Option("--max-length", min=16, help="Longer row
 SaveOpt = Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every this many steps.")]
 LoraOpt = Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (peft) instead of all weights.")]
 LoraROpt = Annotated[int, typer.Option("--lora-r", min=1)]
-CapOpt = Annotated[Optional[list[str]], typer.Option("--capability", help="Train only on rows of this capability (repeatable).")]
+CapOpt = Annotated[list[str] | None, typer.Option("--capability", help="Train only on rows of this capability (repeatable).")]
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the last checkpoint in --out.")]
 SeedOpt = Annotated[int, typer.Option("--seed")]
 
@@ -121,7 +121,7 @@ def train_sft_command(
     loss_on: Annotated[str, typer.Option("--loss-on", help="assistant: loss on the assistant's tokens only; all: on "
                                          "every token (for a model trained from scratch, which then also learns "
                                          "from the tool results how values are copied).")] = "assistant",
-    fused_lm_head: Annotated[Optional[bool], typer.Option(
+    fused_lm_head: Annotated[bool | None, typer.Option(
         "--fused-lm-head/--plain-lm-head", help="TRL's chunked LM head, which never builds the full logits, or the "
         "plain cross-entropy (default: fused for vocabularies of 32k tokens or more).")] = None,
 ) -> None:

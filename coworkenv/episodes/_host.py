@@ -7,6 +7,7 @@ import asyncio
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 from pydantic import BaseModel
 
 from ..gate import GRADER_VERSION

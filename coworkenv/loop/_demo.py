@@ -67,7 +67,7 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
         "tasks_admitted": counts.get("admitted", 0),
         "tasks_quarantined": counts.get("quarantined", 0),
         "episodes": len(teacher),
-        "repaired_episodes": sum(1 for e, v in zip(teacher, verdicts) if e.repaired_from and v and v.admitted),
+        "repaired_episodes": sum(1 for e, v in zip(teacher, verdicts, strict=True) if e.repaired_from and v and v.admitted),
         "gate_pass_rate": round(sum(v.admitted for v in graded) / len(graded), 4) if graded else 0.0,
         "collect_failures": collected.failures,
         "exported_rows": rows,

@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -239,7 +239,7 @@ def summarize(trials: Iterable[Trial], k: int) -> dict[str, Any]:
         at_k.append(pass_at_k(n, c, kk))
         hat_k.append(pass_hat_k(n, c, kk))
     every = [t for runs in by_task.values() for t in runs]
-    mean = lambda xs: round(sum(xs) / len(xs), 4)  # noqa: E731
+    mean = lambda xs: round(sum(xs) / len(xs), 4)
     return {
         "tasks": len(by_task),
         "trials": len(every),
@@ -281,7 +281,7 @@ def profile(run_id: str, model: str, trials: list[Trial], k: int) -> Profile:
             stats = summarize(group, k)
             cells[capability][str(difficulty)] = ProfileCell(pass_rate=stats["pass_rate"], tasks=stats["tasks"],
                                                              trials=stats["trials"], avg_score=stats["avg_score"])
-    return Profile(eval_run=run_id, model=model, k=k, created_at=datetime.now(timezone.utc).isoformat(),
+    return Profile(eval_run=run_id, model=model, k=k, created_at=datetime.now(UTC).isoformat(),
                    pass_rates=cells)
 
 

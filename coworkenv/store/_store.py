@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,13 @@ from ._rows import (
 
 _TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms")
 _INSERT_TOOL_CALL = (
-    "insert into tool_calls (episode_id, idx, created_at, {0}) values (:episode_id, :idx, :created_at, {1})".format(
-        ", ".join(_TOOL_CALL_COLUMNS), ", ".join(f":{c}" for c in _TOOL_CALL_COLUMNS))
+    f"insert into tool_calls (episode_id, idx, created_at, {', '.join(_TOOL_CALL_COLUMNS)})"
+    f" values (:episode_id, :idx, :created_at, {', '.join(f':{c}' for c in _TOOL_CALL_COLUMNS)})"
 )
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def new_id(prefix: str) -> str:

@@ -58,12 +58,12 @@ def _event(conn: sqlite3.Connection, title: str) -> dict[str, Any] | None:
     if row is None:
         return None
     keys = ("id", "title", "date", "start", "end", "location", "attendees")
-    return dict(zip(keys, row))
+    return dict(zip(keys, row, strict=True))
 
 
 def _file(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
     row = conn.execute("select id, name, folder, owner, content from files_files where name = ?", (name,)).fetchone()
-    return dict(zip(("id", "name", "folder", "owner", "content"), row)) if row else None
+    return dict(zip(("id", "name", "folder", "owner", "content"), row, strict=True)) if row else None
 
 
 NO_DELETE_MAIL = "mail_delete_message"

@@ -1,11 +1,12 @@
 """The ``hf:PATH`` provider: a local model folder plays a task through the MCP server."""
 
+import anyio
 import pytest
 
-from coworkenv.agents import ProviderError, ProviderSettings, Teacher, TeacherSettings, episode_messages, parse_provider
+from coworkenv.agents import ProviderError, ProviderSettings, chat_model, parse_provider, rollout
 from coworkenv.agents._hf import parse_reply
 from coworkenv.server import running_http_server
-from coworkenv.workspace import Task
+from coworkenv.store import Provenance
 
 
 def test_hf_specs_are_parsed_and_named():
@@ -35,20 +36,22 @@ async def test_a_local_model_plays_a_task_over_mcp(host, tasks, tmp_path):
     pytest.importorskip("transformers", reason="needs the 'train' extra")
     from coworkenv.trainer import TinyConfig, init_tiny_model
 
-    task = Task.model_validate_json(host.store.get_task(tasks[0])["spec"])
-    row = {"messages": [{"role": "user", "content": task.instruction},
-                        {"role": "assistant", "content": task.reference_answer}],
-           "tools": [{"type": "function", "function": {"name": s.tool, "parameters": {}}} for s in task.reference]}
-    model = init_tiny_model([row, row], tmp_path / "tiny", TinyConfig(vocab_size=400, hidden_size=32,
-                                                                     intermediate_size=64, num_hidden_layers=1,
-                                                                     num_attention_heads=1, num_key_value_heads=1))
-    settings = TeacherSettings(provider=f"hf:{model}", max_repairs=0, prompt_style="compact",
-                               provider_settings=ProviderSettings(max_tokens=16))
+    task = host.store.task_spec(tasks[0])
+    example = {"messages": [{"role": "user", "content": task.instruction},
+                            {"role": "assistant", "content": task.reference_answer}],
+               "tools": [{"type": "function", "function": {"name": s.tool, "parameters": {}}} for s in task.reference]}
+    tiny = TinyConfig(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=1, num_key_value_heads=1)
+    model_dir = init_tiny_model([example, example], tmp_path / "tiny", tiny)
+    spec = parse_provider(f"hf:{model_dir}")
+    model = chat_model(spec, task, host.store.workspace(task.workspace_id), ProviderSettings(max_tokens=16))
     async with running_http_server(host) as url:
-        run = await Teacher(host.store, url, settings).run_task(task)
-    (attempt,) = run.attempts
-    episode = host.store.get_episode(attempt.episode_id)
-    assert episode["provider"] == f"hf:{model}" and episode["status"] == "ended"
-    messages = episode_messages(host.store, attempt.episode_id)
-    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
-    assert not attempt.verdict.admitted  # an untrained model does not solve the task
+        episode = await host.open(task, Provenance("eval", provider=spec.label))
+        with anyio.fail_after(120):
+            played = await rollout(model, f"{url}/e/{episode.id}/mcp", task=task, style="compact",
+                                   max_steps=task.max_steps)
+    verdict = await episode.finish(episode.final_answer, truncated=played.truncated)  # once: a no-op if submitted
+    row = host.store.episode(episode.id)
+    assert row.provider == f"hf:{model_dir}" and row.status == "ended"
+    assert [m.role for m in played.messages[:3]] == ["system", "user", "assistant"]
+    assert verdict is not None and not verdict.admitted  # an untrained model does not solve the task

@@ -1,20 +1,15 @@
-"""The agent view: one definition of what a model sees, used by the teacher and by the export."""
+"""The agent view (``coworkenv.workspace.agent_view``): one definition of what a model sees, used by
+the rollout (see test_rollout.py) and by the exports.
+
+It lives in ``coworkenv.workspace`` since e4d7987; these tests belong in tests/workspace/test_view.py.
+"""
 
 import json
 
 import pytest
 
-from coworkenv.agents import (
-    COMPACT_SYSTEM_PROMPT,
-    SYSTEM_PROMPT,
-    Teacher,
-    TeacherSettings,
-    agent_view,
-    episode_messages,
-)
-from coworkenv.server import running_http_server
 from coworkenv.synth import generate_tasks
-from coworkenv.workspace import Task
+from coworkenv.workspace import COMPACT_SYSTEM_PROMPT, PROMPT_STYLES, SYSTEM_PROMPT, agent_view, check_style
 
 
 def test_compact_view_shows_the_apps_a_task_needs_with_short_schemas():
@@ -58,16 +53,6 @@ def test_bad_styles_and_missing_task_are_named():
         agent_view("tiny", workspace.tools)
     with pytest.raises(ValueError, match="needs the task"):
         agent_view("compact", workspace.tools)
-    with pytest.raises(ValueError, match="unknown prompt style"):
-        Teacher(None, "http://127.0.0.1:1", TeacherSettings(prompt_style="tiny"))
-
-
-@pytest.mark.anyio
-@pytest.mark.bwrap
-async def test_teacher_plays_a_task_in_the_compact_view(host, tasks):
-    task = Task.model_validate_json(host.store.get_task(tasks[0])["spec"])
-    async with running_http_server(host) as url:
-        run = await Teacher(host.store, url, TeacherSettings(prompt_style="compact")).run_task(task)
-    assert run.final.verdict.admitted
-    messages = episode_messages(host.store, run.final.episode_id)
-    assert messages[0] == {"role": "system", "content": COMPACT_SYSTEM_PROMPT}
+    with pytest.raises(ValueError, match="unknown prompt style 'tiny'"):
+        check_style("tiny")
+    assert [check_style(style) for style in PROMPT_STYLES] == list(PROMPT_STYLES)

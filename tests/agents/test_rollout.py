@@ -69,9 +69,11 @@ async def test_an_agent_out_of_steps_stops_without_submitting(host, tasks):
     task = next(host.store.task_spec(t) for t in tasks if t.startswith("multi_step"))
     episode = await host.open(task, Provenance("teacher", provider="oracle"))
     with anyio.fail_after(60):
-        played = await rollout(_model(host, task), build_server(OpenEpisode(episode)), task=task, max_steps=1)
-    assert played.truncated and played.steps == 1 and played.episode_id == ""
-    assert [m.role for m in played.messages] == ["system", "user", "assistant"]
+        played = await rollout(_model(host, task), build_server(OpenEpisode(episode)), task=task, max_steps=2)
+    assert played.truncated and played.steps == 2 and played.episode_id == ""
+    # the calls of the last turn are not run: the agent would need another turn to read their results
+    assert [m.role for m in played.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert [c.tool for c in host.store.tool_calls(episode.id)] == [task.reference[0].tool]
     assert host.store.episode(episode.id).status == "running"  # whoever opened it ends it
     verdict = await episode.finish(truncated=True)
     assert verdict is not None and verdict.reason == "truncated" and not verdict.admitted

@@ -14,6 +14,7 @@ import pytest
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.sandbox import BACKENDS, BwrapConfig, PoolSettings, SandboxError, SandboxPool
 from coworkenv.sandbox._conformance import LIMITS, bench, probe, value, write_initial_state, write_probe_apps
+from coworkenv.store import Provenance
 from coworkenv.synth import synthesize
 
 pytestmark = pytest.mark.anyio
@@ -122,7 +123,7 @@ async def test_episodes_of_a_host_reuse_reset_sandboxes(backend: str, store, tmp
             await host.pool.drain()
             before = dict(host.pool.stats)
             for _ in range(3):
-                episode = await host.open(task, source="test")
+                episode = await host.open(task, Provenance("live"))
                 assert await episode.sandbox.read_file("state.db") == initial
                 with pytest.raises(FileNotFoundError):
                     await episode.sandbox.read_file("junk.txt")

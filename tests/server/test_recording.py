@@ -1,6 +1,7 @@
 """Recorded calls are written behind the request path; whatever way an episode ends (submit, DELETE,
 the end of its session, the idle timeout, the server's shutdown), every call it made is in the
-store file by the time the episode reads as ended, and the gate grades from all of them.
+store file by the time the episode reads as ended, and the verdict it gets on ending is the one all
+of them earn.
 
 Reads go through a second connection to the file: the server's own ``Store`` would flush on read
 and hide a lost write. A trigger notes how many calls of an episode were in the file at the moment
@@ -16,8 +17,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from coworkenv.gate import grade_episode
-from coworkenv.server import EpisodeHost, EpisodeSettings, ServeSettings, running_http_server
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
+from coworkenv.gate import GRADER_VERSION, episode_record, grade
+from coworkenv.server import ServeSettings, running_http_server
 from coworkenv.store import Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
@@ -69,15 +71,22 @@ def the_episode(host: EpisodeHost, task: str) -> str:
     return episode_id
 
 
-def check_all_recorded(store_path: Path, episode_id: str, tools: list[str]) -> None:
+async def check_all_recorded(store_path: Path, episode_id: str, tools: list[str]) -> None:
     assert committed(store_path, "select calls from end_audit where episode_id = ?", (episode_id,)) == [
         (len(tools),)]
     assert committed_calls(store_path, episode_id) == list(enumerate(tools))
     reader = Store(store_path)  # what `coworkenv gate` in another process would see
     try:
-        grade, _ = grade_episode(reader, episode_id, record=False)
-        assert [c["tool"] for c in reader.tool_calls(episode_id)] == tools
-        assert grade is not None
+        assert [c.tool for c in reader.tool_calls(episode_id)] == tools
+        # The episode was graded once as it ended (just after its end was written), from every call:
+        # grading it afresh from the file gives the same verdict.
+        while (verdict := reader.verdict(episode_id, GRADER_VERSION)) is None:
+            await anyio.sleep(0.02)
+        row = reader.episode(episode_id)
+        assert row is not None
+        again, judged = grade(reader.task_spec(row.task_id), episode_record(reader, row))
+        assert (verdict.score, verdict.reason) == (again.score, judged.reason)
+        assert reader.verdict_count(episode_id) == 1
     finally:
         reader.close()
 
@@ -110,7 +119,7 @@ async def test_submit_and_delete_write_every_call_before_the_end(host: EpisodeHo
                 episode_id = the_episode(host, task)
                 await client.call_tool("submit_answer", {"answer": "done"})
                 await ended(store_path, episode_id)
-                check_all_recorded(store_path, episode_id, [*tools, "submit_answer"])
+                await check_all_recorded(store_path, episode_id, [*tools, "submit_answer"])
 
             # Ended by DELETE: of the key URL (2026-07-28), or of the session when the client closes it.
             url = f"{base}/t/{task}/e/deleted/mcp" if era == "modern" else f"{base}/t/{task}/mcp"
@@ -123,7 +132,7 @@ async def test_submit_and_delete_write_every_call_before_the_end(host: EpisodeHo
                 async with httpx.AsyncClient() as http:
                     assert (await http.delete(url)).status_code == 204
             await ended(store_path, episode_id)
-            check_all_recorded(store_path, episode_id, tools)
+            await check_all_recorded(store_path, episode_id, tools)
 
 
 async def test_idle_timeout_writes_every_call_before_the_end(store: Store, tasks: list[str], store_path: Path,
@@ -136,7 +145,7 @@ async def test_idle_timeout_writes_every_call_before_the_end(store: Store, tasks
                 tools = await make_calls(client)
                 episode_id = the_episode(idle, task)
             await ended(store_path, episode_id)
-            check_all_recorded(store_path, episode_id, tools)
+            await check_all_recorded(store_path, episode_id, tools)
 
 
 async def test_shutdown_writes_every_call_of_the_open_episodes(store: Store, tasks: list[str], store_path: Path,
@@ -150,4 +159,4 @@ async def test_shutdown_writes_every_call_of_the_open_episodes(store: Store, tas
                 episode_id = the_episode(host, task)
         # The server has stopped with the episode still open: it ended it on the way out.
         assert committed(store_path, "select status from episodes where id = ?", (episode_id,)) == [("ended",)]
-        check_all_recorded(store_path, episode_id, tools)
+        await check_all_recorded(store_path, episode_id, tools)

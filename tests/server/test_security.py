@@ -6,7 +6,8 @@ import anyio
 import httpx
 import pytest
 
-from coworkenv.server import EpisodeHost, ServeSettings, running_http_server
+from coworkenv.episodes import EpisodeHost
+from coworkenv.server import ServeSettings, running_http_server
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 

@@ -98,7 +98,7 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "messages", "get_tool": "read_
 def _fact_messages(rng: random.Random) -> list[tuple[str, str, str]]:
     """Inbox messages carrying concrete facts that tasks chain on: (sender first name, subject, body)."""
     future = iso_days(TODAY.replace(day=18), TODAY.replace(day=27))
-    slot = lambda: rng.choice(["10:00", "10:30", "11:00", "13:30", "14:00", "14:30", "15:00", "16:00"])  # noqa: E731
+    slot = lambda: rng.choice(["10:00", "10:30", "11:00", "13:30", "14:00", "14:30", "15:00", "16:00"])
     d1, t1, dur, room = rng.choice(future), slot(), rng.choice([30, 45, 60]), rng.choice(ROOMS[:3])
     d2, t2 = rng.choice(future), slot()
     d3 = rng.choice(future)
@@ -168,7 +168,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
     # Fact mail arrived last week (Mon 9 - Fri 13 March); other mail over the two weeks before today.
     recent, older = (iso_days(TODAY.replace(day=9), TODAY.replace(day=13)),
                      iso_days(TODAY.replace(day=2), TODAY.replace(day=13)))
-    clock = lambda: f"{rng.randint(8, 17):02d}:{rng.randrange(0, 60, 5):02d}"  # noqa: E731
+    clock = lambda: f"{rng.randint(8, 17):02d}:{rng.randrange(0, 60, 5):02d}"
     me = USER["email"]
     rows = []  # (date, time, folder, sender, recipients, subject, body, is_read)
     for first, subject, body in _fact_messages(rng):
