@@ -108,6 +108,6 @@ class LocalChatModel(BaseChatModel):
             else:
                 options.update(do_sample=False)
             with _LOCK, torch.inference_mode():
-                out = model.generate(**inputs, **options)
+                out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
         return ChatResult(generations=[ChatGeneration(message=parse_reply(text))])

@@ -75,7 +75,7 @@ def _hf(spec: ProviderSpec, task: Task, workspace: Workspace, settings: Provider
 
 def _anthropic(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
     try:
-        from langchain_anthropic import ChatAnthropic
+        from langchain_anthropic import ChatAnthropic  # pyright: ignore[reportMissingImports]  # the providers extra
     except ImportError:
         raise ProviderError("the anthropic provider needs `pip install 'coworkenv[providers]'`") from None
     return ChatAnthropic(model=spec.model, temperature=settings.temperature,  # type: ignore[call-arg]

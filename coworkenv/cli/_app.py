@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
@@ -99,7 +100,8 @@ def serve(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
-    settings = ServeSettings(bind=host, port=port, token=token, allowed_hosts=allowed_host or [],
+    settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
+                             allowed_hosts=allowed_host or [],
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
                              rate_per_s=rate or None)
     try:
@@ -120,7 +122,7 @@ def serve(
     episodes = open_host(store, sandbox)
     if task and episodes.store.task(task) is None:
         raise fail(f"no task {task!r} in {store}")
-    if stdio:
+    if stdio and task:
         asyncio.run(serve_stdio(episodes, task))
         return
     err.print(f"serving MCP on http://{host}:{port}/t/<task>/mcp (tasks: http://{host}:{port}/tasks)")

@@ -57,8 +57,9 @@ def demo_command(
     settings = None
     if full:
         try:
-            settings = FullSettings(capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps or FULL_STEPS,
-                                    eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python)
+            settings = FullSettings.model_validate(dict(
+                capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps or FULL_STEPS,
+                eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             err.print(f"[red]error:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
             raise typer.Exit(2) from None

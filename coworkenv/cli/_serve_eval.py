@@ -128,12 +128,12 @@ def eval_command(
     if style not in PROMPT_STYLES:
         raise _fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     try:
-        settings = EvalSettings(
+        settings = EvalSettings.model_validate(dict(
             model=model, tasks=tasks, seed=seed, capabilities=capabilities, trials=trials, k=k, prompt_style=style,
             temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
             api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
-        )
+        ))
     except ValidationError as exc:
         raise _fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     except (ValueError, OSError) as exc:

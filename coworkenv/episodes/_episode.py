@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
+from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
 from ..gate import grade_episode
@@ -47,7 +48,7 @@ class CallResult:
 
 
 def argument_error(tool: ToolSpec, arguments: Any,
-                   validator: jsonschema.protocols.Validator | None = None) -> str | None:
+                   validator: Validator | None = None) -> str | None:
     """A message naming the bad field, or None when the arguments match the tool's schema.
 
     ``validator``: the tool's compiled schema, when the caller keeps one (see ``Toolbox``).
@@ -79,9 +80,9 @@ class Toolbox:
         self.tools = [*workspace.tools, SUBMIT_TOOL]
         self.by_name = {spec.name: spec for spec in reversed(self.tools)}  # the first of a name wins
         self.by_name[SUBMIT_TOOL.name] = SUBMIT_TOOL
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._validators: dict[str, Validator] = {}
 
-    def validator(self, spec: ToolSpec) -> jsonschema.protocols.Validator:
+    def validator(self, spec: ToolSpec) -> Validator:
         if spec.name not in self._validators:
             self._validators[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
         return self._validators[spec.name]

@@ -118,7 +118,7 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None: ...
 
-    def abandon(self) -> None:
+    def abandon(self) -> None:  # noqa: B027  # optional: most backends leave nothing that needs it
         """Remove what the sandbox holds on the host without an event loop (at interpreter exit)."""
 
     async def __aenter__(self) -> Sandbox:

@@ -131,7 +131,7 @@ class BwrapSandbox(RunnerSandbox):
             return ""
         try:
             data = await asyncio.wait_for(proc.stderr.read(4096), 1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ""
         return data.decode(errors="replace").strip()
 
@@ -155,7 +155,7 @@ class BwrapSandbox(RunnerSandbox):
             proc.stdin.close()
             try:
                 await asyncio.wait_for(proc.wait(), 2)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self._reader = self._writer = None
         await self._disconnect()

@@ -86,7 +86,7 @@ class RunnerSandbox(Sandbox):
             await writer.drain()
             async with asyncio.timeout(timeout):  # no task per request, unlike wait_for
                 line = await reader.readline()
-        except (asyncio.TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
             await self._lost()
             raise SandboxError(f"sandbox runner stopped answering ({type(exc).__name__})") from None
         if not line:

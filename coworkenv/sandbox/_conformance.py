@@ -10,11 +10,12 @@ sandbox and a bystander sandbox (another episode) keep serving.
 
 Run them all with ``await run_checks("docker")``, or one by one (the tests parametrize over both).
 """
+# pyright: reportOptionalSubscript=false
+# (the checks below read ``outcome.result[...]`` after asserting ``outcome.ok``; a None result fails them anyway)
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import sqlite3
@@ -25,7 +26,8 @@ import textwrap
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from ._backends import backend_class, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome

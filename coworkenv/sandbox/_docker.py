@@ -87,6 +87,7 @@ class DockerSandbox(RunnerSandbox):
             report.notes.append(f"docker skipped: {exc}")
             return
         import docker
+        import docker.errors
 
         # One listing call (the SDK's containers.list fetches each one again, racing their removal).
         for container in client.api.containers(all=True, filters={"label": DOCKER_LABEL}):
@@ -105,6 +106,7 @@ class DockerSandbox(RunnerSandbox):
                 report.kept += 1
 
     def _create(self) -> str:
+        assert self.episode_dir is not None  # made by start() before the container
         limits = self.limits
         uid = self.config.uid
         api = shared_client().api
@@ -202,7 +204,7 @@ class DockerSandbox(RunnerSandbox):
         try:
             logs = await asyncio.to_thread(shared_client().api.logs, self.container, stdout=False,
                                            stderr=True, tail=5)
-        except Exception:  # noqa: BLE001 - only a hint for the error message
+        except Exception:
             return ""
         return logs.decode(errors="replace").strip()
 
@@ -254,6 +256,7 @@ def _peer_uid(conn: socket.socket) -> int:
 
 def _remove(container: str) -> None:
     import docker
+    import docker.errors
 
     try:
         shared_client().api.remove_container(container, force=True)

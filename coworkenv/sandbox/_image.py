@@ -57,6 +57,7 @@ def docker_client():
     """A Docker SDK client that answers, or ``SandboxUnavailable`` saying what to install or start."""
     try:
         import docker
+        import docker.errors
     except ImportError:
         raise SandboxUnavailable(
             "the docker sandbox needs the Docker SDK — install it with `pip install 'coworkenv[docker]'`"
@@ -64,7 +65,7 @@ def docker_client():
     try:
         client = docker.from_env(timeout=120)
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine means the same
+    except Exception as exc:
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise SandboxUnavailable(
             f"docker engine not reachable at {where} — start it (dockerd, or scripts/start-docker.sh) "
@@ -75,6 +76,7 @@ def docker_client():
 
 def image_exists(client, image: str = IMAGE) -> bool:
     import docker
+    import docker.errors
 
     try:
         client.images.get(image)

@@ -42,7 +42,7 @@ def owner() -> dict[str, str]:
 
 def docker_labels(**extra: str) -> dict[str, str]:
     me = owner()
-    return {DOCKER_LABEL: "1", **dict(zip(OWNER_LABELS, (me["host"], me["pid"], me["start"]))), **extra}
+    return {DOCKER_LABEL: "1", **dict(zip(OWNER_LABELS, (me["host"], me["pid"], me["start"]), strict=True)), **extra}
 
 
 def is_orphan(host: str, pid: str, start: str) -> bool:

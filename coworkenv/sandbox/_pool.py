@@ -101,7 +101,7 @@ class SandboxPool:
         try:
             async with asyncio.timeout(RESET_TIMEOUT_S):
                 await sandbox.reset()
-        except (SandboxError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, SandboxError, OSError):
             await self._discard(sandbox)
             return
         if self._closed or self.idle(key) > self.settings.size:  # others came back during the reset
@@ -150,7 +150,7 @@ class SandboxPool:
         try:
             root = self.config.root if self.config is not None else None
             report = await asyncio.to_thread(cleanup, root=root, backends=[self.backend])
-        except Exception as exc:  # noqa: BLE001 - a failed sweep must not fail the episode that started it
+        except Exception as exc:
             log.warning("cleanup of what dead processes left failed: %s", exc)
             return
         if report.removed:
@@ -188,7 +188,7 @@ class SandboxPool:
         for sandbox in live:
             try:
                 sandbox.abandon()
-            except Exception:  # noqa: BLE001 - best effort at exit; `coworkenv sandbox cleanup` does the rest
+            except Exception:
                 pass
 
 

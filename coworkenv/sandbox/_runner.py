@@ -63,7 +63,7 @@ class Worker:
 
     def __init__(self, pid, req_w, rep_r):
         self.pid, self.req_w, self.rep_r = pid, req_w, rep_r
-        self.limits = None  # fixed by the first call: a worker never changes its hard limits
+        self.limits: dict | None = None  # fixed by the first call: a worker never changes its hard limits
         self.calls = 0
         self.retire = False  # replace it after the current call
 
@@ -117,6 +117,7 @@ class Runner:
             self.drop_worker()
         self.spawn_worker()
         worker = self.worker
+        assert worker is not None  # spawn_worker made one
         worker.limits = limits
         worker.calls += 1
         try:
@@ -202,7 +203,7 @@ class Runner:
                     signal.setitimer(signal.ITIMER_REAL, PRELOAD_S)
                     try:
                         importlib.import_module("apps." + name[:-3])
-                    except BaseException:  # noqa: BLE001 - SystemExit and the timeout included
+                    except BaseException:
                         pass
                     finally:
                         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -375,7 +376,7 @@ def _warm_up():
             conn.execute("SELECT 1").fetchall()
         finally:
             conn.close()
-    except Exception:  # noqa: BLE001 - the first call meets the same failure and reports it
+    except Exception:
         pass
 
 
@@ -399,6 +400,7 @@ class _StateConnection:
     def release(self, ok):
         """After a call: roll back what a failed one left; keep the connection if all is as above."""
         conn = self.conn
+        assert conn is not None  # release follows a connect
         try:
             if not ok:
                 conn.rollback()
@@ -432,7 +434,7 @@ def _run(request, state):
     try:
         module = importlib.import_module("apps." + str(request["app"]))
         tool_failure = importlib.import_module("apps._base").ToolFailure
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
+    except Exception as exc:
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
         try:
@@ -448,7 +450,7 @@ def _run(request, state):
             reply = {"ok": False, "kind": "tool", "error": str(exc)}
         except MemoryError:
             reply = {"ok": False, "kind": "limit", "error": "tool exceeded its memory limit"}
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a reply
+        except Exception as exc:
             reply = {"ok": False, "kind": "crash", "error": f"{type(exc).__name__}: {exc}"}
     try:
         return json.dumps(reply).encode()

@@ -230,7 +230,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         match = _RECORD_URI.match(uri)
         kind = next((k for k in _record_kinds(episode) if match and (k.app, k.resource.collection) ==
                      (match["app"], match["collection"])), None)
-        if kind is None:
+        if kind is None or match is None:
             templates = ", ".join([TASK_URI] + [k.uri_template for k in _record_kinds(episode)])
             raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri}; resources here: {templates}")
         record = await _observe(episode, kind.app, kind.resource.get_tool, {"id": match["id"]})
@@ -355,7 +355,7 @@ class HttpEpisodes:
         params = _ROUTE.get(None)
         if params is None:
             return None
-        episode = self.by_path(params)
+        episode = self.by_path(dict(params))
         if episode is not None:
             workspace = episode.workspace
         elif "task" in params:
@@ -467,6 +467,8 @@ class HttpEpisodes:
     def _forget_ended(self, now: float) -> None:
         """Drop ended sessions at once, and ended keys one idle timeout after their end (until
         then a key's later requests hear that its episode has ended; after, the key opens anew)."""
+        if self.idle_timeout is None:
+            return
         for key, episode in list(self.by_key.items()):
             ended_at = self._ended.get(episode.id)
             if episode.ended and (key[0] == "session" or (ended_at is not None and now - ended_at > self.idle_timeout)):

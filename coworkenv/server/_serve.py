@@ -256,7 +256,7 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
             return
         await endpoint(scope, receive, send)
 
-    async def tasks(request: Request) -> JSONResponse:
+    async def tasks(request: Request) -> Response:
         status = request.query_params.get("status", "admitted")
         if status not in TASK_STATUSES:
             return _error(400, f"unknown status {status!r}; one of: {', '.join(TASK_STATUSES)}")

@@ -20,10 +20,10 @@ _LEGACY_TABLE = "_migrations"  # where stores made before sqlite-utils' mechanis
 
 @MIGRATIONS(name="0001_initial_schema")
 def _initial_schema(db: sqlite_utils.Database) -> None:
-    db["workspaces"].create(
+    db.table("workspaces").create(
         {"id": str, "name": str, "seed": int, "spec": str, "created_at": str}, pk="id"
     )
-    db["tasks"].create(
+    db.table("tasks").create(
         {
             "id": str,
             "workspace_id": str,
@@ -39,7 +39,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         foreign_keys=[("workspace_id", "workspaces", "id")],
         not_null={"workspace_id", "spec", "status"},
     )
-    db["calibrations"].create(
+    db.table("calibrations").create(
         {
             "id": int,
             "task_id": str,
@@ -55,7 +55,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("task_id", "tasks", "id")],
     )
-    db["episodes"].create(
+    db.table("episodes").create(
         {
             "id": str,
             "task_id": str,
@@ -76,7 +76,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         foreign_keys=[("task_id", "tasks", "id"), ("repaired_from", "episodes", "id")],
         defaults={"status": "running", "attempt": 1, "truncated": 0},
     )
-    db["messages"].create(
+    db.table("messages").create(
         {
             "id": int,
             "episode_id": str,
@@ -92,7 +92,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         foreign_keys=[("episode_id", "episodes", "id")],
         defaults={"provenance": 0},
     )
-    db["tool_calls"].create(
+    db.table("tool_calls").create(
         {
             "id": int,
             "episode_id": str,
@@ -108,7 +108,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("episode_id", "episodes", "id")],
     )
-    db["grades"].create(
+    db.table("grades").create(
         {
             "id": int,
             "episode_id": str,
@@ -123,7 +123,7 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("episode_id", "episodes", "id")],
     )
-    db["verdicts"].create(
+    db.table("verdicts").create(
         {
             "id": int,
             "episode_id": str,
@@ -136,18 +136,18 @@ def _initial_schema(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("episode_id", "episodes", "id"), ("grade_id", "grades", "id")],
     )
-    db["tasks"].create_index(["status"])
-    db["episodes"].create_index(["task_id"])
-    db["messages"].create_index(["episode_id", "idx"])
-    db["tool_calls"].create_index(["episode_id", "idx"])
-    db["grades"].create_index(["episode_id", "grader_version"])
-    db["verdicts"].create_index(["episode_id", "grader_version"])
+    db.table("tasks").create_index(["status"])
+    db.table("episodes").create_index(["task_id"])
+    db.table("messages").create_index(["episode_id", "idx"])
+    db.table("tool_calls").create_index(["episode_id", "idx"])
+    db.table("grades").create_index(["episode_id", "grader_version"])
+    db.table("verdicts").create_index(["episode_id", "grader_version"])
 
 
 @MIGRATIONS(name="0002_training_runs")
 def _training_runs(db: sqlite_utils.Database) -> None:
     """Training runs (SFT, DPO): what was trained on what, how, and where the result is."""
-    db["training_runs"].create(
+    db.table("training_runs").create(
         {
             "id": str,
             "kind": str,  # sft | dpo
@@ -172,7 +172,7 @@ def _eval_runs(db: sqlite_utils.Database) -> None:
     """Evaluation runs of a served model and their trials (one graded ``eval`` episode each).
 
     Held-out evaluation tasks are stored in ``tasks`` with status ``heldout``."""
-    db["eval_runs"].create(
+    db.table("eval_runs").create(
         {
             "id": str,
             "model": str,  # the provider spec, e.g. openai:NAME@URL
@@ -185,7 +185,7 @@ def _eval_runs(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["eval_trials"].create(
+    db.table("eval_trials").create(
         {
             "id": int,
             "run_id": str,
@@ -205,7 +205,7 @@ def _eval_runs(db: sqlite_utils.Database) -> None:
         pk="id",
         foreign_keys=[("run_id", "eval_runs", "id"), ("task_id", "tasks", "id"), ("episode_id", "episodes", "id")],
     )
-    db["eval_trials"].create_index(["run_id"])
+    db.table("eval_trials").create_index(["run_id"])
 
 
 # The record views of the built-in apps as they were when resources moved into the apps (frozen here:
@@ -226,13 +226,13 @@ _CHECK_FIELDS_0004 = {"sql": ("id", "kind", "description", "query", "params", "e
 def _one_verdict_per_version(db: sqlite_utils.Database) -> None:
     """One verdict (and grade) per episode and grader version, the boundary of an infrastructure
     failure on the episode, checks stored as their own kind, and app resources in workspace specs."""
-    db["episodes"].add_column("boundary", str)
+    db.table("episodes").add_column("boundary", str)
     db.execute("delete from verdicts where id not in (select max(id) from verdicts group by episode_id, grader_version)")
     db.execute("delete from grades where id not in (select grade_id from verdicts)")
     db.execute("drop index if exists idx_verdicts_episode_id_grader_version")
     db.execute("drop index if exists idx_grades_episode_id_grader_version")
-    db["verdicts"].create_index(["episode_id", "grader_version"], unique=True)
-    db["grades"].create_index(["episode_id", "grader_version"], unique=True)
+    db.table("verdicts").create_index(["episode_id", "grader_version"], unique=True)
+    db.table("grades").create_index(["episode_id", "grader_version"], unique=True)
     for row in list(db.query("select id, spec from tasks")):
         spec = json.loads(row["spec"])
         spec["checks"] = [{k: c[k] for k in _CHECK_FIELDS_0004[c["kind"]] if k in c} for c in spec.get("checks", [])]
@@ -249,10 +249,10 @@ def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table
         if _LEGACY_TABLE in db.table_names():
             MIGRATIONS.ensure_migrations_table(db)
-            for row in list(db[_LEGACY_TABLE].rows):
-                db[Migrations.migrations_table].insert(
+            for row in list(db.table(_LEGACY_TABLE).rows):
+                db.table(Migrations.migrations_table).insert(
                     {"migration_set": MIGRATIONS.name, "name": row["name"], "applied_at": row["applied_at"]})
-            db[_LEGACY_TABLE].drop()
+            db.table(_LEGACY_TABLE).drop()
     pending = [m.name for m in MIGRATIONS.pending(db)]
     MIGRATIONS.apply(db)
     return pending

@@ -141,7 +141,7 @@ class Store:
 
     def put_workspace(self, workspace: Workspace) -> None:
         with self.transaction() as db:
-            db["workspaces"].upsert(
+            db.table("workspaces").upsert(
                 {"id": workspace.id, "name": workspace.name, "seed": workspace.seed,
                  "spec": workspace.model_dump_json(), "created_at": now()},
                 pk="id",
@@ -170,7 +170,7 @@ class Store:
 
     def put_task(self, task: Task, *, status: TaskStatus = "pending", reason: str = "") -> None:
         with self.transaction() as db:
-            db["tasks"].upsert(
+            db.table("tasks").upsert(
                 {
                     "id": task.id,
                     "workspace_id": task.workspace_id,
@@ -187,7 +187,7 @@ class Store:
 
     def set_task_status(self, task_id: str, status: TaskStatus, reason: str = "") -> None:
         with self.transaction() as db:
-            db["tasks"].update(task_id, {"status": status, "reason": reason})
+            db.table("tasks").update(task_id, {"status": status, "reason": reason})
 
     def task(self, task_id: str) -> TaskRow | None:
         rows = self.query("select * from tasks where id = ?", (task_id,))
@@ -221,7 +221,7 @@ class Store:
 
     def add_calibration(self, row: CalibrationRow) -> None:
         with self.transaction() as db:
-            db["calibrations"].insert({**asdict(row), "deterministic": int(row.deterministic),
+            db.table("calibrations").insert({**asdict(row), "deterministic": int(row.deterministic),
                                        "admitted": int(row.admitted), "created_at": now()})
 
     # --- episodes --------------------------------------------------------------------------
@@ -229,7 +229,7 @@ class Store:
     def start_episode(self, task_id: str, provenance: Provenance, *, episode_id: str | None = None) -> str:
         episode_id = episode_id or new_id("ep")
         with self.transaction() as db:
-            db["episodes"].insert(
+            db.table("episodes").insert(
                 {
                     "id": episode_id,
                     "task_id": task_id,
@@ -259,7 +259,7 @@ class Store:
         with self.transaction() as db:  # after every deferred call of the episode is written
             with self._pending_lock:
                 self._next_idx.pop(episode_id, None)
-            db["episodes"].update(
+            db.table("episodes").update(
                 episode_id,
                 {
                     "status": "failed" if error else "ended",
@@ -318,7 +318,7 @@ class Store:
     def add_tool_call(self, episode_id: str, row: dict) -> None:
         with self.transaction() as db:
             idx = self._idx_after(episode_id)
-            db["tool_calls"].insert({**row, "episode_id": episode_id, "idx": idx, "created_at": now()})
+            db.table("tool_calls").insert({**row, "episode_id": episode_id, "idx": idx, "created_at": now()})
             if episode_id in self._next_idx:
                 self._next_idx[episode_id] = idx + 1
 
@@ -364,7 +364,7 @@ class Store:
             start = db.execute(
                 "select coalesce(max(idx), -1) + 1 from messages where episode_id = ?", [episode_id]
             ).fetchone()[0]
-            db["messages"].insert_all(
+            db.table("messages").insert_all(
                 {
                     "episode_id": episode_id,
                     "idx": start + i,
@@ -395,12 +395,12 @@ class Store:
             key = [verdict.episode_id, verdict.grader_version]
             db.execute("delete from verdicts where episode_id = ? and grader_version = ?", key)
             db.execute("delete from grades where episode_id = ? and grader_version = ?", key)
-            grade_id = db["grades"].insert({
+            grade_id = db.table("grades").insert({
                 "episode_id": verdict.episode_id, "grader_version": verdict.grader_version,
                 "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
                 "score": verdict.score, "checks": json.dumps([asdict(c) for c in verdict.checks]), "created_at": now(),
             }).last_pk
-            db["verdicts"].insert({
+            db.table("verdicts").insert({
                 "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,
                 "admitted": int(verdict.admitted), "reason": verdict.reason, "created_at": now(),
             })
@@ -435,18 +435,18 @@ class Store:
     def start_eval_run(self, model: str, settings: dict[str, Any]) -> str:
         run_id = new_id("eval")
         with self.transaction() as db:
-            db["eval_runs"].insert({"id": run_id, "model": model, "settings": json.dumps(settings),
+            db.table("eval_runs").insert({"id": run_id, "model": model, "settings": json.dumps(settings),
                                     "status": "running", "started_at": now()})
         return run_id
 
     def add_eval_trial(self, trial: EvalTrialRow) -> None:
         with self.transaction() as db:
-            db["eval_trials"].insert({**asdict(trial), "passed": int(trial.passed), "created_at": now()})
+            db.table("eval_trials").insert({**asdict(trial), "passed": int(trial.passed), "created_at": now()})
 
     def end_eval_run(self, run_id: str, *, status: str, summary: dict[str, Any] | None = None,
                      profile_path: str | None = None) -> None:
         with self.transaction() as db:
-            db["eval_runs"].update(run_id, {"status": status, "summary": json.dumps(summary) if summary else None,
+            db.table("eval_runs").update(run_id, {"status": status, "summary": json.dumps(summary) if summary else None,
                                             "profile_path": profile_path, "ended_at": now()})
 
     def eval_run(self, run_id: str) -> EvalRunRow | None:
@@ -468,12 +468,12 @@ class Store:
     def start_training_run(self, row: dict) -> str:
         run_id = row.get("id") or new_id("train")
         with self.transaction() as db:
-            db["training_runs"].insert({**row, "id": run_id, "status": "running", "started_at": now()})
+            db.table("training_runs").insert({**row, "id": run_id, "status": "running", "started_at": now()})
         return run_id
 
     def end_training_run(self, run_id: str, *, status: str, metrics: dict | None = None, error: str = "") -> None:
         with self.transaction() as db:
-            db["training_runs"].update(run_id, {"status": status, "metrics": json.dumps(metrics or {}),
+            db.table("training_runs").update(run_id, {"status": status, "metrics": json.dumps(metrics or {}),
                                                 "error": error, "ended_at": now()})
 
     def training_run(self, run_id: str) -> TrainingRunRow | None:

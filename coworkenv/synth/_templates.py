@@ -80,6 +80,8 @@ def lookup_meeting(conn, rng):
     if not titles:
         return None
     ev = _event(conn, rng.choice(titles))
+    if ev is None:
+        return None
     return {
         "capability": "lookup", "difficulty": 1,
         "instruction": f"When is the \"{ev['title']}\" meeting, and where? Tell me the date, start time and location.",

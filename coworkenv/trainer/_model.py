@@ -150,7 +150,7 @@ def tiny_qwen3(config: TinyConfig, tokenizer):
         head_dim=config.head_dim,
         max_position_embeddings=config.max_position_embeddings,
         tie_word_embeddings=True,
-        rope_theta=10000.0,
+        rope_theta=10000.0,  # pyright: ignore[reportCallIssue]  # taken by the config's **kwargs
         eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
         pad_token_id=tokenizer.convert_tokens_to_ids(EOS),
         bos_token_id=None,

@@ -226,7 +226,7 @@ def _plain_loss_trainer():
     The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
     ``assistant_only_loss``) divided by their number in the batch.
     """
-    from trl import SFTTrainer
+    from trl import SFTTrainer  # pyright: ignore[reportPrivateImportUsage]  # trl's lazy exports
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -241,7 +241,7 @@ def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
     def build(rows):
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
 
         model, tokenizer = _load(settings)
         fused = settings.fused_lm_head
@@ -260,7 +260,7 @@ def train_dpo(store: Store | None, settings: TrainSettings) -> TrainResult:
     """Direct preference optimisation on repaired (chosen) versus failed (rejected) continuations."""
 
     def build(rows):
-        from trl import DPOConfig, DPOTrainer
+        from trl import DPOConfig, DPOTrainer  # pyright: ignore[reportPrivateImportUsage]
 
         model, tokenizer = _load(settings)
         config = DPOConfig(**_common_args(settings), beta=settings.beta)

@@ -225,7 +225,7 @@ def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
         ident, name = opt_str(args, "id"), opt_str(args, "name")
         if (ident is None) == (name is None):
             raise ToolFailure("give exactly one of 'id' or 'name'")
-        row = _get(conn, ident) if ident is not None else _by_name(conn, name, _folder(args, False))
+        row = _get(conn, ident) if ident is not None else _by_name(conn, name or "", _folder(args, False))
         return _row_dict(row, content=True)
     if tool == "write_file":
         name, folder = req_str(args, "name").strip(), _folder(args, True)
