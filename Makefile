@@ -5,13 +5,18 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test install node vllm clean
+.PHONY: demo test check install node vllm clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
 test: install node vllm
 	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
+
+# Static checks (CI runs them): ruff's lint rules and pyright in basic mode, over the package
+check: install
+	$(VENV)/bin/ruff check coworkenv
+	$(VENV)/bin/pyright
 
 install: $(VENV)/.installed
 

@@ -414,8 +414,6 @@ class HttpEpisodes:
             if episode is None or (episode.ended and key[0] == "session"):
                 episode = await self._open(task_id, params.get("workspace"))
                 self.by_key[key] = episode
-                if key[0] == "session":
-                    _on_connection_end(ctx, lambda: self.end(episode))
         if episode.task.id != task_id:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -477,15 +475,13 @@ class HttpEpisodes:
         for episode_id in [e for e, at in self._ended.items() if now - at > 2 * self.idle_timeout]:
             del self._ended[episode_id]
 
+    async def end_session(self, session_id: str) -> None:
+        """End the episode of a legacy session whose client ended the session (DELETE)."""
+        episode = self.by_key.get(("session", session_id))
+        if episode is not None:
+            await self.end(episode)
+
     async def close(self) -> None:
         """End every episode this resolver opened that is still open."""
         for episode in list(self.by_key.values()):
             await self.end(episode)
-
-
-def _on_connection_end(ctx: Any, callback: Callable[[], Awaitable[None]]) -> None:
-    """Run ``callback`` when the legacy session's connection closes (DELETE, idle timeout)."""
-    connection = getattr(ctx.session, "_connection", None)
-    exit_stack = getattr(connection, "exit_stack", None)
-    if isinstance(exit_stack, contextlib.AsyncExitStack):
-        exit_stack.push_async_callback(callback)

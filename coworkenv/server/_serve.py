@@ -255,6 +255,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
             await Response(status_code=204)(scope, receive, send)
             return
         await endpoint(scope, receive, send)
+        if scope["method"] == "DELETE":  # the client ended its legacy session: its episode ends with it
+            await episodes.end_session(request.headers["mcp-session-id"])
 
     async def tasks(request: Request) -> Response:
         status = request.query_params.get("status", "admitted")
