@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test check install node vllm clean
+.PHONY: demo test check docs install node vllm clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
@@ -17,6 +17,10 @@ test: install node vllm
 check: install
 	$(VENV)/bin/ruff check coworkenv
 	$(VENV)/bin/pyright
+
+# The README's command reference, generated from the CLI
+docs: install
+	$(PY) -m coworkenv.cli._docs README.md
 
 install: $(VENV)/.installed
 

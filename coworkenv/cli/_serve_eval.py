@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ..agents import provider_help
 from ..loop import DEFAULT_EVAL_SEED, SPLITS
 from ..sandbox import BACKENDS
 from ..synth import TEMPLATES
@@ -97,8 +98,8 @@ def _table(summary: dict[str, Any], k: int) -> Table:
 
 
 def eval_command(
-    model: Annotated[str, typer.Option("--model", help="The model to evaluate: openai:NAME@URL (a served model), "
-                                       "openai:MODEL, anthropic:MODEL or oracle.")],
+    model: Annotated[str, typer.Option("--model", help="The model to evaluate (a served model is openai:NAME@URL): "
+                                       + provider_help())],
     store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
     tasks: Annotated[int, typer.Option("-n", "--tasks", min=1, help="Held-out tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the held-out tasks (their workspaces must be new).")] = DEFAULT_EVAL_SEED,
@@ -110,6 +111,8 @@ def eval_command(
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 4,
+    retries: Annotated[int, typer.Option(
+        min=0, help="Replays of a trial that an infrastructure failure (model server, sandbox) ended.")] = 2,
     train_data: Annotated[Path | None, typer.Option(
         help="The SFT file the model was trained on (its task_id column); default: the store's training tasks.")] = None,
     profile: Annotated[Path | None, typer.Option(
@@ -131,7 +134,7 @@ def eval_command(
         settings = EvalSettings.model_validate(dict(
             model=model, tasks=tasks, seed=seed, capabilities=capabilities, trials=trials, k=k, prompt_style=style,
             temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
-            api_key=os.environ.get("OPENAI_API_KEY"),
+            retries=retries, api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
         ))
     except ValidationError as exc:
