@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from coworkenv.sandbox import IMAGE, Limits, PoolSettings, SandboxPool, create_sandbox
+from coworkenv.sandbox import BACKENDS, IMAGE, Limits, PoolSettings, SandboxPool, create_sandbox
 from coworkenv.sandbox._bwrap import runner_python
 from coworkenv.sandbox._client import RUNNER
 from coworkenv.sandbox._conformance import write_initial_state, write_probe_apps
@@ -51,11 +51,11 @@ async def bench_backend(backend: str, state: Path, apps: Path, starts: int, call
     out: dict[str, list[float]] = {"cold": [], "warm": [], "warm+call": []}
     for _ in range(starts):
         started = time.perf_counter()
-        sandbox = create_sandbox(backend, state, limits=LIMITS, apps_dir=apps)
+        sandbox = create_sandbox(backend, state, limits=LIMITS, config=BACKENDS[backend].config_type(apps_dir=apps))
         await sandbox.start()
         out["cold"].append(time.perf_counter() - started)
         await sandbox.close()
-    pool = SandboxPool(backend, limits=LIMITS, settings=PoolSettings(size=2), apps_dir=apps)
+    pool = SandboxPool(backend, limits=LIMITS, settings=PoolSettings(size=2), config=BACKENDS[backend].config_type(apps_dir=apps))
     try:
         await pool.release(await pool.acquire(state))
         for _ in range(starts * 2):
