@@ -142,15 +142,30 @@ async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: Promp
         raise
     except _TRANSPORT_ERRORS as exc:
         raise ProtocolError(f"the MCP connection to the episode failed: {type(exc).__name__}: {exc}") from exc
-    except BaseExceptionGroup as group:  # the client's task group wraps what failed inside it
-        first_error = group.exceptions[0]
-        if isinstance(first_error, InfrastructureError):
-            raise first_error from group
-        raise ProtocolError(f"the MCP connection to the episode failed: {type(first_error).__name__}: "
-                            f"{first_error}") from group
+    except BaseExceptionGroup as group:  # the client's task groups wrap what failed inside them
+        failure = _first(group)
+        if isinstance(failure, InfrastructureError):
+            raise failure from group
+        raise ProtocolError(f"the MCP connection to the episode failed: {type(failure).__name__}: "
+                            f"{failure}") from group
     hint_turn = opening[-1] if hint else None
     messages = [to_message(m, provenance=m is hint_turn) for m in state["messages"]]
     return Rollout(messages, state["steps"], state["truncated"], state["episode_id"])
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first failure a (nested) exception group holds, an infrastructure failure before any other."""
+    leaves: list[BaseException] = []
+
+    def walk(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                walk(inner)
+        else:
+            leaves.append(error)
+
+    walk(group)
+    return next((e for e in leaves if isinstance(e, InfrastructureError)), leaves[0])
 
 
 def repair_hint(feedback: str, reason: str) -> str:
