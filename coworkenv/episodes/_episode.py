@@ -19,9 +19,9 @@ from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
 from ..gate import grade_episode
-from ..sandbox import Sandbox, SandboxError
+from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import Provenance, VerdictRow
-from ..workspace import STATE_FILE, SUBMIT_TOOL, Task, ToolSpec, Workspace, dump_state
+from ..workspace import SUBMIT_TOOL, Task, ToolSpec, Workspace, dump_state
 
 if TYPE_CHECKING:
     from ._host import EpisodeHost

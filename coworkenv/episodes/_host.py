@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..gate import GRADER_VERSION
-from ..sandbox import Limits, PoolSettings, SandboxPool
+from ..sandbox import STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
-from ..workspace import STATE_FILE, Task, Workspace, write_initial_state
+from ..workspace import Task, Workspace, write_initial_state
 from ._episode import Episode, Toolbox
 
 log = logging.getLogger(__name__)

@@ -7,6 +7,7 @@ from ._docker import DockerConfig, DockerSandbox
 from ._image import IMAGE, BuildResult, build_image
 from ._labels import CleanupReport
 from ._pool import PoolSettings, SandboxPool
+from ._runner import STATE_FILE
 
 __all__ = [
     "BACKENDS",
@@ -24,6 +25,7 @@ __all__ = [
     "SandboxError",
     "SandboxPool",
     "SandboxUnavailable",
+    "STATE_FILE",
     "ToolOutcome",
     "build_image",
     "cleanup",

@@ -9,11 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
+from ._runner import STATE_FILE
 from ._base import Limits, SandboxConfig, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._labels import CleanupReport, cleanup_directories, make_episode_dir
 
-STATE_FILE = "state.db"
 
 
 def runner_python() -> str:

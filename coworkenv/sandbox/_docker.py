@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from ._runner import STATE_FILE
 from ._base import Limits, SandboxConfig, SandboxError, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
@@ -127,7 +128,7 @@ class DockerSandbox(RunnerSandbox):
             binds={
                 str(self.apps_dir.resolve()): {"bind": "/opt/coworkenv/lib/apps", "mode": "ro"},
                 str(RUNNER): {"bind": "/opt/coworkenv/runner.py", "mode": "ro"},
-                str(self.initial_state.resolve()): {"bind": "/opt/coworkenv/initial/state.db", "mode": "ro"},
+                str(self.initial_state.resolve()): {"bind": f"/opt/coworkenv/initial/{STATE_FILE}", "mode": "ro"},
                 str(self.episode_dir / "socket"): {"bind": SOCKET_DIR, "mode": "ro"},
             },
         )
@@ -139,7 +140,7 @@ class DockerSandbox(RunnerSandbox):
             user=f"{uid}:{uid}",
             working_dir="/workspace",
             environment={"COWORKENV_LIB": "/opt/coworkenv/lib",
-                         "COWORKENV_INITIAL_STATE": "/opt/coworkenv/initial/state.db",
+                         "COWORKENV_INITIAL_STATE": f"/opt/coworkenv/initial/{STATE_FILE}",
                          "COWORKENV_SOCKET": f"{SOCKET_DIR}/{SOCKET_NAME}",
                          "HOME": "/workspace"},
             network_disabled=True,

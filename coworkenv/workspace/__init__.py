@@ -23,7 +23,7 @@ from ._spec import (
     save_task,
     save_workspace,
 )
-from ._state import APPS_DIR, STATE_FILE, app_module, build_workspace, dump_state, load_state, write_initial_state
+from ._state import APPS_DIR, app_module, build_workspace, dump_state, load_state, write_initial_state
 from ._view import (
     COMPACT_SYSTEM_PROMPT,
     PROMPT_STYLES,
@@ -39,7 +39,6 @@ __all__ = [
     "CAPABILITIES",
     "COMPACT_SYSTEM_PROMPT",
     "PROMPT_STYLES",
-    "STATE_FILE",
     "SUBMIT_TOOL",
     "SYSTEM_PROMPT",
     "AgentView",

@@ -10,7 +10,6 @@ from types import ModuleType
 from . import apps as _apps
 from ._spec import App, ResourceSpec, ToolSpec, Workspace
 
-STATE_FILE = "state.db"
 APPS_DIR = Path(_apps.__file__).parent
 
 
