@@ -13,23 +13,27 @@ raises ``ModelError``, one of the MCP connection ``ProtocolError``; tool errors 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 import httpx
+import httpx2
 import mcp_types as types
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 
 from .._errors import InfrastructureError, ModelError, ProtocolError
 from ..workspace import SUBMIT_TOOL, Message, PromptStyle, Task, agent_view
 from ._messages import to_message
 from ._oracle import REPAIR_MARK
 
-_TRANSPORT_ERRORS = (MCPError, httpx.HTTPError, OSError, EOFError)
+_TRANSPORT_ERRORS = (MCPError, httpx.HTTPError, httpx2.HTTPError, OSError, EOFError)
+MCP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the MCP SDK's own defaults: a server may hold a stream open
 
 
 class AgentState(TypedDict):
@@ -119,14 +123,19 @@ def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.To
 
 
 async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: PromptStyle = "full", max_steps: int,
-                  hint: str = "") -> Rollout:
+                  hint: str = "", headers: dict[str, str] | None = None) -> Rollout:
     """Play the episode at ``target`` with ``model`` under the agent view ``style``.
 
     The instruction comes from the episode's ``task`` prompt; ``hint`` (a repair hint) follows it
     as a user turn kept as provenance. ``task`` gives the view its app scope (``compact``, ``minimal``).
+    ``headers`` go with every HTTP request when ``target`` is a URL (a bearer token, say).
     """
     try:
-        async with Client(target) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            if headers and isinstance(target, str):
+                http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=MCP_TIMEOUT))
+                target = streamable_http_client(target, http_client=http)
+            client = await stack.enter_async_context(Client(target))
             listed = await client.list_tools()
             tools = [t for t in listed.tools if t.name != SUBMIT_TOOL.name]
             prompt = await client.get_prompt("task")

@@ -7,7 +7,7 @@ agent the episode's MCP address, and ends it when the agent stops without submit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -22,6 +22,7 @@ from ..store import Provenance
 class OpenedEpisode:
     id: str
     target: Any  # what ``mcp.Client`` connects to: the episode's URL, or an in-memory server
+    headers: dict[str, str] = field(default_factory=dict)  # for every request to a URL target
 
 
 class EpisodeService(Protocol):
@@ -58,8 +59,8 @@ class RemoteEpisodes:
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout)
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -79,7 +80,7 @@ class RemoteEpisodes:
             "task": task_id, "source": provenance.source, "provider": provenance.provider,
             "attempt": provenance.attempt, "repaired_from": provenance.repaired_from, "hint": provenance.hint,
         })
-        return OpenedEpisode(opened["episode_id"], self.url + opened["url"])
+        return OpenedEpisode(opened["episode_id"], self.url + opened["url"], dict(self.headers))
 
     async def end(self, episode_id: str, *, truncated: bool = False,
                   failure: InfrastructureError | None = None) -> None:

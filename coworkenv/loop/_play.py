@@ -32,7 +32,8 @@ async def play(episodes: EpisodeService, store: Store, task: Task, provenance: P
                style: PromptStyle, max_steps: int, hint: str = "") -> Played:
     opened = await episodes.open(task.id, provenance)
     try:
-        result = await rollout(model, opened.target, task=task, style=style, max_steps=max_steps, hint=hint)
+        result = await rollout(model, opened.target, task=task, style=style, max_steps=max_steps, hint=hint,
+                               headers=opened.headers)
     except InfrastructureError as exc:
         await episodes.end(opened.id, failure=exc)  # the runtime may have recorded its own failure first
         row = store.episode(opened.id)

@@ -12,12 +12,12 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypeVar
 
 import uvicorn
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -25,13 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._errors import BOUNDARIES, InfrastructureError
+from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost
-from ..store import SOURCES, TASK_STATUSES, Provenance
+from ..store import TASK_STATUSES, Provenance, Source
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WILDCARD = ("0.0.0.0", "::", "")
+RequestModel = TypeVar("RequestModel", bound=BaseModel)
 EPISODE_ROUTES = (
     "/t/{task}/mcp",
     "/t/{task}/e/{key}/mcp",
@@ -213,14 +214,40 @@ async def _request_id(receive: Receive, limit: int = 1 << 16) -> str | int | Non
     return request_id if isinstance(request_id, (str, int)) else None
 
 
-async def _json_body(request: Request) -> dict[str, Any] | Response:
+class OpenRequest(BaseModel):
+    """``POST /episodes``: open an episode of ``task`` with this provenance."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    source: Source = "live"
+    provider: str = ""
+    attempt: int = Field(default=1, ge=1)
+    repaired_from: str | None = None
+    hint: str = ""
+
+
+class EndRequest(BaseModel):
+    """``POST /episodes/{id}/end``: end it (``error``: the infrastructure failure that ended it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    truncated: StrictBool = False
+    answer: str | None = None
+    error: str | None = None
+    boundary: Boundary = "protocol"
+
+
+async def _json_body(request: Request, model: type[RequestModel]) -> RequestModel | Response:
+    """The request's JSON body as ``model``, or a 400 naming what was wrong."""
     try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError as exc:
-        return _error(400, f"the body is not JSON: {exc}")
-    if not isinstance(body, dict):
-        return _error(400, "the body must be a JSON object")
-    return body
+        return model.model_validate_json(await request.body() or b"{}")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+            + (f" (got {e['input']!r})" if e["type"] != "missing" and isinstance(e.get("input"), (str, int, float)) else "")
+            for e in exc.errors())
+        return _error(400, f"bad {model.__name__}: {problems}")
 
 
 def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None) -> Guard:
@@ -276,36 +303,26 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                              for r in host.store.workspaces()])
 
     async def open_episode(request: Request) -> Response:
-        body = await _json_body(request)
+        body = await _json_body(request, OpenRequest)
         if isinstance(body, Response):
             return body
-        try:
-            provenance = Provenance(source=body.get("source", "live"), provider=str(body.get("provider", "")),
-                                    attempt=int(body.get("attempt", 1)), repaired_from=body.get("repaired_from"),
-                                    hint=str(body.get("hint", "")))
-            episode = await episodes.open(str(body["task"]), provenance)
-        except KeyError as exc:
-            missing = exc.args[0] if exc.args and str(exc.args[0]).startswith("no ") else f"missing field {exc}"
-            return _error(400, missing)
-        except (TypeError, ValueError) as exc:
-            return _error(400, f"bad episode request: {exc} (sources: {', '.join(SOURCES)})")
+        if host.store.task(body.task) is None:
+            return _error(400, f"no task {body.task!r}")
+        if body.repaired_from is not None and host.store.episode(body.repaired_from) is None:
+            return _error(400, f"no episode {body.repaired_from!r} to repair")
+        provenance = Provenance(body.source, body.provider, body.attempt, body.repaired_from, body.hint)
+        episode = await episodes.open(body.task, provenance)
         return JSONResponse({"episode_id": episode.id, "url": f"/e/{episode.id}/mcp"}, status_code=201)
 
     async def end_episode(request: Request) -> Response:
-        body = await _json_body(request)
+        body = await _json_body(request, EndRequest)
         if isinstance(body, Response):
             return body
         episode_id = request.path_params["episode"]
         episode = host.episode(episode_id)
         if episode is not None:
-            failure = None
-            if body.get("error"):
-                boundary = body.get("boundary", "protocol")
-                if boundary not in BOUNDARIES:
-                    return _error(400, f"unknown boundary {boundary!r}; one of: {', '.join(BOUNDARIES)}")
-                failure = InfrastructureError(str(body["error"]), boundary=boundary)
-            await episodes.end(episode, truncated=bool(body.get("truncated", False)), failure=failure,
-                               answer=body.get("answer"))
+            failure = InfrastructureError(body.error, boundary=body.boundary) if body.error else None
+            await episodes.end(episode, truncated=body.truncated, failure=failure, answer=body.answer)
         return _episode_status(episode_id)
 
     async def episode_status(request: Request) -> Response:

@@ -84,6 +84,6 @@ async def test_a_session_cannot_address_another_episode(host: EpisodeHost, tasks
                 assert refused.status_code == 404
                 assert refused.json()["id"] == 3 and f"/t/{task}/mcp" in refused.json()["error"]["message"]
             for episode_id in episodes:
-                assert [c["tool"] for c in host.store.tool_calls(episode_id)] == ["calendar_list_events"]
+                assert [c.tool for c in host.store.tool_calls(episode_id)] == ["calendar_list_events"]
             for headers in (mine, theirs):
                 assert (await http.delete(f"{base}/t/{task}/mcp", headers=headers)).status_code == 200
