@@ -1,9 +1,14 @@
-"""Shared fixtures: a real SQLite store, an episode host with bubblewrap sandboxes, calibrated tasks."""
+"""Shared fixtures: a real SQLite store, an episode host with bubblewrap sandboxes, calibrated tasks,
+and a real OpenAI-compatible model server that fails every chat request."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -85,3 +90,46 @@ async def tasks(host: EpisodeHost) -> list[str]:
     """Six calibrated tasks (two per capability); returns the admitted task ids."""
     await synthesize(host, 6, seed=0)
     return [row.id for row in host.store.tasks(status="admitted")]
+
+
+class _FailingModelServer(BaseHTTPRequestHandler):
+    """``GET /v1/models`` lists ``m``; ``POST /v1/chat/completions`` answers 503 and, with OpenAI's
+    ``x-should-retry: false``, asks the client not to retry (so a test does not wait out its backoff)."""
+
+    def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self._send(503, {"error": {"message": "the model is overloaded", "type": "server_error"}},
+                   {"x-should-retry": "false"})
+
+    def log_message(self, format: str, *args) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def failing_model_server() -> Iterator[str]:
+    """The base URL (``http://127.0.0.1:PORT/v1``) of a model server whose chat endpoint fails."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FailingModelServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

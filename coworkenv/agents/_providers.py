@@ -129,7 +129,10 @@ def parse_provider(spec: str) -> ProviderSpec:
         if rest:
             raise ProviderError(f"the {kind} provider takes nothing after its name (got {spec!r})")
         return ProviderSpec(kind)
-    model, url = (rest.partition("@")[::2]) if provider.takes_url else (rest, "")
+    model, _, url = rest.partition("@") if provider.model != "a local model folder" else (rest, "", "")
+    if url and not provider.takes_url:
+        takers = ", ".join(p.usage for p in PROVIDERS.values() if p.takes_url)
+        raise ProviderError(f"the {kind} provider takes no URL (got {spec!r}); providers that do: {takers}")
     if not model:
         raise ProviderError(f"provider {spec!r} needs {provider.model}: {provider.usage}")
     if url and not url.startswith(("http://", "https://")):

@@ -95,6 +95,13 @@ def serve(
     allowed_host: Annotated[list[str] | None, typer.Option(
         "--allowed-host", help="A Host name clients may use besides the bind address (repeatable).")] = None,
     idle_timeout: Annotated[float, typer.Option(min=1, help="End an episode after this many idle seconds.")] = 1800,
+    fresh_idle_timeout: Annotated[float, typer.Option(
+        min=1, help="End an episode that has made no call after this many idle seconds.")] = 120,
+    max_episodes: Annotated[int, typer.Option(min=1, help="Episodes open at once, in all.")] = 2048,
+    max_episodes_per_client: Annotated[int, typer.Option(
+        min=1, help="Episodes one client address may hold open at once.")] = 1024,
+    serve_heldout: Annotated[bool, typer.Option(
+        "--serve-heldout", help="Serve held-out (evaluation) tasks to any client too.")] = False,
     rate: Annotated[float, typer.Option(min=0, help="Requests/s allowed per episode and client (0: no limit).")] = 50,
     conformance: Annotated[bool, typer.Option(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
@@ -103,6 +110,8 @@ def serve(
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
                              allowed_hosts=allowed_host or [],
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
+                             fresh_idle_timeout=min(fresh_idle_timeout, idle_timeout), max_episodes=max_episodes,
+                             max_episodes_per_client=max_episodes_per_client, serve_heldout=serve_heldout,
                              rate_per_s=rate or None)
     try:
         settings.check()
@@ -120,8 +129,12 @@ def serve(
     if not store.exists():
         raise fail(f"no store at {store}; run `coworkenv synth --store {store}` first")
     episodes = open_host(store, sandbox)
-    if task and episodes.store.task(task) is None:
+    row = episodes.store.task(task) if task else None
+    if task and row is None:
         raise fail(f"no task {task!r} in {store}")
+    if row is not None and row.status not in (("admitted", "heldout") if serve_heldout else ("admitted",)):
+        raise fail(f"task {task!r} is {row.status}" + (f" ({row.reason})" if row.reason else "")
+                   + ("; --serve-heldout serves it" if row.status == "heldout" else "; only admitted tasks are served"))
     if stdio and task:
         asyncio.run(serve_stdio(episodes, task))
         return

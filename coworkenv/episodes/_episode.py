@@ -55,7 +55,8 @@ def argument_error(tool: ToolSpec, arguments: Any,
     """
     validator = validator or jsonschema.Draft202012Validator(tool.input_schema)
     if validator.is_valid(arguments):
-        return None
+        problem = _text_problem(arguments)
+        return f"invalid arguments for {tool.name}: {problem}" if problem else None
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
@@ -70,6 +71,25 @@ def argument_error(tool: ToolSpec, arguments: Any,
         else:
             problems.append(f"field '{path or '(arguments)'}': {error.message}")
     return f"invalid arguments for {tool.name}: " + "; ".join(problems)
+
+
+def _text_problem(value: Any, path: str = "") -> str | None:
+    """Why some text in ``value`` cannot be stored and graded as sent (a NUL, which SQLite's text
+    functions cut at, or a lone surrogate, which is not Unicode), or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"field '{path or '(arguments)'}' holds a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"field '{path or '(arguments)'}' holds text that is not valid Unicode (a lone surrogate)"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        problem = _text_problem(item, f"{path}.{key}" if path else str(key))
+        if problem:
+            return problem
+    return None
 
 
 class Toolbox:
@@ -106,6 +126,7 @@ class Episode:
         self.toolbox = host.toolbox(workspace)
         self.tools = self.toolbox.tools
         self.ended = False
+        self.calls = 0  # tool calls made so far (any outcome)
         self.final_answer: str | None = None
         self.failure: InfrastructureError | None = None
         self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
@@ -126,6 +147,7 @@ class Episode:
         async with self._lock:
             if self.ended:
                 return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
+            self.calls += 1
             spec = self.tool(name)
             if spec is None:
                 outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")

@@ -324,17 +324,55 @@ class HttpEpisodes:
 
     Episodes opened here are ``live``; an episode opened elsewhere with its provenance (the loop,
     ``POST /episodes``) is reached by its id. An episode ends on ``submit_answer``, on DELETE (of
-    its session, or of a key or episode URL), or after ``idle_timeout`` seconds without a request;
-    the runtime grades it then.
+    its session, or of a key or episode URL), or after ``idle_timeout`` seconds without a request
+    (``fresh_idle_timeout`` while it has made no call); the runtime grades it then.
+
+    At most ``max_open`` episodes are open in the host, and this resolver opens at most
+    ``max_open_per_client`` for one client address. Live clients get admitted tasks only (held-out
+    ones too with ``serve_heldout``); see ``refusal``.
     """
 
-    def __init__(self, host: EpisodeHost, *, idle_timeout: float | None = 1800) -> None:
+    def __init__(self, host: EpisodeHost, *, idle_timeout: float | None = 1800,
+                 fresh_idle_timeout: float | None = None, max_open: int | None = None,
+                 max_open_per_client: int | None = None, serve_heldout: bool = False) -> None:
         self.host = host
         self.idle_timeout = idle_timeout
+        self.fresh_idle_timeout = fresh_idle_timeout if fresh_idle_timeout is not None else idle_timeout
+        self.max_open = max_open
+        self.max_open_per_client = max_open_per_client
+        self.serve_heldout = serve_heldout
         self.by_key: dict[tuple[str, ...], Episode] = {}
         self.last_seen: dict[str, float] = {}
+        self.clients: dict[str, str] = {}  # open episode id -> the client address that opened it
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
         self._ended: dict[str, float] = {}  # episode id -> when it ended
+
+    def refusal(self, task_id: str, source: str) -> str | None:
+        """Why an episode of ``task_id`` may not be opened for ``source`` here, or None.
+
+        ``live``: admitted tasks (and held-out ones with ``serve_heldout``); ``teacher``: admitted;
+        ``eval``: admitted or held-out; ``calibration``: any stored task."""
+        row = self.host.store.task(task_id)
+        if row is None:
+            return f"no task {task_id!r} in the store"
+        allowed = {"live": ("admitted", "heldout") if self.serve_heldout else ("admitted",),
+                   "teacher": ("admitted",), "eval": ("admitted", "heldout")}.get(source)
+        if allowed is not None and row.status not in allowed:
+            why = f": {row.reason}" if row.reason else ""
+            return f"task {task_id!r} is {row.status}{why}; it is not served to {source} episodes"
+        return None
+
+    def _capacity(self, client: str) -> str | None:
+        """Why no more episodes may open (for ``client``), or None."""
+        if self.max_open is not None and len(self.host.open_episodes) >= self.max_open:
+            return (f"too many open episodes ({len(self.host.open_episodes)}, at most {self.max_open}); "
+                    "end some (submit_answer or DELETE) or wait for idle ones to end")
+        if self.max_open_per_client is not None:
+            mine = sum(1 for c in self.clients.values() if c == client)
+            if mine >= self.max_open_per_client:
+                return (f"too many open episodes for {client} ({mine}, at most {self.max_open_per_client}); "
+                        "end some (submit_answer or DELETE) or wait for idle ones to end")
+        return None
 
     async def __call__(self, ctx: Any) -> Episode:
         request = ctx.request
@@ -412,7 +450,7 @@ class HttpEpisodes:
         async with lock:
             episode = self.by_key.get(key)
             if episode is None or (episode.ended and key[0] == "session"):
-                episode = await self._open(task_id, params.get("workspace"))
+                episode = await self._open(task_id, params.get("workspace"), _client(request))
                 self.by_key[key] = episode
         if episode.task.id != task_id:
             raise MCPError(
@@ -421,26 +459,37 @@ class HttpEpisodes:
             )
         return episode
 
-    async def _open(self, task_id: str, workspace_id: str | None) -> Episode:
-        try:
-            task = self.host.task(task_id)
-        except KeyError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
-        if workspace_id is not None and task.workspace_id != workspace_id:
-            raise MCPError(code=INVALID_PARAMS,
-                           message=f"task {task_id!r} belongs to workspace {task.workspace_id!r}, not {workspace_id!r}")
-        return await self.host.open(task, Provenance("live"))
+    async def _open(self, task_id: str, workspace_id: str | None, client: str) -> Episode:
+        problem = self.refusal(task_id, "live")
+        if problem is None and workspace_id is not None:
+            owner = self.host.task(task_id).workspace_id
+            if owner != workspace_id:
+                problem = f"task {task_id!r} belongs to workspace {owner!r}, not {workspace_id!r}"
+        problem = problem or self._capacity(client)
+        if problem is not None:
+            raise MCPError(code=INVALID_PARAMS, message=problem)
+        return await self._track(await self.host.open(task_id, Provenance("live")), client)
 
-    async def open(self, task_id: str, provenance: Provenance) -> Episode:
-        """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``."""
-        episode = await self.host.open(task_id, provenance)
+    async def open(self, task_id: str, provenance: Provenance, client: str = "") -> Episode:
+        """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``.
+
+        Raises ``ValueError`` saying why when the task is not served to that source or no more
+        episodes may open."""
+        problem = self.refusal(task_id, provenance.source) or self._capacity(client)
+        if problem is not None:
+            raise ValueError(problem)
+        return await self._track(await self.host.open(task_id, provenance), client)
+
+    async def _track(self, episode: Episode, client: str) -> Episode:
         self.last_seen[episode.id] = time.monotonic()
+        self.clients[episode.id] = client
         return episode
 
     async def end(self, episode: Episode, *, truncated: bool = False, failure: InfrastructureError | None = None,
                   answer: str | None = None) -> None:
         """End ``episode`` (keeping its state; the runtime grades it), once."""
         self.last_seen.pop(episode.id, None)
+        self.clients.pop(episode.id, None)
         if episode.id in self._ended:
             return
         self._ended[episode.id] = time.monotonic()
@@ -448,17 +497,22 @@ class HttpEpisodes:
                              failure=failure)
 
     async def reap_idle(self, now: float | None = None) -> list[str]:
-        """End episodes idle for longer than ``idle_timeout``; return their ids."""
+        """End episodes idle for longer than ``idle_timeout`` (``fresh_idle_timeout`` for those that
+        made no call); return their ids."""
         if self.idle_timeout is None:
             return []
         now = time.monotonic() if now is None else now
-        idle = [eid for eid, seen in self.last_seen.items() if now - seen > self.idle_timeout]
-        for episode_id in idle:
+        idle = []
+        for episode_id, seen in list(self.last_seen.items()):
             episode = self.host.open_episodes.get(episode_id)
-            if episode is None:
+            if episode is None:  # ended elsewhere (the loop, submit_answer)
                 self.last_seen.pop(episode_id, None)
+                self.clients.pop(episode_id, None)
                 continue
-            await self.end(episode)
+            limit = self.idle_timeout if episode.calls else self.fresh_idle_timeout
+            if limit is not None and now - seen > limit:
+                idle.append(episode_id)
+                await self.end(episode)
         self._forget_ended(now)
         return idle
 
@@ -485,3 +539,9 @@ class HttpEpisodes:
         """End every episode this resolver opened that is still open."""
         for episode in list(self.by_key.values()):
             await self.end(episode)
+
+
+def _client(request: Any) -> str:
+    """The client address of an HTTP request ("" when the transport gives none)."""
+    client = getattr(request, "client", None)
+    return client.host if client is not None else ""

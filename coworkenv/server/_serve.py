@@ -51,13 +51,20 @@ class ServeSettings(BaseModel):
     allowed_hosts: list[str] = Field(default_factory=list)  # extra Host names clients may use
     session_idle_timeout: float = 1800  # a 2025-11-25 session (and its episode) ends after this idle time
     episode_idle_timeout: float | None = 1800  # any episode ends after this long without a request
+    fresh_idle_timeout: float | None = 120  # ... and one that has made no call yet after this long
+    max_episodes: int | None = Field(default=2048, ge=1)  # open at once in the server, in all
+    max_episodes_per_client: int | None = Field(default=1024, ge=1)  # opened over HTTP by one client address
+    serve_heldout: bool = False  # held-out (evaluation) tasks are served to live clients too
     max_body_bytes: int = 1 << 20
     rate_per_s: float | None = 50.0  # per episode address (session or URL) and client
     rate_burst: int = 100
     json_response: bool = False
 
     def check(self) -> None:
-        """Refuse settings that would expose episodes: a non-loopback bind needs a token."""
+        """Refuse settings that would expose episodes: a non-loopback bind needs a token, and a
+        token must hold more than whitespace (``--token "$UNSET"`` is no token)."""
+        if self.token is not None and not self.token.get_secret_value().strip():
+            raise ValueError("the bearer token is empty; give a real one, or none on a loopback bind")
         if not is_loopback(self.bind) and self.token is None:
             raise ValueError(f"binding to {self.bind!r} (not loopback) needs a bearer token; set one or bind "
                              "to 127.0.0.1")
@@ -259,7 +266,10 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
     if bind is not None:
         settings = settings.model_copy(update={"bind": bind})
     settings.check()
-    episodes = HttpEpisodes(host, idle_timeout=settings.episode_idle_timeout)
+    episodes = HttpEpisodes(host, idle_timeout=settings.episode_idle_timeout,
+                            fresh_idle_timeout=settings.fresh_idle_timeout, max_open=settings.max_episodes,
+                            max_open_per_client=settings.max_episodes_per_client,
+                            serve_heldout=settings.serve_heldout)
     manager = StreamableHTTPSessionManager(
         app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema),
         json_response=settings.json_response,
@@ -289,6 +299,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         status = request.query_params.get("status", "admitted")
         if status not in TASK_STATUSES:
             return _error(400, f"unknown status {status!r}; one of: {', '.join(TASK_STATUSES)}")
+        if status == "heldout" and not settings.serve_heldout:
+            return _error(403, "held-out tasks are for evaluation; this server does not list them (--serve-heldout)")
         rows = host.store.tasks(status=status)  # type: ignore[arg-type]  # checked above
         workspace = request.path_params.get("workspace")
         return JSONResponse([
@@ -311,7 +323,10 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         if body.repaired_from is not None and host.store.episode(body.repaired_from) is None:
             return _error(400, f"no episode {body.repaired_from!r} to repair")
         provenance = Provenance(body.source, body.provider, body.attempt, body.repaired_from, body.hint)
-        episode = await episodes.open(body.task, provenance)
+        try:
+            episode = await episodes.open(body.task, provenance, request.client.host if request.client else "")
+        except ValueError as exc:  # not served to that source, or no more episodes may open
+            return _error(403 if "not served" in str(exc) else 503, str(exc))
         return JSONResponse({"episode_id": episode.id, "url": f"/e/{episode.id}/mcp"}, status_code=201)
 
     async def end_episode(request: Request) -> Response:
@@ -381,7 +396,8 @@ class _AsgiEndpoint:
 
 async def _reap(episodes: HttpEpisodes, guard: Guard) -> None:
     """End idle episodes and forget idle rate buckets, periodically."""
-    period = min(30.0, max(0.05, (episodes.idle_timeout or 30.0) / 4))
+    shortest = min(t for t in (episodes.idle_timeout, episodes.fresh_idle_timeout, 120.0) if t is not None)
+    period = min(30.0, max(0.05, shortest / 4))
     while True:
         await asyncio.sleep(period)
         await episodes.reap_idle()

@@ -43,6 +43,17 @@ _INSERT_TOOL_CALL = (
 )
 
 
+def storable(value: Any) -> Any:
+    """Text as SQLite can store it: a lone surrogate (not Unicode; the driver refuses it) becomes
+    '?'. Anything else is returned as it is."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -263,10 +274,10 @@ class Store:
                 episode_id,
                 {
                     "status": "failed" if error else "ended",
-                    "final_answer": final_answer,
+                    "final_answer": storable(final_answer),
                     "final_state": final_state,
                     "truncated": int(truncated),
-                    "error": error,
+                    "error": storable(error),
                     "boundary": boundary if error else None,
                     "ended_at": now(),
                 },
@@ -344,7 +355,7 @@ class Store:
         with self._pending_lock:
             idx = self._next_idx.get(episode_id, idx)
             self._next_idx[episode_id] = idx + 1
-            self._pending.append({**{c: row.get(c) for c in _TOOL_CALL_COLUMNS}, "episode_id": episode_id,
+            self._pending.append({**{c: storable(row.get(c)) for c in _TOOL_CALL_COLUMNS}, "episode_id": episode_id,
                                   "idx": idx, "created_at": now()})
 
     def _idx_after(self, episode_id: str) -> int:

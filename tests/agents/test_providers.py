@@ -20,8 +20,6 @@ def test_provider_specs_parse_or_name_the_problem():
             parse_provider(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="coworkenv/agents/_providers.py parse_provider: a provider without "
-                   "takes_url keeps '@URL' in its model name instead of refusing it (it did before e4d7987)")
 def test_only_providers_that_take_a_url_accept_one():
     with pytest.raises(ProviderError, match="URL"):
         parse_provider("anthropic:m@http://x")

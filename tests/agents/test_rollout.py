@@ -5,7 +5,7 @@ import socket
 import anyio
 import pytest
 
-from coworkenv._errors import ModelError, ProtocolError
+from coworkenv import ModelError, ProtocolError
 from coworkenv.agents import ProviderSettings, chat_model, parse_provider, repair_hint, rollout
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import OpenEpisode, build_server, running_http_server

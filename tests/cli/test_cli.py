@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
+from coworkenv.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ["synth", "serve", "serve --conformance", "collect", "gate", "export sft", "demo",
@@ -64,10 +65,15 @@ def test_demo_end_to_end(tmp_path):
     assert summary["tasks_generated"] == 9
     assert summary["tasks_admitted"] == 9
     assert summary["episodes"] > 9 and summary["repaired_episodes"] >= 1  # error rate 0.3 on 9 tasks, seed 0
-    assert summary["exported_rows"] == 9
+    assert summary["exported_rows"] == 9 and summary["collect_failures"] == {}
     assert 0 < summary["gate_pass_rate"] < 1
     rows = (tmp_path / "demo" / "export" / "sft.jsonl").read_text().splitlines()
     assert len(rows) == 9
+    store = Store(summary["store"])
+    teacher = store.episodes(source="teacher")
+    assert len(teacher) == summary["episodes"] and not store.episodes(source="live")
+    assert all(store.verdict_count(e.id) == 1 for e in teacher)  # graded once, when each ended
+    store.close()
     # a second run resumes: nothing new is generated, collected or lost
     again = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path).stdout)
     assert again["episodes"] == summary["episodes"] and again["exported_rows"] == 9
@@ -75,12 +81,13 @@ def test_demo_end_to_end(tmp_path):
 
 def test_the_command_line_loads_no_agent_or_training_stack_until_a_command_needs_it():
     """`coworkenv serve --stdio` is one process per episode: the CLI alone loads neither LangGraph,
-    LangChain's chat models, pandas nor torch, and the packages still give every name they export."""
+    LangChain's chat models, pandas nor torch, and the lazy packages (agents, trainer, loop) still
+    give every name they export."""
     probe = ("import sys, coworkenv.cli; "
              "heavy = [m for m in ('langgraph', 'langchain_core.language_models', 'pandas', 'torch', 'transformers') "
              "if m in sys.modules]; "
-             "import coworkenv.agents as a, coworkenv.trainer as t; "
-             "assert all(getattr(p, n) is not None for p in (a, t) for n in p.__all__); "
+             "import coworkenv.agents as a, coworkenv.trainer as t, coworkenv.loop as o; "
+             "assert all(getattr(p, n) is not None for p in (a, t, o) for n in p.__all__); "
              "import pandas; print(heavy)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -130,18 +130,8 @@ async def test_collect_through_a_servers_episode_api(host, tasks):
     """``RemoteEpisodes``: the teacher opens episodes with their provenance over ``POST /episodes``."""
     store = host.store
     settings = TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0))
-    async with running_http_server(host, ServeSettings(token="s3cret")) as url:
-        refused = RemoteEpisodes(url, token="wrong")
-        try:
-            with anyio.fail_after(60):
-                denied = await collect(store, refused, settings, limit=2)
-        finally:
-            await refused.aclose()
-        assert denied.succeeded == 0 and len(denied.failures) == 2
-        assert all("ProtocolError" in why and "401" in why for why in denied.failures.values())
-        assert not store.episodes(source="teacher")  # nothing was opened
-
-        remote = RemoteEpisodes(url, token="s3cret")
+    async with running_http_server(host) as url:
+        remote = RemoteEpisodes(url)
         try:
             with anyio.fail_after(120):
                 summary = await collect(store, remote, settings, limit=2)
@@ -153,6 +143,31 @@ async def test_collect_through_a_servers_episode_api(host, tasks):
     repaired = [e for e in teacher if e.repaired_from is not None]
     assert len(repaired) == 2 and all(e.attempt == 2 and "failed these checks" in e.hint for e in repaired)
     assert all(store.verdict_count(e.id) == 1 for e in teacher) and _live_episodes(store) == 0
+
+
+async def test_a_wrong_token_fails_every_task_and_opens_nothing(host, tasks):
+    async with running_http_server(host, ServeSettings(token="s3cret")) as url:
+        refused = RemoteEpisodes(url, token="wrong")
+        try:
+            with anyio.fail_after(60):
+                denied = await collect(host.store, refused, TeacherSettings(), limit=2)
+        finally:
+            await refused.aclose()
+    assert denied.succeeded == 0 and len(denied.failures) == 2
+    assert all("ProtocolError" in why and "401" in why for why in denied.failures.values())
+    assert not host.store.episodes(source="teacher")
+
+
+async def test_collect_through_a_server_that_needs_a_token(host, tasks):
+    """The token goes with the episode API and with the agent's MCP connection."""
+    async with running_http_server(host, ServeSettings(token="s3cret")) as url:
+        remote = RemoteEpisodes(url, token="s3cret")
+        try:
+            with anyio.fail_after(120):
+                summary = await collect(host.store, remote, TeacherSettings(), limit=2)
+        finally:
+            await remote.aclose()
+    assert summary.succeeded == 2 and not summary.failures, summary.failures
 
 
 async def test_an_unreachable_model_server_fails_its_episodes_and_nothing_else(host, tasks):

@@ -4,16 +4,18 @@ import json
 
 import pytest
 
-from coworkenv.agents import COMPACT_SYSTEM_PROMPT, SYSTEM_PROMPT, ProviderSettings, TeacherSettings, collect
+from coworkenv.agents import ProviderSettings
 from coworkenv.gate import run_gate
+from coworkenv.loop import LocalEpisodes, TeacherSettings, collect
 from coworkenv.trainer import export_dpo, export_sft, sft_rows
+from coworkenv.workspace import COMPACT_SYSTEM_PROMPT, SYSTEM_PROMPT
 
 
 @pytest.mark.anyio
 @pytest.mark.bwrap
 async def test_export_sft_rows_are_clean_admitted_trajectories(host, tasks, tmp_path):
-    await collect(host, TeacherSettings(provider_settings=ProviderSettings(error_rate=0.5, seed=2)))
-    run_gate(host.store)
+    await collect(host.store, LocalEpisodes(host), TeacherSettings(provider_settings=ProviderSettings(error_rate=0.5, seed=2)))
+    assert run_gate(host.store).graded == 0  # every episode was graded when it ended
     out = tmp_path / "sft.jsonl"
     n = export_sft(host.store, out)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -34,16 +36,16 @@ async def test_export_sft_rows_are_clean_admitted_trajectories(host, tasks, tmp_
 @pytest.mark.anyio
 @pytest.mark.bwrap
 async def test_export_dpo_pairs_repaired_against_failed_attempts(host, tasks, tmp_path):
-    await collect(host, TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0)))
-    run_gate(host.store)
+    await collect(host.store, LocalEpisodes(host), TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0)))
     out = tmp_path / "dpo.jsonl"
     n = export_dpo(host.store, out, style="compact")
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert n == len(rows) == len(tasks)  # every first attempt failed and was repaired
     for row in rows:
-        failed = host.store.get_episode(row["rejected_episode_id"])
-        repaired = host.store.get_episode(row["episode_id"])
-        assert repaired["repaired_from"] == failed["id"] and failed["task_id"] == repaired["task_id"] == row["task_id"]
+        failed = host.store.episode(row["rejected_episode_id"])
+        repaired = host.store.episode(row["episode_id"])
+        assert repaired.repaired_from == failed.id and failed.task_id == repaired.task_id == row["task_id"]
+        assert failed.source == repaired.source == "teacher" and repaired.attempt == 2
         assert [m["role"] for m in row["prompt"]] == ["system", "user"]
         assert row["prompt"][0]["content"] == COMPACT_SYSTEM_PROMPT
         assert row["chosen"][-1]["role"] == row["rejected"][-1]["role"] == "assistant"
@@ -60,11 +62,10 @@ async def test_export_dpo_pairs_repaired_against_failed_attempts(host, tasks, tm
 @pytest.mark.anyio
 @pytest.mark.bwrap
 async def test_export_styles_share_the_trajectories_and_differ_in_the_view(host, tasks, tmp_path):
-    await collect(host, TeacherSettings())
-    run_gate(host.store)
+    await collect(host.store, LocalEpisodes(host), TeacherSettings())
     full, compact = sft_rows(host.store, style="full"), sft_rows(host.store, style="compact")
     assert len(full) == len(compact) == len(tasks)
-    for a, b in zip(full, compact):
+    for a, b in zip(full, compact, strict=True):
         assert a["messages"][1:] == b["messages"][1:]
         assert a["messages"][0]["content"] == SYSTEM_PROMPT and b["messages"][0]["content"] == COMPACT_SYSTEM_PROMPT
         assert len(json.dumps(b["tools"])) < len(json.dumps(a["tools"])) / 2

@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("transformers", reason="needs the 'train' extra")
 
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer  # noqa: E402
-from coworkenv.trainer._model import corpus_texts  # noqa: E402
+from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer
+from coworkenv.trainer._model import corpus_texts
 
 @pytest.fixture(scope="module")
 def tokenizer(chat_rows):
@@ -43,7 +43,7 @@ def test_only_assistant_tokens_are_marked_for_loss(tokenizer, chat_rows):
                                         return_assistant_tokens_mask=True)
     ids, mask = enc["input_ids"], enc["assistant_masks"]
     assert 0 < sum(mask) < len(ids)
-    marked = tokenizer.decode([i for i, m in zip(ids, mask) if m])
+    marked = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
     text = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
     turns = re.findall(r"<\|im_start\|>assistant\n(.*?<\|im_end\|>)", text, re.S)
     assert marked == "".join(turns)

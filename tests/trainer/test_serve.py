@@ -1,9 +1,11 @@
-"""Serving with vLLM: model resolution and command line (fast), and a real vLLM CPU server (slow)."""
+"""Serving with vLLM: model resolution and command line (fast), and a real vLLM CPU server (slow) that
+``coworkenv eval`` drives end to end."""
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
+from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Store
 from coworkenv.trainer import ServedModel, ServeError, VLLMSettings, resolve_model
 from coworkenv.trainer._serve import check_vllm, model_from_dir, vllm_command
@@ -96,3 +99,43 @@ def test_a_busy_port_is_named(tmp_path):
         port = busy.getsockname()[1]
         result = runner.invoke(app, ["serve-model", str(TOOL_MODEL), "--port", str(port), "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 2 and f"port {port}" in result.output and "in use" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.anyio
+async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_model_server):
+    """Here rather than in tests/loop: it needs this directory's one vLLM server per session."""
+    from coworkenv.loop import LocalEpisodes, TeacherSettings, collect
+    from coworkenv.synth import synthesize
+
+    await synthesize(host, 3, seed=0)
+    await collect(host.store, LocalEpisodes(host), TeacherSettings(prompt_style="compact"))
+    await host.close()
+    host.store.close()
+    model = f"openai:tool-model@{tool_model_server}"
+    cmd = [sys.executable, "-m", "coworkenv", "eval", "--model", model, "--store", str(store_path), "-n", "3",
+           "--trials", "2", "--style", "compact", "--temperature", "0", "--max-tokens", "96", "--max-steps", "3",
+           "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["model"] == model and summary["overall"]["trials"] == 6 and summary["overall"]["tasks"] == 3
+    assert summary["failures"] == {}
+    assert 0.0 <= summary["overall"]["pass_rate"] <= 1.0
+    assert set(summary["capabilities"]) == {"lookup", "single_write", "multi_step"}
+
+    store = Store(store_path)
+    trials = store.eval_trials(summary["run_id"])
+    assert len(trials) == 6
+    for trial in trials:
+        episode = store.episode(trial.episode_id)
+        assert episode.source == "eval" and episode.provider == model and episode.status == "ended"
+        assert store.verdict(trial.episode_id, GRADER_VERSION).score == trial.score
+        replies = [m for m in store.messages(trial.episode_id) if m.role == "assistant"]
+        assert replies and trial.steps == len(replies)
+    # the model's own tool calls (greedy: the tools its training trajectories used) reached the MCP server
+    calls = [c for t in trials for c in store.tool_calls(t.episode_id) if c.tool != "submit_answer"]
+    assert calls
+    assert json.loads((store_path.parent / "profile.json").read_text())["eval_run"] == summary["run_id"]
+    store.close()

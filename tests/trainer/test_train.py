@@ -8,10 +8,10 @@ import pytest
 
 pytest.importorskip("trl", reason="needs the 'train' extra")
 
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+import torch
+from transformers import AutoModelForCausalLM
 
-from coworkenv.trainer import TinyConfig, TrainSettings, init_tiny_model, train_dpo, train_sft  # noqa: E402
+from coworkenv.trainer import TinyConfig, TrainSettings, init_tiny_model, train_dpo, train_sft
 
 TINY = TinyConfig(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=32)
@@ -54,13 +54,14 @@ def test_sft_steps_change_parameters_are_recorded_and_resume(base, sft_data, tmp
     assert result.metrics["steps"] == 3 and all(math.isfinite(x["loss"]) for x in result.metrics["losses"])
     assert _changed(_weights(base), _weights(result.model_dir))
     (run,) = store.training_runs("sft")
-    assert run["status"] == "done" and run["rows"] == 12 and run["output_dir"] == str(result.model_dir)
-    assert len(run["data_hash"]) == 64 and json.loads(run["config"])["max_steps"] == 3
-    assert json.loads(run["metrics"])["final_loss"] == result.metrics["final_loss"]
+    assert run.status == "done" and run.rows == 12 and run.output_dir == str(result.model_dir)
+    assert len(run.data_hash) == 64 and run.config["max_steps"] == 3
+    assert run.metrics["final_loss"] == result.metrics["final_loss"]
+    assert store.training_run(run.id) == run
     # the same output folder with more steps resumes from the last checkpoint
     again = train_sft(store, settings.model_copy(update={"max_steps": 4}))
     assert again.metrics["resumed_from"].endswith("checkpoint-3") and again.metrics["steps"] == 4
-    assert [r["status"] for r in store.training_runs("sft")] == ["done", "done"]
+    assert [r.status for r in store.training_runs("sft")] == ["done", "done"]
 
 
 def test_sft_loss_on_every_token_is_a_setting_of_the_run(base, sft_data, tmp_path, store):
@@ -72,7 +73,7 @@ def test_sft_loss_on_every_token_is_a_setting_of_the_run(base, sft_data, tmp_pat
     # the same untrained model, the same first batch: only the tokens the loss counts differ
     assistant, every = first_loss("assistant", True), first_loss("all", False)
     assert math.isfinite(every) and every != pytest.approx(assistant, rel=1e-3)
-    configs = [json.loads(r["config"]) for r in store.training_runs("sft")]
+    configs = [r.config for r in store.training_runs("sft")]
     assert sorted(c["assistant_only_loss"] for c in configs) == [False, True]
 
 
@@ -89,7 +90,7 @@ def test_sft_plain_and_fused_lm_head_give_the_same_loss(base, sft_data, tmp_path
         plain = losses(f"plain-{assistant_only}", False, assistant_only)
         fused = losses(f"fused-{assistant_only}", True, assistant_only)
         assert plain == pytest.approx(fused, rel=1e-4) and all(math.isfinite(x) for x in plain)
-    configs = [json.loads(r["config"]) for r in store.training_runs("sft")]
+    configs = [r.config for r in store.training_runs("sft")]
     assert sorted(c["fused_lm_head"] for c in configs) == [False, False, True, True]
 
 
@@ -100,7 +101,7 @@ def test_sft_with_lora_saves_an_adapter_and_a_merged_model(base, sft_data, tmp_p
     result = train_sft(store, settings)
     assert (tmp_path / "lora" / "adapter" / "adapter_config.json").exists()
     assert _changed(_weights(base), _weights(result.model_dir))
-    assert store.training_runs("sft")[0]["rows"] == 6  # only the lookup rows
+    assert store.training_runs("sft")[0].rows == 6  # only the lookup rows
 
 
 def test_dpo_steps_change_parameters_and_are_recorded(base, tmp_path, store, chat_rows):
@@ -112,7 +113,7 @@ def test_dpo_steps_change_parameters_and_are_recorded(base, tmp_path, store, cha
     assert all(math.isfinite(x["loss"]) for x in result.metrics["losses"]) and result.metrics["steps"] == 2
     assert _changed(_weights(base), _weights(result.model_dir))
     (run,) = store.training_runs("dpo")
-    assert run["status"] == "done" and run["rows"] == 12
+    assert run.status == "done" and run.rows == 12
 
 
 def test_bad_training_input_is_named_and_failed_runs_are_recorded(base, tmp_path, store, sft_data):
@@ -125,5 +126,5 @@ def test_bad_training_input_is_named_and_failed_runs_are_recorded(base, tmp_path
                                        capabilities=["telepathy"]))
     with pytest.raises(ValueError, match="not a DPO pair"):
         train_dpo(store, TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "y"), max_steps=1))
-    assert [r["status"] for r in store.training_runs("dpo")] == ["failed"]
-    assert "not a DPO pair" in store.training_runs("dpo")[0]["error"]
+    assert [r.status for r in store.training_runs("dpo")] == ["failed"]
+    assert "not a DPO pair" in store.training_runs("dpo")[0].error

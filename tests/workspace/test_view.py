@@ -37,7 +37,7 @@ def test_minimal_view_is_the_compact_one_without_descriptions_or_wrappers():
     for task in tasks:
         compact, minimal = agent_view("compact", workspace.tools, task), agent_view("minimal", workspace.tools, task)
         assert minimal.system == compact.system and minimal.names == compact.names
-        for short, tool in zip(compact.tools, minimal.tools):
+        for short, tool in zip(compact.tools, minimal.tools, strict=True):
             fn = tool["function"]
             assert set(fn) == {"name", "parameters"} and "type" not in fn["parameters"]
             assert fn["parameters"]["properties"] == short["function"]["parameters"]["properties"]
