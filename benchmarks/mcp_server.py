@@ -21,6 +21,12 @@ for comparison. The load generator speaks raw 2026-07-28 JSON-RPC over keep-aliv
 connections (hand-written requests on asyncio streams, some 20-50 us of CPU a call) and
 newline-delimited stdio; its own CPU per call is reported too, since it shares the machine.
 
+Under a flood: ``--flood RATE`` measures every HTTP load a second time while another process (on
+the load generator's CPUs) sends RATE bad requests a second to the same server, a fixed mix of
+five kinds: a truncated JSON body, a made-up ``Mcp-Session-Id``, a wrong Content-Type, a call of a
+tool that does not exist (on one episode of its own), and a GET of a path that does not exist. The
+rows say how the good traffic fared (calls/s, p50/p99) beside the same load without the flood.
+
 Per core: ``--server-cpus 0 --loadgen-cpus 1`` pins every server's process tree (the server, its
 bubblewrap sandboxes, their runners and workers: all inherit the affinity set before the server
 starts) to CPU 0 and the load generator to CPU 1, for coworkenv and the bare baseline alike (the
@@ -106,9 +112,10 @@ class Pinning:
             for thread in os.listdir("/proc/self/task"):
                 os.sched_setaffinity(int(thread), cpus)
 
-    def preexec(self):
-        """For Popen: pin the child before it execs, so all it starts inherits the pin."""
-        cpus = self.server
+    def preexec(self, cpus: list[int] | None = None):
+        """For Popen: pin the child (to the server CPUs, or ``cpus``) before it execs, so all it
+        starts inherits the pin."""
+        cpus = cpus if cpus is not None else self.server
         return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
     def check(self, root: psutil.Process) -> None:
@@ -263,6 +270,75 @@ CALL_BODY = json.dumps({"jsonrpc": "2.0", "id": 123456789, "method": "tools/call
 LEGACY = "2025-11-25"
 LEGACY_BODY = json.dumps({"jsonrpc": "2.0", "id": 123456789, "method": "tools/call",
                           "params": {"name": TOOL, "arguments": ARGS}})
+
+
+def flood_requests(kind: str, task: str) -> list[tuple[str, str, bytes, bytes]]:
+    """The bad requests of a flood, as (method, path, body, headers), one of each kind."""
+    episode = f"/t/{task}/e/flood/mcp" if kind == "coworkenv" else "/mcp"
+    fresh = (lambda: f"/t/{task}/e/flood-{random.random():.9f}/mcp") if kind == "coworkenv" else (lambda: "/mcp")
+    unknown_tool = CALL_BODY.replace(TOOL, "no_such_tool").encode()
+    return [
+        ("POST", fresh(), b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {', CALL_HEADERS),
+        ("POST", f"/t/{task}/mcp" if kind == "coworkenv" else "/mcp", LEGACY_BODY.encode(),
+         JSON_HEADERS + f"mcp-protocol-version: {LEGACY}\r\nmcp-session-id: {random.getrandbits(128):032x}\r\n".encode()),
+        ("POST", fresh(), CALL_BODY.encode(), CALL_HEADERS.replace(b"application/json\r\nmcp", b"text/plain\r\nmcp")),
+        ("POST", episode, unknown_tool, CALL_HEADERS.replace(TOOL.encode(), b"no_such_tool")),
+        ("GET", f"/nothing-{random.random():.6f}", b"", b""),
+    ]
+
+
+async def flood(port: int, kind: str, task: str, rate: float) -> None:
+    """Send ``rate`` bad requests a second until killed, over 8 keep-alive connections; print the
+    count of answered ones to stdout on SIGTERM."""
+    import signal
+
+    connections = [Connection(port) for _ in range(8)]
+    free: asyncio.Queue[Connection] = asyncio.Queue()
+    for conn in connections:
+        free.put_nowait(conn)
+    answered = 0
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def one(i: int) -> None:
+        nonlocal answered
+        method, path, body, headers = flood_requests(kind, task)[i % 5]
+        conn = await free.get()
+        try:
+            await conn.request(method, path, body, headers)
+            answered += 1
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            conn.close()
+        finally:
+            free.put_nowait(conn)
+
+    began, sent, pending = time.perf_counter(), 0, set()
+    while not stop.is_set():
+        await asyncio.sleep(max(0.0, began + sent / rate - time.perf_counter()))
+        task_ = asyncio.ensure_future(one(sent))
+        pending.add(task_)
+        task_.add_done_callback(pending.discard)
+        sent += 1
+    print(json.dumps({"sent": sent, "answered": answered, "seconds": time.perf_counter() - began}), flush=True)
+
+
+class Flood:
+    """A flood of bad requests from another process, for the length of a ``with`` block."""
+
+    def __init__(self, target: HttpTarget, task: str, rate: float) -> None:
+        self.args = [sys.executable, __file__, "--flood-only", str(target.port), target.kind, task, str(rate)]
+        self.pinning = target.pinning
+        self.report: dict = {}
+
+    def __enter__(self) -> Flood:
+        self.process = subprocess.Popen(self.args, env=env(), stdout=subprocess.PIPE, text=True,
+                                        preexec_fn=self.pinning.preexec(self.pinning.loadgen))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        out, _ = self.process.communicate(timeout=60)
+        self.report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
 
 
 class Episode:
@@ -503,14 +579,22 @@ async def main(args: argparse.Namespace) -> None:
                 targets[kind] = HttpTarget(kind, store, task, pinning)
             for target in targets.values():
                 await target.ready()
-            for label, clients, rate, era in loads:
+            floods = [None] + ([args.flood] if args.flood else [])
+            for (label, clients, rate, era), flood_rate in [(load, f) for load in loads for f in floods]:
                 # The servers take turns, run by run, so a change in the machine's load hits both alike.
                 runs: dict[str, list[dict]] = {kind: [] for kind in targets}
                 for _ in range(args.runs):
                     for kind, target in targets.items():
-                        runs[kind].append(await http_level(target, clients, args.duration, rate, era, args.trace))
+                        if flood_rate is None:
+                            runs[kind].append(await http_level(target, clients, args.duration, rate, era, args.trace))
+                            continue
+                        with Flood(target, task, flood_rate) as bad:
+                            result = await http_level(target, clients, args.duration, rate, era, args.trace)
+                        runs[kind].append({**result, "flood_answered_per_s":
+                                           bad.report.get("answered", 0) / max(bad.report.get("seconds", 1), 1e-9)})
                 for kind in targets:
-                    rows.append(("http", kind, label, median_of(runs[kind])))
+                    name = label if flood_rate is None else f"{label}, flood {flood_rate:g}/s"
+                    rows.append(("http", kind, name, median_of(runs[kind])))
                     print(rows[-1], flush=True)
         except Exception:
             for kind, target in targets.items():
@@ -543,6 +627,12 @@ async def main(args: argparse.Namespace) -> None:
             if k == "coworkenv" and bare:
                 print(f"{t} {load}: coworkenv / bare p50 {r['p50_ms'] / bare['p50_ms']:.2f}x, p99 "
                       f"{r['p99_ms'] / bare['p99_ms']:.2f}x, calls/s {r['calls_per_s'] / bare['calls_per_s']:.2f}x")
+        for t, k, load, r in rows:
+            calm = by.get((t, k, load.split(", flood")[0])) if ", flood" in load else None
+            if calm:
+                print(f"{t} {k} {load}: good calls/s {r['calls_per_s'] / calm['calls_per_s']:.2f}x, p99 "
+                      f"{r['p99_ms']:.1f} ms (without the flood {calm['p99_ms']:.1f} ms); bad requests answered "
+                      f"{r['flood_answered_per_s']:.0f}/s")
 
 
 if __name__ == "__main__":
@@ -554,6 +644,8 @@ if __name__ == "__main__":
                     loop="asyncio")
     elif sys.argv[1:2] == ["--bare-stdio"]:
         bare_server().run("stdio")
+    elif sys.argv[1:2] == ["--flood-only"]:
+        asyncio.run(flood(int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])))
     else:
         parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
         parser.add_argument("--levels", type=int, nargs="*", default=[1, 8, 64, 256],
@@ -569,6 +661,8 @@ if __name__ == "__main__":
         parser.add_argument("--duration", type=float, default=10.0)
         parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv"])
         parser.add_argument("--runs", type=int, default=3)
+        parser.add_argument("--flood", type=float, metavar="RATE",
+                            help="also measure every HTTP load under RATE bad requests a second from another process")
         parser.add_argument("--server-cpus", type=int, nargs="+", metavar="CPU",
                             help="pin each server's process tree (sandboxes included) to these CPUs")
         parser.add_argument("--loadgen-cpus", type=int, nargs="+", metavar="CPU",

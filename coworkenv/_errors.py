@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Boundary = Literal["model", "sandbox", "store", "protocol"]
+Boundary = Literal["model", "sandbox", "store", "protocol", "process"]
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
 
 
 class InfrastructureError(RuntimeError):
     """A failure at ``boundary``: ``model`` (the model server), ``sandbox`` (the sandbox or its
-    runner), ``store`` (the SQLite store) or ``protocol`` (the MCP connection)."""
+    runner), ``store`` (the SQLite store), ``protocol`` (the MCP connection) or ``process`` (the
+    process running the episode died: killed, crashed)."""
 
     boundary: Boundary = "protocol"
 

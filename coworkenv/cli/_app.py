@@ -103,6 +103,8 @@ def serve(
     serve_heldout: Annotated[bool, typer.Option(
         "--serve-heldout", help="Serve held-out (evaluation) tasks to any client too.")] = False,
     rate: Annotated[float, typer.Option(min=0, help="Requests/s allowed per episode and client (0: no limit).")] = 50,
+    client_rate: Annotated[float, typer.Option(
+        min=0, help="Requests/s allowed per client address, all episodes together (0: no limit).")] = 0,
     conformance: Annotated[bool, typer.Option(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
 ) -> None:
@@ -112,7 +114,7 @@ def serve(
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
                              fresh_idle_timeout=min(fresh_idle_timeout, idle_timeout), max_episodes=max_episodes,
                              max_episodes_per_client=max_episodes_per_client, serve_heldout=serve_heldout,
-                             rate_per_s=rate or None)
+                             rate_per_s=rate or None, client_rate_per_s=client_rate or None)
     try:
         settings.check()
     except ValueError as exc:

@@ -43,9 +43,20 @@ def cleanup_command(
         "--all", help="Remove every labeled sandbox, also those of live processes.")] = False,
     docker: Annotated[bool, typer.Option(
         help="Also clean up after the docker backend (its containers and episode directories).")] = True,
+    store: Annotated[Path, typer.Option(
+        "--store", envvar="COWORKENV_STORE",
+        help="Also end the store's episodes whose process is gone (as interrupted), if the store exists.")] = Path(
+            "runs/coworkenv.db"),
 ) -> None:
-    """Remove sandbox directories and containers whose owning process is gone (after a crash or SIGKILL)."""
+    """Remove sandbox directories and containers whose owning process is gone (after a crash or SIGKILL),
+    and end the episodes such processes left running."""
     backends = None if docker else [name for name in BACKENDS if name != "docker"]
+    if store.exists():
+        from ..episodes import interrupt_orphaned_episodes
+        from ..store import Store
+
+        for episode_id in interrupt_orphaned_episodes(Store(store)):
+            typer.echo(f"ended episode {episode_id} (interrupted: its process is gone)")
     report = cleanup(root=root, backends=backends, everything=everything)
     for note in report.notes:
         err.print(f"[yellow]{note}[/yellow]")

@@ -3,6 +3,7 @@ one grading when the episode ends. It knows nothing of MCP (``coworkenv.server``
 
 from ._episode import CallResult, Episode, EpisodeFailed, Toolbox, argument_error
 from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings
+from ._orphans import interrupt_orphaned_episodes
 
 __all__ = [
     "RECORD_FLUSH_S",
@@ -13,4 +14,5 @@ __all__ = [
     "EpisodeSettings",
     "Toolbox",
     "argument_error",
+    "interrupt_orphaned_episodes",
 ]

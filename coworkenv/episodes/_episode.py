@@ -20,7 +20,7 @@ from jsonschema.protocols import Validator
 from .._errors import InfrastructureError
 from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
-from ..store import Provenance, VerdictRow
+from ..store import InteractionKind, Provenance, VerdictRow
 from ..workspace import SUBMIT_TOOL, Task, ToolSpec, Workspace, dump_state
 
 if TYPE_CHECKING:
@@ -108,6 +108,12 @@ class Toolbox:
         return self._validators[spec.name]
 
 
+def _retrieve(task: asyncio.Future) -> None:
+    """Collect a finished call's exception when its caller went away (it was recorded already)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class EpisodeFailed(InfrastructureError):
     """The episode ended by an infrastructure failure (recorded on it); the caller gets no tool result."""
 
@@ -141,7 +147,16 @@ class Episode:
 
         Raises ``EpisodeFailed`` when the sandbox itself failed: the call is recorded (it may have
         run), the episode ends with the failure, and there is no result to give.
+
+        A call, once begun, runs to its end and is recorded even when its caller is cancelled (a
+        client that closed its connection or timed out): what reached the sandbox is never lost
+        from the record the gate grades.
         """
+        work = asyncio.ensure_future(self._call(name, arguments))
+        work.add_done_callback(_retrieve)
+        return await asyncio.shield(work)
+
+    async def _call(self, name: str, arguments: dict[str, Any] | None) -> CallResult:
         arguments = arguments if arguments is not None else {}
         failure: SandboxError | None = None
         async with self._lock:
@@ -167,6 +182,7 @@ class Episode:
                 "result": outcome.text if outcome.ok else None,
                 "is_error": int(not outcome.ok),
                 "error_kind": outcome.error_kind or None,
+                "error": None if outcome.ok else outcome.error,
                 "duration_ms": None,
             })
         if failure is not None:
@@ -184,7 +200,8 @@ class Episode:
         return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
 
     async def observe(self, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Read the live state with an app's read tool, unrecorded (resources, completions).
+        """Read the live state with an app's read tool (for a resource or a completion; the caller
+        records what the agent saw with ``note``).
 
         Raises ``ValueError`` with the tool's error, ``EpisodeFailed`` when the sandbox failed.
         """
@@ -199,6 +216,15 @@ class Episode:
         if not outcome.ok:
             raise ValueError(outcome.error)
         return outcome.result or {}
+
+    def note(self, kind: InteractionKind, what: str, arguments: dict[str, Any], *, result: str | None = None,
+             error: str | None = None) -> None:
+        """Record an interaction that is not a tool call (a resource read, a completion, a prompt),
+        with what the agent got: ``result`` text or the ``error`` it saw."""
+        if self.ended:
+            return
+        self.host.record(self.id, {"tool": what, "kind": kind, "arguments": json.dumps(arguments), "result": result,
+                                   "is_error": int(error is not None), "error": error, "duration_ms": None})
 
     async def final_state(self) -> str | None:
         try:

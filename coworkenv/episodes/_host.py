@@ -15,6 +15,7 @@ from ..sandbox import STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
 from ..workspace import Task, Workspace, write_initial_state
 from ._episode import Episode, Toolbox
+from ._orphans import interrupt_orphaned_episodes, owner_label
 
 log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
@@ -47,6 +48,8 @@ class EpisodeHost:
         self._toolboxes: dict[str, Toolbox] = {}
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task] = set()
+        self.owner = owner_label()
+        self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
         if workspace.id not in self._toolboxes:
@@ -105,7 +108,7 @@ class EpisodeHost:
         workspace = self.workspace(task.workspace_id)
         sandbox = await self.pool.acquire(self.initial_state(workspace))
         try:
-            episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"))
+            episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"), owner=self.owner)
         except BaseException:
             self.pool.release_soon(sandbox)
             raise

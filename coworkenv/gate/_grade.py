@@ -58,7 +58,7 @@ class Verdict:
 class EpisodeRecord:
     """Everything the gate needs of one episode."""
 
-    tool_calls: list[ToolCallRow]
+    tool_calls: list[ToolCallRow]  # every interaction; the gate grades the calls
     final_answer: str | None
     final_state: str | None  # SQL dump
     truncated: bool = False
@@ -78,7 +78,7 @@ def _robustness(calls: list[ToolCallRow]) -> float:
 
 def grade(task: Task, episode: EpisodeRecord) -> tuple[Grade, Verdict]:
     answer = (episode.final_answer or "").strip()
-    calls = [c for c in episode.tool_calls if c.tool not in CONTROL_TOOLS]
+    calls = [c for c in episode.tool_calls if c.kind == "call" and c.tool not in CONTROL_TOOLS]
     state_db = load_state(episode.final_state) if episode.final_state else None
     try:
         checks = [check.evaluate(state_db, answer) for check in task.checks]

@@ -5,7 +5,7 @@ from ._base import Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavaila
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
 from ._image import IMAGE, BuildResult, build_image
-from ._labels import CleanupReport
+from ._labels import CleanupReport, is_orphan, owner
 from ._pool import PoolSettings, SandboxPool
 from ._runner import STATE_FILE
 
@@ -30,4 +30,6 @@ __all__ = [
     "build_image",
     "cleanup",
     "create_sandbox",
+    "is_orphan",
+    "owner",
 ]

@@ -195,8 +195,10 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
     async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         episode = await resolve(ctx)
         if params.name != TASK_PROMPT:
-            raise MCPError(code=INVALID_PARAMS,
-                           message=f"unknown prompt {params.name!r}; the only prompt is {TASK_PROMPT!r}")
+            message = f"unknown prompt {params.name!r}; the only prompt is {TASK_PROMPT!r}"
+            episode.note("prompt", params.name, dict(params.arguments or {}), error=message)
+            raise MCPError(code=INVALID_PARAMS, message=message)
+        episode.note("prompt", TASK_PROMPT, {}, result=episode.task.instruction)
         return types.GetPromptResult(
             description=f"task {episode.task.id}",
             messages=[types.PromptMessage(role="user", content=types.TextContent(text=episode.task.instruction))],
@@ -224,6 +226,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         episode = await resolve(ctx)
         uri = str(params.uri)
         if uri == TASK_URI:
+            episode.note("resource", uri, {}, result=episode.task.instruction)
             return types.ReadResourceResult(contents=[types.TextResourceContents(
                 uri=uri, mime_type="text/plain", text=episode.task.instruction,
             )])
@@ -232,10 +235,17 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
                      (match["app"], match["collection"])), None)
         if kind is None or match is None:
             templates = ", ".join([TASK_URI] + [k.uri_template for k in _record_kinds(episode)])
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri}; resources here: {templates}")
-        record = await _observe(episode, kind.app, kind.resource.get_tool, {"id": match["id"]})
+            message = f"unknown resource {uri}; resources here: {templates}"
+            episode.note("resource", uri, {}, error=message)
+            raise MCPError(code=INVALID_PARAMS, message=message)
+        try:
+            text = json.dumps(await _observe(episode, kind.app, kind.resource.get_tool, {"id": match["id"]}))
+        except MCPError as exc:
+            episode.note("resource", uri, {}, error=exc.error.message)
+            raise
+        episode.note("resource", uri, {}, result=text)
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=uri, mime_type=kind.resource.mime_type, text=json.dumps(record),
+            uri=uri, mime_type=kind.resource.mime_type, text=text,
         )])
 
     async def complete(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -245,9 +255,15 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
             kind = next((k for k in _record_kinds(episode) if k.uri_template == params.ref.uri), None)
             if kind is not None:
                 resource = kind.resource
-                listed = await _observe(episode, kind.app, resource.list_tool, dict(resource.list_arguments))
+                asked = {"argument": params.argument.name, "value": params.argument.value}
+                try:
+                    listed = await _observe(episode, kind.app, resource.list_tool, dict(resource.list_arguments))
+                except MCPError as exc:
+                    episode.note("completion", kind.uri_template, asked, error=exc.error.message)
+                    raise
                 prefix = params.argument.value
                 values = sorted(r["id"] for r in listed[resource.list_key] if r["id"].startswith(prefix))
+                episode.note("completion", kind.uri_template, asked, result=json.dumps(values[:100]))
         return types.CompleteResult(completion=types.Completion(
             values=values[:100], total=len(values), has_more=len(values) > 100,
         ))

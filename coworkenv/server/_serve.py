@@ -58,6 +58,8 @@ class ServeSettings(BaseModel):
     max_body_bytes: int = 1 << 20
     rate_per_s: float | None = 50.0  # per episode address (session or URL) and client
     rate_burst: int = 100
+    client_rate_per_s: float | None = None  # per client address, all its requests together (off by default)
+    client_rate_burst: int = 1000
     json_response: bool = False
 
     def check(self) -> None:
@@ -99,6 +101,7 @@ def _origin_host(origin: str) -> str | None:
 
 
 _OWS = (b" ", b"\t")
+MAX_BUCKETS = 65_536  # rate buckets kept at most (about 10 MB)
 
 
 class _Bucket:
@@ -169,20 +172,45 @@ class Guard:
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.settings.max_body_bytes:
             return _error(413, f"request body over {self.settings.max_body_bytes} bytes")
-        if self.settings.rate_per_s is not None and not self._take(scope, headers):
-            return _error(429, f"over {self.settings.rate_per_s:g} requests/s for this episode",
-                          {"retry-after": "1"})
+        if scope["path"].endswith("/mcp"):  # refused here, before any routing or JSON parsing
+            session_id = headers.get("mcp-session-id")
+            if session_id is not None and session_id not in self.session_paths:
+                return _error(404, f"no session {session_id[:64]!r} here; open one (initialize) without Mcp-Session-Id")
+            if scope["method"] == "POST" and not headers.get("content-type", "").startswith("application/json"):
+                return _error(415, "Content-Type must be application/json")
+        over = self._take(scope, headers)
+        if over is not None:
+            return _error(429, over, {"retry-after": "1"})
         return None
 
-    def _take(self, scope: Scope, headers: Headers) -> bool:
+    def _take(self, scope: Scope, headers: Headers) -> str | None:
+        """Take a token from the request's episode bucket and its client's (each when limited);
+        say which limit the request is over, if any.
+
+        The episode is its session when the session is one this server opened, else the URL path: a
+        made-up ``Mcp-Session-Id`` buys no bucket of its own. Buckets are bounded in number (the
+        least recently created go first), so a flood of made-up paths cannot grow memory without end.
+        """
         client = (scope.get("client") or ("?", 0))[0]
-        key = (client, headers.get("mcp-session-id") or scope["path"])
+        session_id = headers.get("mcp-session-id")
+        episode = session_id if session_id is not None and session_id in self.session_paths else scope["path"]
         now = time.monotonic()
+        settings = self.settings
+        if settings.client_rate_per_s is not None and not self._spend(
+                ("client", client), now, settings.client_rate_per_s, settings.client_rate_burst):
+            return f"over {settings.client_rate_per_s:g} requests/s from {client}"
+        if settings.rate_per_s is not None and not self._spend(
+                (client, episode), now, settings.rate_per_s, settings.rate_burst):
+            return f"over {settings.rate_per_s:g} requests/s for this episode"
+        return None
+
+    def _spend(self, key: tuple[str, str], now: float, rate: float, burst: int) -> bool:
         bucket = self.buckets.get(key)
         if bucket is None:
-            bucket = self.buckets[key] = _Bucket(float(self.settings.rate_burst), now)
-        rate = self.settings.rate_per_s or 0.0
-        bucket.tokens = min(float(self.settings.rate_burst), bucket.tokens + (now - bucket.at) * rate)
+            if len(self.buckets) >= MAX_BUCKETS:
+                del self.buckets[next(iter(self.buckets))]
+            bucket = self.buckets[key] = _Bucket(float(burst), now)
+        bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
         bucket.at = now
         if bucket.tokens < 1:
             return False

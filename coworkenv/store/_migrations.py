@@ -244,6 +244,17 @@ def _one_verdict_per_version(db: sqlite_utils.Database) -> None:
         db.execute("update workspaces set spec = ? where id = ?", [json.dumps(spec), row["id"]])
 
 
+@MIGRATIONS(name="0005_owners_and_observations")
+def _owners_and_observations(db: sqlite_utils.Database) -> None:
+    """The process that runs an episode (``host:pid:start``), so that one a killed process left
+    ``running`` can be told from one still being played; and every agent-visible interaction in
+    ``tool_calls``: its ``kind`` (call, resource, completion, prompt) and the error text the agent saw."""
+    db.table("episodes").add_column("owner", str)
+    db.table("episodes").create_index(["status"])
+    db.table("tool_calls").add_column("kind", str, not_null_default="call")
+    db.table("tool_calls").add_column("error", str)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

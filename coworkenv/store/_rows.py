@@ -75,22 +75,36 @@ class EpisodeRow:
     boundary: Boundary | None  # the boundary that failure crossed
     started_at: str
     ended_at: str | None
+    owner: str | None = None  # the process running it, ``host:pid:start``
 
     @property
     def provenance(self) -> Provenance:
         return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint)
 
 
+InteractionKind = Literal["call", "resource", "completion", "prompt"]
+"""What an agent did: called a tool, read a resource (``tool`` is its URI), asked for completions
+(``tool`` is the template) or read a prompt (``tool`` is its name)."""
+
+
 @dataclass(frozen=True)
 class ToolCallRow:
+    """One agent-visible interaction with an episode (its calls above all), with its outcome.
+
+    Stored arguments and results are bounded (``MAX_RECORDED_ARGUMENTS``, ``MAX_RECORDED_RESULT``):
+    past the bound the stored JSON is ``{"_truncated": <bytes>, "head": <the first KiB>}``.
+    """
+
     idx: int
     tool: str
     arguments: dict[str, Any]
-    result: str | None  # the result as JSON text; None when the call failed
+    result: str | None  # the result as JSON text; None when it failed
     is_error: bool
-    error_kind: str | None  # arguments | unknown_tool | tool | timeout | crash | limit | ended
+    error_kind: str | None  # arguments | unknown_tool | tool | timeout | crash | limit | ended | infrastructure
     duration_ms: float | None
     created_at: str
+    kind: InteractionKind = "call"
+    error: str | None = None  # the error text the agent saw
 
 
 @dataclass(frozen=True)

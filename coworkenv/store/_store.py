@@ -22,6 +22,7 @@ from ._rows import (
     TRAINING_SOURCES,
     CalibrationRow,
     EpisodeRow,
+    EpisodeStatus,
     EvalRunRow,
     EvalTrialRow,
     Provenance,
@@ -36,7 +37,10 @@ from ._rows import (
 )
 
 
-_TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms")
+_TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error")
+MAX_RECORDED_ARGUMENTS = 64 << 10  # bytes of an interaction's arguments kept in the store
+MAX_RECORDED_RESULT = 256 << 10  # bytes of its result
+MAX_RECORDED_ERROR = 4 << 10  # characters of its error text
 _INSERT_TOOL_CALL = (
     f"insert into tool_calls (episode_id, idx, created_at, {', '.join(_TOOL_CALL_COLUMNS)})"
     f" values (:episode_id, :idx, :created_at, {', '.join(f':{c}' for c in _TOOL_CALL_COLUMNS)})"
@@ -52,6 +56,16 @@ def storable(value: Any) -> Any:
         except UnicodeEncodeError:
             return value.encode("utf-8", "replace").decode("utf-8")
     return value
+
+
+def bounded(text: str | None, limit: int) -> str | None:
+    """JSON text as stored: itself up to ``limit`` bytes, past it ``{"_truncated": bytes, "head": …}``."""
+    if text is None or len(text) <= limit // 4:  # the common case: short enough whatever its characters
+        return text
+    size = len(text.encode("utf-8", "replace"))
+    if size <= limit:
+        return text
+    return json.dumps({"_truncated": size, "head": text[:1024]})
 
 
 def now() -> str:
@@ -237,7 +251,9 @@ class Store:
 
     # --- episodes --------------------------------------------------------------------------
 
-    def start_episode(self, task_id: str, provenance: Provenance, *, episode_id: str | None = None) -> str:
+    def start_episode(self, task_id: str, provenance: Provenance, *, episode_id: str | None = None,
+                      owner: str | None = None) -> str:
+        """Record a new running episode; ``owner`` names the process that runs it (``host:pid:start``)."""
         episode_id = episode_id or new_id("ep")
         with self.transaction() as db:
             db.table("episodes").insert(
@@ -250,6 +266,7 @@ class Store:
                     "attempt": provenance.attempt,
                     "repaired_from": provenance.repaired_from,
                     "hint": provenance.hint,
+                    "owner": owner,
                     "started_at": now(),
                 }
             )
@@ -287,8 +304,9 @@ class Store:
         rows = self.query("select * from episodes where id = ?", (episode_id,))
         return _episode(rows[0]) if rows else None
 
-    def episodes(self, *, source: Source | None = None, task_id: str | None = None) -> list[EpisodeRow]:
-        where, params = _where(source=source, task_id=task_id)
+    def episodes(self, *, source: Source | None = None, task_id: str | None = None,
+                 status: EpisodeStatus | None = None) -> list[EpisodeRow]:
+        where, params = _where(source=source, task_id=task_id, status=status)
         return [_episode(r) for r in self.query(f"select * from episodes{where} order by started_at, id", params)]
 
     def admitted_episodes(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[EpisodeRow]:
@@ -352,11 +370,16 @@ class Store:
                         raise KeyError(f"no episode {episode_id!r} in the store")  # never a row no flush can write
                     self._flush_locked()
                     idx = self._idx_after(episode_id)
+        stored = {c: storable(row.get(c)) for c in _TOOL_CALL_COLUMNS}
+        stored["kind"] = stored["kind"] or "call"
+        stored["arguments"] = bounded(stored["arguments"], MAX_RECORDED_ARGUMENTS)
+        stored["result"] = bounded(stored["result"], MAX_RECORDED_RESULT)
+        if stored["error"] is not None and len(stored["error"]) > MAX_RECORDED_ERROR:
+            stored["error"] = stored["error"][:MAX_RECORDED_ERROR] + " …"
         with self._pending_lock:
             idx = self._next_idx.get(episode_id, idx)
             self._next_idx[episode_id] = idx + 1
-            self._pending.append({**{c: storable(row.get(c)) for c in _TOOL_CALL_COLUMNS}, "episode_id": episode_id,
-                                  "idx": idx, "created_at": now()})
+            self._pending.append({**stored, "episode_id": episode_id, "idx": idx, "created_at": now()})
 
     def _idx_after(self, episode_id: str) -> int:
         return self.db.execute(
@@ -364,10 +387,18 @@ class Store:
         ).fetchone()[0]
 
     def tool_calls(self, episode_id: str) -> list[ToolCallRow]:
+        """An episode's tool calls, in order (what the gate grades)."""
+        return self._interactions(episode_id, " and kind = 'call'")
+
+    def interactions(self, episode_id: str) -> list[ToolCallRow]:
+        """Everything the agent did in an episode, in order: tool calls, resource reads, completions, prompts."""
+        return self._interactions(episode_id, "")
+
+    def _interactions(self, episode_id: str, only: str) -> list[ToolCallRow]:
         return [
             ToolCallRow(r["idx"], r["tool"], _json(r["arguments"], {}), r["result"], bool(r["is_error"]),
-                        r["error_kind"], r["duration_ms"], r["created_at"])
-            for r in self.query("select * from tool_calls where episode_id = ? order by idx", (episode_id,))
+                        r["error_kind"], r["duration_ms"], r["created_at"], r["kind"], r["error"])
+            for r in self.query(f"select * from tool_calls where episode_id = ?{only} order by idx", (episode_id,))
         ]
 
     def add_messages(self, episode_id: str, messages: list[Message]) -> None:
@@ -512,7 +543,7 @@ def _task(r: dict[str, Any]) -> TaskRow:
 def _episode(r: dict[str, Any]) -> EpisodeRow:
     return EpisodeRow(r["id"], r["task_id"], r["source"], r["provider"] or "", r["status"], r["attempt"],
                       r["repaired_from"], r["hint"] or "", r["final_answer"], r["final_state"], bool(r["truncated"]),
-                      r["error"], r.get("boundary"), r["started_at"], r["ended_at"])
+                      r["error"], r.get("boundary"), r["started_at"], r["ended_at"], r.get("owner"))
 
 
 def _training_run(r: dict[str, Any]) -> TrainingRunRow:

@@ -87,7 +87,9 @@ async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
         "calendar_list_events", "calendar_create_event", "calendar_get_event",
         "calendar_list_events", "submit_answer",
     ]
-    assert [c.idx for c in calls] == list(range(5))
+    assert [c.idx for c in calls] == list(range(2, 7))  # after the prompt and the resource read
+    assert [(c.kind, c.tool) for c in store.interactions(episode_id)][:2] == [("prompt", "task"),
+                                                                             ("resource", "coworkenv://task")]
     assert [c.is_error for c in calls] == [False] * 5
     assert calls[1].arguments == EVENT
     assert calls[1].result is not None and json.loads(calls[1].result) == created.structured_content
