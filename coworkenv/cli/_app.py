@@ -21,7 +21,8 @@ from ..synth import TEMPLATES, ProfileError, load_profile, synthesize
 from ..workspace import PROMPT_STYLES, PromptStyle
 from ._common import DEFAULT_STORE, SandboxOpt, StoreOpt, check_sandbox, err, fail, open_host, progress
 from ._demo import demo_command
-from ._serve_eval import eval_command, serve_model_command
+from ._eval import eval_command
+from ._serve_model import serve_model_command
 from ._train import model_app, train_app
 from ._sandbox import sandbox_app
 

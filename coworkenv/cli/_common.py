@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, SandboxUnavailable
-from ..store import Store
+from ..store import Store, StoreError
 
 err = Console(stderr=True)
 DEFAULT_STORE = "runs/coworkenv.db"
@@ -24,10 +24,23 @@ StoreOpt = Annotated[
 SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")]
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` as an error and return the exit to raise (2: bad input, 1: the work failed)."""
+USAGE = 2  # exit code: the command was given something it cannot use (an option, a file, a store)
+FAILED = 1  # exit code: the work was tried and did not succeed (failed episodes, a crashed run)
+
+
+def fail(message: str, code: int = USAGE) -> typer.Exit:
+    """Print ``message`` as a one-line error and return the exit to raise (``USAGE`` or ``FAILED``)."""
     err.print(f"[red]error:[/red] {message}")
     return typer.Exit(code)
+
+
+def open_store(path: Path, *, create: bool = False) -> Store:
+    """The store at ``path`` (created when missing only with ``create``), or a usage error naming
+    what is wrong with the file."""
+    try:
+        return Store(path, create=create)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
 
 
 def check_sandbox(sandbox: str) -> None:
@@ -39,9 +52,10 @@ def check_sandbox(sandbox: str) -> None:
         raise fail(str(exc)) from None
 
 
-def open_host(store: Path, sandbox: str, cache_dir: Path | None = None) -> EpisodeHost:
+def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False) -> EpisodeHost:
     check_sandbox(sandbox)
-    return EpisodeHost(Store(store), EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache"))
+    return EpisodeHost(open_store(store, create=create),
+                       EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache"))
 
 
 def progress() -> Progress:

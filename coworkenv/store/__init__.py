@@ -23,7 +23,7 @@ from ._rows import (
     VerdictRow,
     WorkspaceRow,
 )
-from ._store import Store, new_id
+from ._store import Store, StoreError, new_id
 
 __all__ = [
     "MIGRATIONS",
@@ -39,6 +39,7 @@ __all__ = [
     "Provenance",
     "Source",
     "Store",
+    "StoreError",
     "TaskRow",
     "TaskStatus",
     "ToolCallRow",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import uuid
@@ -76,6 +77,45 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
+class StoreError(ValueError):
+    """A store file cannot be used; the message names the file and what is wrong with it."""
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_file(path: Path, create: bool) -> None:
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a store file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no store at {path}; run `coworkenv synth --store {path}` (or `coworkenv demo`) first")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create a store at {path}: {exc.strerror or exc}") from None
+        if not os.access(path.parent, os.W_OK):
+            raise StoreError(f"cannot create a store at {path}: {path.parent} is not writable")
+        return
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
+    if not header:
+        raise StoreError(f"{path} is an empty file, not a store (remove it, or give another --store)")
+    if header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a coworkenv store (not an SQLite database)")
+
+
+def _check_schema(db: sqlite_utils.Database, path: str) -> None:
+    """A database with tables but no coworkenv migrations belongs to something else: refuse it."""
+    tables = set(db.table_names())
+    if tables and not tables & {"_sqlite_migrations", "_migrations"}:
+        raise StoreError(f"{path} is an SQLite database of something else, not a coworkenv store "
+                         f"(it has {', '.join(sorted(tables)[:5])})")
+
+
 class Store:
     """Typed access to the coworkenv SQLite file (WAL mode, foreign keys on, named migrations).
 
@@ -91,27 +131,37 @@ class Store:
     process sees deferred calls once they are flushed.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+        """Open the store at ``path``, creating it (and its folder) when missing unless ``create``
+        is False. Raises ``StoreError`` naming the file and what is wrong with it: missing, a
+        folder, not SQLite, another application's database, corrupt, or not writable."""
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 30000")
-        self.db = sqlite_utils.Database(conn)
-        if self.path != ":memory:":
-            self.db.enable_wal()
-            # In WAL mode NORMAL keeps every commit through a crash of the process and the file
-            # consistent through a power loss (which may drop the last commits); it spares one
-            # fsync per write, which the server pays on every recorded tool call.
-            conn.execute("PRAGMA synchronous = NORMAL")
+            _check_file(Path(self.path), create)
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA busy_timeout = 30000")
+            self.db = sqlite_utils.Database(conn)
+            if self.path != ":memory:":
+                _check_schema(self.db, self.path)
+                self.db.enable_wal()
+                # In WAL mode NORMAL keeps every commit through a crash of the process and the file
+                # consistent through a power loss (which may drop the last commits); it spares one
+                # fsync per write, which the server pays on every recorded tool call.
+                conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as exc:  # OperationalError included: unreadable, read-only, locked
+            raise StoreError(f"{self.path} is not a usable coworkenv store: {exc}") from None
         self._lock = threading.RLock()  # the connection
         self._pending_lock = threading.Lock()  # the deferred rows (held only to append or swap)
         self._pending: list[dict[str, Any]] = []
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
         self._specs: dict[str, Workspace] = {}  # parsed workspace specs by id
         with self._lock:
-            self.applied_migrations = apply_migrations(self.db)
+            try:
+                self.applied_migrations = apply_migrations(self.db)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path} is not a usable coworkenv store: {exc}") from None
 
     def close(self) -> None:
         self.flush()
