@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         chat_model,
         parse_provider,
         provider_help,
+        provider_problem,
         provider_usage,
     )
     from ._rollout import Rollout, build_agent_graph, repair_hint, rollout
@@ -34,7 +35,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_oracle": ("REPAIR_MARK", "OracleChatModel"),
     "_providers": (
         "PROVIDERS", "Provider", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
-        "parse_provider", "provider_help", "provider_usage",
+        "parse_provider", "provider_help", "provider_problem", "provider_usage",
     ),
     "_rollout": ("Rollout", "build_agent_graph", "repair_hint", "rollout"),
 })

@@ -8,8 +8,10 @@ Factories import their chat model's package when called, so reading the table st
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -58,6 +60,9 @@ class Provider:
     model: str  # what follows ``name:``: "" (nothing), "a model name" or "a local model folder"
     takes_url: bool
     build: Factory
+    package: str | None = None  # the module its chat model needs, and the extra that installs it
+    extra: str | None = None
+    key_env: str | None = None  # the environment variable its client reads the API key from (not with a URL)
 
 
 def _oracle(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
@@ -101,11 +106,12 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     Provider("oracle", "oracle", "offline; follows each task's reference solution (with --error-rate, makes "
              "mistakes that repair fixes)", "", False, _oracle),
     Provider("anthropic", "anthropic:MODEL", "Anthropic's API (the providers extra; ANTHROPIC_API_KEY)",
-             "a model name", False, _anthropic),
+             "a model name", False, _anthropic, "langchain_anthropic", "providers", "ANTHROPIC_API_KEY"),
     Provider("openai", "openai:MODEL[@URL]", "OpenAI's API, or any OpenAI-compatible server at URL, e.g. "
-             "coworkenv serve-model (the providers extra; OPENAI_API_KEY)", "a model name", True, _openai),
+             "coworkenv serve-model (the providers extra; OPENAI_API_KEY)", "a model name", True, _openai,
+             "langchain_openai", "providers", "OPENAI_API_KEY"),
     Provider("hf", "hf:PATH", "a local transformers model folder, played in process (the train extra)",
-             "a local model folder", False, _hf),
+             "a local model folder", False, _hf, "transformers", "train"),
 )}
 
 
@@ -138,6 +144,22 @@ def parse_provider(spec: str) -> ProviderSpec:
     if url and not url.startswith(("http://", "https://")):
         raise ProviderError(f"the URL in {spec!r} must start with http:// or https://")
     return ProviderSpec(kind, model, url or None)
+
+
+def provider_problem(spec: ProviderSpec, environ: Mapping[str, str]) -> str | None:
+    """Why ``spec`` cannot be played here, before any episode opens: its package is not installed,
+    its API key is not in ``environ`` (the caller's environment), or its model folder is missing."""
+    provider = PROVIDERS[spec.kind]
+    if provider.package is not None and importlib.util.find_spec(provider.package) is None:
+        return (f"the {spec.kind} provider needs the {provider.package} package: "
+                f"pip install 'coworkenv[{provider.extra}]'")
+    if provider.key_env is not None and spec.base_url is None and not environ.get(provider.key_env):
+        return f"the {spec.kind} provider needs an API key in ${provider.key_env}"
+    if provider.model == "a local model folder":
+        folder = Path(spec.model)
+        if not (folder / "config.json").is_file():
+            return f"{spec.model} is not a model folder (no config.json there)"
+    return None
 
 
 def chat_model(spec: ProviderSpec, task: Task, workspace: Workspace,

@@ -9,60 +9,97 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from pydantic import SecretStr
-from rich.console import Console
 from rich.table import Table
 
+from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
-from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio
-from ..store import Store
-from ..synth import TEMPLATES, ProfileError, load_profile, synthesize
-from ..workspace import PROMPT_STYLES, PromptStyle
-from ._common import DEFAULT_STORE, SandboxOpt, StoreOpt, check_sandbox, err, fail, open_host, progress
+from ..server import ServeSettings, bind_socket, serve_conformance, serve_http, serve_stdio
+from ..synth import ProfileError, load_profile, synthesize
+from ..workspace import PromptStyle
+from ._common import (
+    DEFAULT_STORE,
+    FAILED,
+    CapabilityOpt,
+    JsonOpt,
+    SandboxOpt,
+    StoreOpt,
+    check_capabilities,
+    check_sandbox,
+    emit,
+    err,
+    fail,
+    open_host,
+    open_store,
+    out,
+    progress,
+    set_verbosity,
+)
 from ._demo import demo_command
 from ._eval import eval_command
+from ._inspect import register as register_inspect
+from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
 from ._train import model_app, train_app
-from ._sandbox import sandbox_app
 
 app = typer.Typer(
     name="coworkenv",
     help="Synthesize executable workspaces for tool-using agents, serve them over MCP in sandboxes, "
     "collect and gate trajectories, and export training data.",
     no_args_is_help=True,
-    add_completion=False,
+    rich_markup_mode=None,
 )
-export_app = typer.Typer(help="Export datasets from the store.", no_args_is_help=True)
+export_app = typer.Typer(help="Export datasets from the store.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(export_app, name="export")
 app.add_typer(model_app, name="model")
 app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
+register_inspect(app)  # tasks, episodes, runs
 app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)
 app.command("eval")(eval_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"coworkenv {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True,
+                                         help="Say more: -v logs what the library does, -vv debug detail.")] = 0,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors and results: no progress.")] = False,
+) -> None:
+    """Exit codes: 0 done, 1 the work failed (e.g. episodes that could not be collected), 2 a usage
+    error (an option, a file or a store that cannot be used)."""
+    set_verbosity(-1 if quiet else verbose)
+
 
 @app.command()
 def synth(
     store: StoreOpt = Path(DEFAULT_STORE),
     n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="How many tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
-    capability: Annotated[list[str] | None, typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    capability: CapabilityOpt = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
     profile: Annotated[Path | None, typer.Option(
         help="A capability profile written by `coworkenv eval`: spend the tasks where the model fails most.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate."""
-    capabilities = tuple(capability or TEMPLATES)
-    unknown = [c for c in capabilities if c not in TEMPLATES]
-    if unknown:
-        raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+    capabilities = check_capabilities(capability)
     try:
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
         raise fail(str(exc)) from None
-    host = open_host(store, sandbox)
+    host = open_host(store, sandbox, create=True)
 
     async def run():
         with progress() as bar:
@@ -74,13 +111,19 @@ def synth(
                 await host.close()
 
     summary = asyncio.run(run())
-    if measured is not None:
-        err.print("tasks per capability (from the profile): "
-                  + ", ".join(f"{c} {k}" for c, k in summary.allocation.items()))
-    err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
-              f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped})")
-    for task_id, reason in summary.quarantined.items():
-        err.print(f"  [yellow]quarantined[/yellow] {task_id}: {reason}")
+
+    def human() -> None:
+        if measured is not None:
+            err.print("tasks per capability (from the profile): "
+                      + ", ".join(f"{c} {k}" for c, k in summary.allocation.items()))
+        err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
+                  f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped})")
+        for task_id, reason in summary.quarantined.items():
+            err.print(f"  [yellow]quarantined[/yellow] {task_id}: {escape(reason)}")
+
+    emit(as_json, {"store": str(store), "generated": summary.generated, "admitted": summary.admitted,
+                   "quarantined": summary.quarantined, "skipped": summary.skipped,
+                   "allocation": summary.allocation}, human)
 
 
 @app.command()
@@ -121,29 +164,41 @@ def serve(
     except ValueError as exc:
         raise fail(f"{exc} (--token or $COWORKENV_TOKEN)") from None
     if conformance:
-        err.print(f"serving the MCP conformance fixtures on http://{host}:{port}/mcp")
+        sock = _bind(host, port)
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve_conformance(settings))
+            asyncio.run(serve_conformance(settings, sock=sock, on_ready=lambda: err.print(
+                f"serving the MCP conformance fixtures on http://{host}:{sock.getsockname()[1]}/mcp")))
         return
     if stdio and not task:
         raise fail("--stdio needs --task TASK_ID (one episode per process)")
     if not stdio and task:
         raise fail("--task goes with --stdio; over HTTP each task is at /t/{task}/mcp")
-    if not store.exists():
-        raise fail(f"no store at {store}; run `coworkenv synth --store {store}` first")
     episodes = open_host(store, sandbox)
     row = episodes.store.task(task) if task else None
     if task and row is None:
-        raise fail(f"no task {task!r} in {store}")
+        raise fail(f"no task {task!r} in {store} (coworkenv tasks list --store {store} lists them)")
     if row is not None and row.status not in (("admitted", "heldout") if serve_heldout else ("admitted",)):
         raise fail(f"task {task!r} is {row.status}" + (f" ({row.reason})" if row.reason else "")
                    + ("; --serve-heldout serves it" if row.status == "heldout" else "; only admitted tasks are served"))
     if stdio and task:
         asyncio.run(serve_stdio(episodes, task))
         return
-    err.print(f"serving MCP on http://{host}:{port}/t/<task>/mcp (tasks: http://{host}:{port}/tasks)")
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+
+    def ready() -> None:
+        err.print(f"serving MCP on http://{host}:{bound}/t/<task>/mcp (tasks: http://{host}:{bound}/tasks); "
+                  "Ctrl-C stops it")
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_http(episodes, settings))
+        asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))
+
+
+def _bind(host: str, port: int):
+    try:
+        return bind_socket(host, port)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server there? try --port)") from None
 
 
 @app.command("collect")
@@ -157,119 +212,149 @@ def collect_command(
     token: Annotated[str | None, typer.Option(
         envvar="COWORKENV_TOKEN", help="Bearer token of the server at --url.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many tasks.")] = None,
+    episodes_per_task: Annotated[int, typer.Option(
+        min=1, help="Admitted episodes wanted of each task from this provider (collect again for more).")] = 1,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair attempts per failed task.")] = 2,
     retries: Annotated[int, typer.Option(
         min=0, help="Replays of an episode that an infrastructure failure (model server, sandbox) ended.")] = 2,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 4,
     sandbox: SandboxOpt = "bwrap",
+    as_json: JsonOpt = False,
 ) -> None:
-    """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes."""
-    from ..agents import ProviderError, ProviderSettings, parse_provider
+    """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes.
+
+    A task is done when it has --episodes-per-task admitted episodes from this provider: another
+    provider on the same store collects its own."""
+    from ..agents import ProviderError, ProviderSettings, parse_provider, provider_problem
     from ..loop import LocalEpisodes, RemoteEpisodes, TeacherSettings, collect
     from ..server import running_http_server
 
     try:
-        parse_provider(provider)
+        spec = parse_provider(provider)
     except ProviderError as exc:
         raise fail(str(exc)) from None
+    problem = provider_problem(spec, os.environ)
+    if problem:
+        raise fail(problem)
     settings = TeacherSettings(
         provider=provider, max_repairs=max_repairs, retries=retries, concurrency=concurrency,
+        episodes_per_task=episodes_per_task,
         provider_settings=ProviderSettings(error_rate=error_rate, seed=seed,
                                            api_key=os.environ.get("OPENAI_API_KEY")),
     )
     if url is None:
         host = open_host(store, sandbox)
-    elif not store.exists():
-        raise fail(f"no store at {store}; --url needs the store that server serves")
+    else:
+        shared = open_store(store)
 
     async def run():
         with progress() as bar:
             job = bar.add_task("collecting trajectories", total=None)
+
+            def started(summary) -> None:
+                bar.update(job, total=summary.runs)
+
             if url is not None:
                 remote = RemoteEpisodes(url, token=token)
                 try:
-                    return await collect(Store(store), remote, settings, limit=limit, on_run=lambda _: bar.advance(job))
+                    return await collect(shared, remote, settings, limit=limit, on_run=lambda _: bar.advance(job),
+                                         on_start=started)
                 finally:
                     await remote.aclose()
             try:
                 async with running_http_server(host) as local_url:
                     return await collect(host.store, LocalEpisodes(host, local_url), settings, limit=limit,
-                                         on_run=lambda _: bar.advance(job))
+                                         on_run=lambda _: bar.advance(job), on_start=started)
             finally:
                 await host.close()
 
     summary = asyncio.run(run())
-    err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "
-              f"repaired {summary.repaired}, succeeded {summary.succeeded}")
-    if summary.failures:
+
+    def human() -> None:
+        err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "
+                  f"repaired {summary.repaired}, succeeded {summary.succeeded}")
         for task_id, why in sorted(summary.failures.items()):
-            err.print(f"  [red]failed[/red] {task_id}: {why}")
+            err.print(f"  [red]failed[/red] {task_id}: {escape(why)}")
+
+    emit(as_json, {"store": str(store), "provider": spec.label, "tasks": summary.tasks, "skipped": summary.skipped,
+                   "episodes": summary.episodes, "repaired": summary.repaired, "succeeded": summary.succeeded,
+                   "infrastructure_failures": summary.infrastructure_failures, "failures": summary.failures}, human)
+    if summary.failures:
         raise fail(f"{len(summary.failures)} of {summary.tasks} tasks could not be collected "
                    f"({summary.infrastructure_failures} episodes ended by infrastructure failures); "
-                   "run collect again to retry them", code=1)
+                   "run collect again to retry them", code=FAILED)
 
 
 @app.command()
 def gate(
     store: StoreOpt = Path(DEFAULT_STORE),
     regrade: Annotated[bool, typer.Option(help="Grade again episodes that already have a verdict.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Grade ended episodes and record verdicts (incremental by grader version)."""
-    if not store.exists():
-        raise fail(f"no store at {store}")
-    summary = run_gate(Store(store), regrade=regrade)
-    table = Table("reason", "episodes")
-    for reason, count in summary.reasons.most_common():
-        table.add_row(reason, str(count))
-    Console().print(table)
-    err.print(f"graded {summary.graded}, admitted {summary.admitted} ({summary.pass_rate:.0%})")
+    summary = run_gate(open_store(store), regrade=regrade)
+
+    def human() -> None:
+        table = Table("reason", "episodes")
+        for reason, count in summary.reasons.most_common():
+            table.add_row(reason, str(count))
+        out.print(table)
+        err.print(f"graded {summary.graded}, admitted {summary.admitted} ({summary.pass_rate:.0%})")
+
+    emit(as_json, {"graded": summary.graded, "admitted": summary.admitted, "pass_rate": summary.pass_rate,
+                   "reasons": dict(summary.reasons)}, human)
 
 
-StyleOpt = Annotated[str, typer.Option("--style", help="Agent view the rows show: full | compact (short prompt, "
-                                        "only the tools of the apps a task needs; for small models) | minimal "
-                                        "(compact without descriptions; for tiny models).")]
+StyleOpt = Annotated[PromptStyle, typer.Option(
+    "--style", help="Agent view the rows show: full, compact (short prompt, only the tools of the apps a task "
+    "needs; for small models) or minimal (compact without descriptions; for tiny models).")]
 
 
-def check_style_option(style: str) -> PromptStyle:
-    if style not in PROMPT_STYLES:
-        raise fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
-    return style  # type: ignore[return-value]  # one of PROMPT_STYLES
+def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool) -> None:
+    from ..trainer import export_dpo, export_sft
+
+    opened = open_store(store)
+    if out_path.is_dir():
+        raise fail(f"--out {out_path} is a folder; give a file name, e.g. {out_path / (kind + '.jsonl')}")
+    try:
+        rows = (export_sft if kind == "sft" else export_dpo)(opened, out_path, style=style, allow_empty=False)
+    except OSError as exc:
+        raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # nothing to export: no file is written
+        raise fail(str(exc), code=FAILED) from None
+    noun = "rows" if kind == "sft" else "pairs"
+    emit(as_json, {"out": str(out_path), noun: rows, "style": style},
+         lambda: err.print(f"wrote {rows} {noun} to {out_path}"))
 
 
 @export_app.command("sft")
 def export_sft_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    out: Annotated[Path, typer.Option(help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
+    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
     style: StyleOpt = "full",
+    as_json: JsonOpt = False,
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
-    from ..trainer import export_sft
-
-    if not store.exists():
-        raise fail(f"no store at {store}")
-    rows = export_sft(Store(store), out, style=check_style_option(style))
-    err.print(f"wrote {rows} rows to {out}")
+    _export("sft", store, out_path, style, as_json)
 
 
 @export_app.command("dpo")
 def export_dpo_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    out: Annotated[Path, typer.Option(help="Output JSON-lines file.")] = Path("runs/export/dpo.jsonl"),
+    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/dpo.jsonl"),
     style: StyleOpt = "full",
+    as_json: JsonOpt = False,
 ) -> None:
     """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
-    from ..trainer import export_dpo
-
-    if not store.exists():
-        raise fail(f"no store at {store}")
-    rows = export_dpo(Store(store), out, style=check_style_option(style))
-    err.print(f"wrote {rows} pairs to {out}")
+    _export("dpo", store, out_path, style, as_json)
 
 
 @app.command("check-sandbox")
-def check_sandbox_command(sandbox: SandboxOpt = "bwrap") -> None:
+def check_sandbox_command(sandbox: SandboxOpt = "bwrap", as_json: JsonOpt = False) -> None:
     """Check that a sandbox backend works on this machine."""
     from ..sandbox import BACKENDS
 
     check_sandbox(sandbox)
-    typer.echo(f"{sandbox}: available at {BACKENDS[sandbox].check_available()}")
+    detail = BACKENDS[sandbox].check_available()
+    emit(as_json, {"sandbox": sandbox, "available": True, "detail": detail},
+         lambda: typer.echo(f"{sandbox}: available at {detail}"))

@@ -1,37 +1,71 @@
-"""What the commands share: the error exit, the store and sandbox options, opening an episode host,
-and the progress display."""
+"""What the commands share: exit codes and one-line errors, the store, sandbox, capability and JSON
+options, opening a store or an episode host, output (JSON or human), verbosity and progress."""
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..episodes import EpisodeHost, EpisodeSettings
-from ..sandbox import BACKENDS, SandboxUnavailable
+from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
 from ..store import Store, StoreError
+from ..synth import TEMPLATES
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # progress, summaries for people, errors (lines are not wrapped)
+out = Console()  # a command's output (tables); JSON and plain lines go through typer.echo
 DEFAULT_STORE = "runs/coworkenv.db"
+USAGE = 2  # exit code: the command was given something it cannot use (an option, a file, a store)
+FAILED = 1  # exit code: the work was tried and did not succeed (failed episodes, a crashed run)
 
 StoreOpt = Annotated[
     Path,
     typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.", show_default=True),
 ]
-SandboxOpt = Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")]
+SandboxOpt = Annotated[BackendName, typer.Option("--sandbox", help="Sandbox backend.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout.")]
+CapabilityOpt = Annotated[list[str] | None, typer.Option(
+    "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(TEMPLATES)}.")]
+
+_quiet = False
 
 
-USAGE = 2  # exit code: the command was given something it cannot use (an option, a file, a store)
-FAILED = 1  # exit code: the work was tried and did not succeed (failed episodes, a crashed run)
+def set_verbosity(level: int) -> None:
+    """-1: quiet (no progress), 0: warnings, 1: info, 2: debug; for coworkenv's loggers."""
+    global _quiet
+    _quiet = level < 0
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("coworkenv").setLevel(
+        {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(level, logging.DEBUG))
 
 
 def fail(message: str, code: int = USAGE) -> typer.Exit:
     """Print ``message`` as a one-line error and return the exit to raise (``USAGE`` or ``FAILED``)."""
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+def emit(as_json: bool, payload: dict[str, Any], human: Callable[[], None]) -> None:
+    """A command's result: ``payload`` as JSON on stdout, or ``human()`` for people."""
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2, default=str))
+    else:
+        human()
+
+
+def check_capabilities(names: list[str] | None) -> tuple[str, ...]:
+    capabilities = tuple(names or TEMPLATES)
+    unknown = [c for c in capabilities if c not in TEMPLATES]
+    if unknown:
+        raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+    return capabilities
 
 
 def open_store(path: Path, *, create: bool = False) -> Store:
@@ -59,5 +93,6 @@ def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, creat
 
 
 def progress() -> Progress:
+    """Progress bars on stderr (none with ``-q``): done of total, elapsed and remaining time."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=False)
+                    TimeRemainingColumn(), console=err, transient=False, disable=_quiet)

@@ -10,48 +10,47 @@ before/after table. Every stage resumes from what the run folder already holds.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..sandbox import BwrapSandbox, SandboxUnavailable
-
 from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_STEPS, FULL_TASKS
+from ..sandbox import BwrapSandbox, SandboxUnavailable
+from ._common import JsonOpt, emit, fail, open_store, out, progress
 
 if TYPE_CHECKING:
     from ..loop import FullSettings
 
 
 def demo_command(
-    directory: Annotated[Path, typer.Option("--dir", help="Where the store and exports go.")] = Path("runs/demo"),
+    directory: Annotated[Path, typer.Option(
+        "--dir", help="Where the store (coworkenv.db), exports and models go; the default is where every other "
+        "command looks (runs/coworkenv.db).")] = Path("runs"),
     n: Annotated[int | None, typer.Option("-n", "--tasks", min=1, help="How many tasks to synthesize "
                                              f"(default {DEMO_TASKS}; {FULL_TASKS} with --full).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of synthesis and of the oracle's mistakes.")] = 0,
     error_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of oracle episodes with a mistake.")] = 0.3,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: JsonOpt = False,
     full: Annotated[bool, typer.Option("--full", help="Also init-tiny → train sft → serve → eval the base and the "
                                        "trained model on held-out tasks, and print the before/after table.")] = False,
     capability: Annotated[list[str] | None, typer.Option(
-        help="--full: capabilities to synthesize, train and evaluate (repeatable; default lookup, single_write).")] = None,
+        metavar="CAPABILITY", help="--full: capabilities to synthesize, train and evaluate (repeatable; default "
+        "lookup, single_write).")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = 24,
-    serve: Annotated[str, typer.Option(help="--full: how models are served for evaluation: local (in process, "
-                                       "hf:PATH) or vllm (vLLM's OpenAI server, tool parser hermes).")] = "local",
+    serve: Annotated[Literal["local", "vllm"], typer.Option(
+        help="--full: how models are served for evaluation: local (in process, hf:PATH) or vllm (vLLM's OpenAI "
+        "server, tool parser hermes).")] = "local",
     vllm_python: Annotated[str | None, typer.Option(help="--full --serve vllm: the interpreter that has vLLM.")] = None,
 ) -> None:
     """Run the loop on embedded defaults (SQLite, bubblewrap, oracle teacher) and summarize it."""
-    err = Console(stderr=True)
     try:
         BwrapSandbox.check_available()
     except SandboxUnavailable as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     from ..loop import FullSettings, run_demo, run_full
 
     settings = None
@@ -61,37 +60,37 @@ def demo_command(
                 capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps or FULL_STEPS,
                 eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
-            err.print(f"[red]error:[/red] {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}")
-            raise typer.Exit(2) from None
+            raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
         problem = _full_prerequisites(settings)
         if problem:
-            err.print(f"[red]error:[/red] {problem}")
-            raise typer.Exit(2)
+            raise fail(problem)
         from ._train import quiet_training_logs
 
         quiet_training_logs()
-    directory.mkdir(parents=True, exist_ok=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err) as progress:
+    open_store(directory / "coworkenv.db", create=True).close()  # a usable store there, or a one-line error
+    with progress() as bar:
         if settings is None:
-            summary = asyncio.run(run_demo(directory, n or DEMO_TASKS, seed, error_rate, progress))
+            summary = asyncio.run(run_demo(directory, n or DEMO_TASKS, seed, error_rate, bar))
         else:
-            summary = asyncio.run(run_full(directory, n or FULL_TASKS, seed, error_rate, settings, progress))
-    if as_json:
-        typer.echo(json.dumps(summary, indent=2))
-        return
-    table = Table(title="coworkenv demo", show_header=False)
-    table.add_column("")
-    table.add_column("", justify="right")
-    for key in ("tasks_generated", "tasks_admitted", "tasks_quarantined", "episodes", "repaired_episodes",
-                "gate_pass_rate", "exported_rows", "seconds"):
-        value = summary[key]
-        table.add_row(key.replace("_", " "), f"{value:.0%}" if key == "gate_pass_rate" else str(value))
-    Console().print(table)
-    Console().print(f"store: {summary['store']}\nSFT data: {summary['export']}")
-    if settings is not None:
-        Console().print(_full_table(summary))
-        Console().print(f"trained model: {summary['trained_model']}")
+            summary = asyncio.run(run_full(directory, n or FULL_TASKS, seed, error_rate, settings, bar))
+    def human() -> None:
+        table = Table(title="coworkenv demo", show_header=False)
+        table.add_column("")
+        table.add_column("", justify="right")
+        for key in ("tasks_generated", "tasks_admitted", "tasks_quarantined", "episodes", "repaired_episodes",
+                    "gate_pass_rate", "exported_rows", "seconds"):
+            value = summary[key]
+            table.add_row(key.replace("_", " "), f"{value:.0%}" if key == "gate_pass_rate" else str(value))
+        out.print(table)
+        typer.echo(f"store: {summary['store']}\nSFT data: {summary['export']}")
+        if settings is not None:
+            out.print(_full_table(summary))
+            typer.echo(f"trained model: {summary['trained_model']}")
+
+    emit(as_json, summary, human)
+    if summary.get("collect_failures"):
+        raise fail(f"{len(summary['collect_failures'])} tasks could not be collected; run the demo again to retry "
+                   "them", code=1)
 
 
 def _full_prerequisites(settings: FullSettings) -> str | None:

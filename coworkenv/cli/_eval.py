@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from ..agents import provider_help
 from ..loop import DEFAULT_EVAL_SEED, SPLITS
-from ..sandbox import BACKENDS
-from ..synth import TEMPLATES
-from ..workspace import PROMPT_STYLES
-from ._common import err, open_host, progress
+from ..workspace import PromptStyle
+from ._common import (
+    DEFAULT_STORE,
+    FAILED,
+    CapabilityOpt,
+    JsonOpt,
+    SandboxOpt,
+    StoreOpt,
+    check_capabilities,
+    emit,
+    err,
+    open_host,
+    out,
+    progress,
+)
 from ._common import fail as _fail
 
 
@@ -41,14 +51,14 @@ def _table(summary: dict[str, Any], k: int) -> Table:
 def eval_command(
     model: Annotated[str, typer.Option("--model", help="The model to evaluate (a served model is openai:NAME@URL): "
                                        + provider_help())],
-    store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.")] = Path("runs/coworkenv.db"),
+    store: StoreOpt = Path(DEFAULT_STORE),
     tasks: Annotated[int, typer.Option("-n", "--tasks", min=1, help="Held-out tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the held-out tasks (their workspaces must be new).")] = DEFAULT_EVAL_SEED,
-    capability: Annotated[list[str] | None, typer.Option(help="Capabilities to cover (repeatable).")] = None,
+    capability: CapabilityOpt = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
     k: Annotated[int | None, typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
-    style: Annotated[str, typer.Option("--style", help="The agent view the model was trained on: full | compact | minimal.")] = "full",
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 0.7,
+    style: Annotated[PromptStyle, typer.Option("--style", help="The agent view the model was trained on.")] = "full",
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0: greedy).")] = 0.7,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 4,
@@ -58,19 +68,14 @@ def eval_command(
         help="The SFT file the model was trained on (its task_id column); default: the store's training tasks.")] = None,
     profile: Annotated[Path | None, typer.Option(
         help="Where to write the capability profile (default: profile.json beside the store).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the run id and summary as JSON.")] = False,
-    sandbox: Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")] = "bwrap",
+    as_json: JsonOpt = False,
+    sandbox: SandboxOpt = "bwrap",
 ) -> None:
     """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
-    from ..agents import ProviderError
+    from ..agents import ProviderError, parse_provider, provider_problem
     from ..loop import EvalError, EvalSettings, run_eval, task_ids_in
 
-    capabilities = tuple(capability or TEMPLATES)
-    unknown = [c for c in capabilities if c not in TEMPLATES]
-    if unknown:
-        raise _fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
-    if style not in PROMPT_STYLES:
-        raise _fail(f"unknown --style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    capabilities = check_capabilities(capability)
     try:
         settings = EvalSettings.model_validate(dict(
             model=model, tasks=tasks, seed=seed, capabilities=capabilities, trials=trials, k=k, prompt_style=style,
@@ -82,8 +87,9 @@ def eval_command(
         raise _fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     except (ValueError, OSError) as exc:
         raise _fail(str(exc)) from None
-    if not store.exists():
-        raise _fail(f"no store at {store}; run `coworkenv synth --store {store}` first (or `coworkenv demo`)")
+    problem = provider_problem(parse_provider(model), os.environ)
+    if problem:
+        raise _fail(problem)
     host = open_host(store, sandbox)
     profile = profile or store.parent / "profile.json"
 
@@ -94,7 +100,8 @@ def eval_command(
             try:
                 return await run_eval(host, settings, profile_path=profile,
                                       on_task=lambda _: bar.advance(prepare),
-                                      on_trial=lambda _: bar.advance(play))
+                                      on_trial=lambda _: bar.advance(play),
+                                      on_start=lambda total: bar.update(play, total=total))
             finally:
                 await host.close()
 
@@ -102,14 +109,17 @@ def eval_command(
         result = asyncio.run(run())
     except (EvalError, ProviderError) as exc:
         raise _fail(str(exc)) from None
-    if as_json:
-        typer.echo(json.dumps({"run_id": result.run_id, "model": result.model, "profile": str(result.profile_path),
-                               "failures": result.failures, **result.summary}, indent=2))
-    else:
-        Console().print(_table(result.summary, settings.pass_k))
-        err.print(f"eval run {result.run_id} stored in {store}; profile: {result.profile_path}")
+
+    def human() -> None:
+        out.print(_table(result.summary, settings.pass_k))
+        kept = f"profile: {result.profile_path}" if result.profile_path else "no profile written"
+        err.print(f"eval run {result.run_id} stored in {store}; {kept}")
+
+    emit(as_json, {"run_id": result.run_id, "model": result.model,
+                   "profile": str(result.profile_path) if result.profile_path else None,
+                   "failures": result.failures, **result.summary}, human)
     if result.failures:
         for trial, why in sorted(result.failures.items()):
-            err.print(f"  [red]failed[/red] {trial}: {why}")
-        raise _fail(f"{len(result.failures)} trials ended by infrastructure failures (left out of the figures)",
-                    code=1)
+            err.print(f"  [red]failed[/red] {trial}: {escape(why)}")
+        raise _fail(f"{len(result.failures)} trials ended by infrastructure failures (left out of the figures; "
+                    "no profile written)", code=FAILED)

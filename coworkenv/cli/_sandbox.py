@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
 from ..sandbox import BACKENDS, SandboxUnavailable, build_image, cleanup
+from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, emit, err, fail, open_store
 
-sandbox_app = typer.Typer(help="Sandbox images and hygiene.", no_args_is_help=True)
-err = Console(stderr=True)
+sandbox_app = typer.Typer(help="Sandbox images and hygiene.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @sandbox_app.command("build-image")
@@ -24,15 +24,16 @@ def build_image_command(
     dockerfile: Annotated[bool, typer.Option(
         "--dockerfile", help="Build from the shipped Dockerfile instead (needs to pull debian:bookworm-slim).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Build again even if the image exists.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Build the docker sandbox image with no registry (debootstrap + docker import); reuses what exists."""
     try:
-        result = build_image(cache_dir=cache_dir, mirror=mirror, dockerfile=dockerfile, force=force,
-                             log=lambda line: err.print(line))
+        with err.status("building the sandbox image (debootstrap, then docker import; minutes the first time)"):
+            result = build_image(cache_dir=cache_dir, mirror=mirror, dockerfile=dockerfile, force=force,
+                                 log=lambda line: err.print(escape(line), highlight=False))
     except SandboxUnavailable as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    typer.echo(f"{result.image}: {result.how}")
+        raise fail(str(exc)) from None
+    emit(as_json, {"image": result.image, "how": result.how}, lambda: typer.echo(f"{result.image}: {result.how}"))
 
 
 @sandbox_app.command("cleanup")
@@ -43,24 +44,30 @@ def cleanup_command(
         "--all", help="Remove every labeled sandbox, also those of live processes.")] = False,
     docker: Annotated[bool, typer.Option(
         help="Also clean up after the docker backend (its containers and episode directories).")] = True,
-    store: Annotated[Path, typer.Option(
-        "--store", envvar="COWORKENV_STORE",
-        help="Also end the store's episodes whose process is gone (as interrupted), if the store exists.")] = Path(
-            "runs/coworkenv.db"),
+    store: StoreOpt = Path(DEFAULT_STORE),
+    as_json: JsonOpt = False,
 ) -> None:
     """Remove sandbox directories and containers whose owning process is gone (after a crash or SIGKILL),
-    and end the episodes such processes left running."""
+    and end the episodes such processes left running in the store (as interrupted), if it exists."""
+    if root is not None and not root.is_dir():
+        raise fail(f"--root {root} is not a folder")
     backends = None if docker else [name for name in BACKENDS if name != "docker"]
+    ended: list[str] = []
     if store.exists():
         from ..episodes import interrupt_orphaned_episodes
-        from ..store import Store
 
-        for episode_id in interrupt_orphaned_episodes(Store(store)):
-            typer.echo(f"ended episode {episode_id} (interrupted: its process is gone)")
+        ended = interrupt_orphaned_episodes(open_store(store))
     report = cleanup(root=root, backends=backends, everything=everything)
-    for note in report.notes:
-        err.print(f"[yellow]{note}[/yellow]")
-    for kind, names in (("directory", report.directories), ("container", report.containers)):
-        for name in names:
-            typer.echo(f"removed {kind} {name}")
-    typer.echo(f"removed {report.removed}, kept {report.kept} (owner alive)")
+
+    def human() -> None:
+        for note in report.notes:
+            err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
+        for episode_id in ended:
+            typer.echo(f"ended episode {episode_id} (interrupted: its process is gone)")
+        for kind, names in (("directory", report.directories), ("container", report.containers)):
+            for name in names:
+                typer.echo(f"removed {kind} {name}")
+        typer.echo(f"removed {report.removed}, kept {report.kept} (owner alive)")
+
+    emit(as_json, {"directories": report.directories, "containers": report.containers, "kept": report.kept,
+                   "notes": report.notes, "episodes_ended": ended}, human)

@@ -28,6 +28,7 @@ class TeacherSettings(BaseModel):
     provider: str = "oracle"
     max_repairs: int = Field(default=2, ge=0)
     retries: int = Field(default=2, ge=0)  # replays of an episode an infrastructure failure ended
+    episodes_per_task: int = Field(default=1, ge=1)  # admitted episodes wanted of each task, from this provider
     concurrency: int = Field(default=4, ge=1)
     prompt_style: PromptStyle = "full"
     provider_settings: ProviderSettings = ProviderSettings()
@@ -57,19 +58,25 @@ class TaskRun:
 @dataclass
 class CollectSummary:
     tasks: int = 0
+    runs: int = 0  # task runs planned (a task asked for several episodes runs several times)
     episodes: int = 0
     repaired: int = 0
     succeeded: int = 0
-    skipped: int = 0  # tasks with an admitted teacher episode already
+    skipped: int = 0  # tasks that already have the admitted episodes asked for, from this provider
     infrastructure_failures: int = 0  # episodes ended by one (retried)
     failures: dict[str, str] = field(default_factory=dict)  # task id -> why it could not be collected
 
 
-def pending_tasks(store: Store, limit: int | None = None) -> tuple[list[Task], int]:
-    """Admitted tasks without an admitted teacher episode yet, and how many already have one."""
-    rows, done = store.tasks_without_admitted_episode("teacher", GRADER_VERSION)
-    tasks = [row.spec for row in rows]
-    return (tasks[:limit] if limit is not None else tasks), done
+def pending_tasks(store: Store, limit: int | None = None, *, provider: str | None = None,
+                  episodes_per_task: int = 1) -> tuple[list[tuple[Task, int]], int]:
+    """Admitted tasks with fewer than ``episodes_per_task`` admitted teacher episodes (from
+    ``provider``, when given), each with how many more it needs; and how many tasks have enough."""
+    have = store.admitted_counts("teacher", GRADER_VERSION, provider=provider)
+    rows = store.tasks(status="admitted")
+    pending = [(row.spec, episodes_per_task - have.get(row.id, 0)) for row in rows
+               if have.get(row.id, 0) < episodes_per_task]
+    done = len(rows) - len(pending)
+    return (pending[:limit] if limit is not None else pending), done
 
 
 class Teacher:
@@ -113,9 +120,11 @@ class Teacher:
             provenance = Provenance("teacher", provider=self.provider.label, attempt=len(run.attempts) + 1,
                                     repaired_from=played.episode_id, hint=repair_hint(feedback, verdict.reason))
 
-    async def run_tasks(self, tasks: list[Task], *, on_done: Callable[[TaskRun], None] | None = None,
-                        ) -> list[TaskRun]:
+    async def run_tasks(self, tasks: list[Task] | list[tuple[Task, int]], *,
+                        on_done: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
+        """Run each task (``(task, times)``: that many times, one after another), several tasks at once."""
         semaphore = asyncio.Semaphore(self.settings.concurrency)
+        jobs = [t if isinstance(t, tuple) else (t, 1) for t in tasks]
 
         async def one(task: Task) -> TaskRun:
             async with semaphore:
@@ -127,14 +136,30 @@ class Teacher:
                 on_done(run)
             return run
 
-        return list(await asyncio.gather(*(one(t) for t in tasks)))
+        async def repeated(task: Task, times: int) -> list[TaskRun]:
+            runs = []
+            for _ in range(times):
+                runs.append(await one(task))
+                if runs[-1].error is not None:
+                    break
+            return runs
+
+        results = await asyncio.gather(*(repeated(task, times) for task, times in jobs))
+        return [run for runs in results for run in runs]
 
 
 async def collect(store: Store, episodes: EpisodeService, settings: TeacherSettings, *, limit: int | None = None,
-                  on_run: Callable[[TaskRun], None] | None = None) -> CollectSummary:
-    """Run the teacher on pending tasks through ``episodes``; every failure is in the summary."""
-    tasks, done = pending_tasks(store, limit)
-    summary = CollectSummary(tasks=len(tasks), skipped=done)
+                  on_run: Callable[[TaskRun], None] | None = None,
+                  on_start: Callable[[CollectSummary], None] | None = None) -> CollectSummary:
+    """Run the teacher on pending tasks through ``episodes``; every failure is in the summary.
+
+    A task is pending until it has ``settings.episodes_per_task`` admitted episodes from this
+    provider: another provider on the same store collects its own."""
+    provider = parse_provider(settings.provider).label
+    tasks, done = pending_tasks(store, limit, provider=provider, episodes_per_task=settings.episodes_per_task)
+    summary = CollectSummary(tasks=len(tasks), skipped=done, runs=sum(times for _, times in tasks))
+    if on_start is not None:  # what is planned is known now: progress can show a total
+        on_start(summary)
 
     def record(run: TaskRun) -> None:
         summary.episodes += len(run.attempts) + len(run.failed)

@@ -301,11 +301,14 @@ class EvalReport:
 
 async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: str | Path | None = None,
                    on_trial: Callable[[Trial], None] | None = None,
-                   on_task: Callable[[Task], None] | None = None) -> EvalReport:
+                   on_task: Callable[[Task], None] | None = None,
+                   on_start: Callable[[int], None] | None = None) -> EvalReport:
     """Evaluate ``settings.model`` on held-out tasks; store the run and its trials; write the profile.
 
     A trial that infrastructure failures end ``retries + 1`` times is left out of the figures and
-    named in ``failures``; the run is then stored as ``failed`` (its figures cover the other trials).
+    named in ``failures``; the run is then stored as ``failed`` (its figures cover the other trials)
+    and no profile is written (a profile must not rest on part of the trials). ``on_start`` gets the
+    number of trials once the held-out tasks are ready.
     """
     store = host.store
     check_model_server(settings.model, settings.api_key)
@@ -313,6 +316,8 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
     run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json"))
+    if on_start is not None:
+        on_start(len(heldout) * settings.trials)
     semaphore = asyncio.Semaphore(settings.concurrency)
     episodes = LocalEpisodes(host)
     k = settings.pass_k
@@ -341,7 +346,7 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
     trials = [t for t in results if t is not None]
     summary = report(trials, k)
     prof = profile(run_id, settings.model, trials, k)
-    path = Path(profile_path) if profile_path is not None else None
+    path = Path(profile_path) if profile_path is not None and not failures else None
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(path.suffix + ".partial")

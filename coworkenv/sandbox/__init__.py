@@ -1,6 +1,6 @@
 """Sandboxes in which the tools of a workspace execute, one per episode."""
 
-from ._backends import BACKENDS, cleanup, create_sandbox
+from ._backends import BACKENDS, BackendName, cleanup, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
@@ -11,6 +11,7 @@ from ._runner import STATE_FILE
 
 __all__ = [
     "BACKENDS",
+    "BackendName",
     "BuildResult",
     "BwrapConfig",
     "BwrapSandbox",

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal, get_args
 
 from ._base import Limits, Sandbox, SandboxConfig, SandboxUnavailable
 from ._bwrap import BwrapSandbox
 from ._docker import DockerSandbox
 from ._labels import CleanupReport, default_root
 
+BackendName = Literal["bwrap", "docker"]
 BACKENDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox, "docker": DockerSandbox}
+assert set(BACKENDS) == set(get_args(BackendName))
 
 
 def backend_class(backend: str) -> type[Sandbox]:

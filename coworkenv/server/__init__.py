@@ -3,13 +3,14 @@ HTTP guards and the episode API; and the conformance suite's fixture server."""
 
 from ._conformance import conformance_server, serve_conformance
 from ._mcp import HttpEpisodes, OpenEpisode, SingleEpisode, build_server
-from ._serve import ServeSettings, http_app, running_http_server, serve_http, serve_stdio
+from ._serve import ServeSettings, bind_socket, http_app, running_http_server, serve_http, serve_stdio
 
 __all__ = [
     "HttpEpisodes",
     "OpenEpisode",
     "ServeSettings",
     "SingleEpisode",
+    "bind_socket",
     "build_server",
     "conformance_server",
     "http_app",

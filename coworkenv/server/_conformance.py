@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp_types as types
@@ -28,7 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from .. import __version__
-from ._serve import Guard, ServeSettings
+from ._serve import Guard, ServeSettings, bind_socket
 
 NAME = "coworkenv-conformance"
 INVALID_PARAMS = -32602
@@ -479,7 +480,16 @@ def conformance_app(settings: ServeSettings | None = None) -> Guard:
                  settings)
 
 
-async def serve_conformance(settings: ServeSettings) -> None:
-    config = uvicorn.Config(conformance_app(settings), host=settings.bind, port=settings.port, log_level="warning")
-    await uvicorn.Server(config).serve()
+async def serve_conformance(settings: ServeSettings, *, sock: socket.socket | None = None,
+                            on_ready: Callable[[], None] | None = None) -> None:
+    """Serve the fixtures until interrupted, on ``sock`` or the settings' address; ``on_ready`` runs
+    once connections are accepted."""
+    sock = sock or bind_socket(settings.bind, settings.port)
+    server = uvicorn.Server(uvicorn.Config(conformance_app(settings), log_level="warning"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started and on_ready is not None:
+        on_ready()
+    await task
 

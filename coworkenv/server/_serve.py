@@ -11,7 +11,7 @@ import hmac
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 import uvicorn
@@ -453,12 +453,35 @@ def settle_heap() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
-async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None) -> None:
+def bind_socket(bind: str, port: int) -> socket.socket:
+    """A listening socket on ``bind:port``; ``OSError`` (the port is taken, say) before anything starts."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *,
+                     sock: socket.socket | None = None, on_ready: Callable[[], None] | None = None) -> None:
+    """Serve until interrupted, on ``sock`` (bound already: see ``bind_socket``) or on the settings'
+    address; ``on_ready`` runs once connections are accepted."""
     settings = settings or ServeSettings()
     app = http_app(host, settings)
+    sock = sock or bind_socket(settings.bind, settings.port)
     settle_heap()
-    config = uvicorn.Config(app, host=settings.bind, port=settings.port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started and on_ready is not None:
+        on_ready()
+    await task
 
 
 @contextlib.asynccontextmanager

@@ -280,19 +280,25 @@ class Store:
             return [_task(r) for r in self.query("select * from tasks order by id")]
         return [_task(r) for r in self.query("select * from tasks where status = ? order by id", (status,))]
 
+    def tasks_matching(self, *, status: TaskStatus | None = None, capability: str | None = None) -> list[TaskRow]:
+        """Tasks of ``status`` and ``capability`` (each when given), by id."""
+        where, params = _where(status=status, capability=capability)
+        return [_task(r) for r in self.query(f"select * from tasks{where} order by id", params)]
+
     def task_counts(self) -> dict[str, int]:
         """How many tasks have each status."""
         return {r["status"]: r["n"] for r in self.query("select status, count(*) as n from tasks group by status")}
 
-    def tasks_without_admitted_episode(self, source: Source, grader_version: str, *, status: TaskStatus = "admitted",
-                                       ) -> tuple[list[TaskRow], int]:
-        """Tasks of ``status`` with no admitted episode of ``source`` yet, and how many already have one."""
-        done = ("select e.task_id from episodes e join verdicts v on v.episode_id = e.id"
-                " where e.source = ? and v.admitted = 1 and v.grader_version = ?")
-        rows = self.query(f"select * from tasks where status = ? and id not in ({done}) order by id",
-                          (status, source, grader_version))
-        count = self.query(f"select count(distinct task_id) as n from ({done})", (source, grader_version))[0]["n"]
-        return [_task(r) for r in rows], count
+    def admitted_counts(self, source: Source, grader_version: str, *, provider: str | None = None) -> dict[str, int]:
+        """Task id -> how many of its episodes of ``source`` (and ``provider``) the verdict of
+        ``grader_version`` admits (tasks with none are left out)."""
+        sql = ("select e.task_id, count(*) as n from episodes e join verdicts v on v.episode_id = e.id"
+               " where e.source = ? and v.admitted = 1 and v.grader_version = ?")
+        params: list[Any] = [source, grader_version]
+        if provider is not None:
+            sql += " and e.provider = ?"
+            params.append(provider)
+        return {r["task_id"]: r["n"] for r in self.query(sql + " group by e.task_id", tuple(params))}
 
     def add_calibration(self, row: CalibrationRow) -> None:
         with self.transaction() as db:
@@ -358,6 +364,16 @@ class Store:
                  status: EpisodeStatus | None = None) -> list[EpisodeRow]:
         where, params = _where(source=source, task_id=task_id, status=status)
         return [_episode(r) for r in self.query(f"select * from episodes{where} order by started_at, id", params)]
+
+    def recent_episodes(self, *, source: Source | None = None, task_id: str | None = None,
+                        status: EpisodeStatus | None = None, limit: int | None = None) -> list[EpisodeRow]:
+        """Episodes of ``source``, ``task_id`` and ``status`` (each when given), newest first; at
+        most ``limit`` of them when it is given."""
+        where, params = _where(source=source, task_id=task_id, status=status)
+        sql = f"select * from episodes{where} order by started_at desc, id desc"
+        if limit is not None:
+            sql, params = sql + " limit ?", (*params, limit)
+        return [_episode(r) for r in self.query(sql, params)]
 
     def admitted_episodes(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[EpisodeRow]:
         """Episodes of ``sources`` that the verdict of ``grader_version`` admits, by task."""
@@ -509,6 +525,23 @@ class Store:
                           r["safety"], r["robustness"], r["score"],
                           [CheckResult(**c) for c in _json(r["checks"], [])], r["created_at"])
 
+    def verdicts(self, episode_ids: list[str], grader_version: str) -> dict[str, VerdictRow]:
+        """Episode id -> the verdict of ``grader_version`` on it, for those of ``episode_ids`` that have one."""
+        found: dict[str, VerdictRow] = {}
+        for start in range(0, len(episode_ids), 500):  # under SQLite's limit on bound parameters
+            chunk = episode_ids[start:start + 500]
+            rows = self.query(
+                "select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, g.completion, g.safety,"
+                " g.robustness, g.score, g.checks from verdicts v join grades g on g.id = v.grade_id"
+                f" where v.grader_version = ? and v.episode_id in ({','.join('?' for _ in chunk)})",
+                (grader_version, *chunk))
+            for r in rows:
+                found[r["episode_id"]] = VerdictRow(
+                    r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
+                    r["safety"], r["robustness"], r["score"], [CheckResult(**c) for c in _json(r["checks"], [])],
+                    r["created_at"])
+        return found
+
     def verdict_count(self, episode_id: str) -> int:
         """How many verdicts (of any grader version) an episode has."""
         return self.query("select count(*) as n from verdicts where episode_id = ?", (episode_id,))[0]["n"]
@@ -548,6 +581,12 @@ class Store:
         r = rows[0]
         return EvalRunRow(r["id"], r["model"], _json(r["settings"], {}), r["status"], _json(r["summary"], None),
                           r["profile_path"], r["started_at"], r["ended_at"])
+
+    def eval_runs(self) -> list[EvalRunRow]:
+        """Every evaluation run, by start."""
+        return [EvalRunRow(r["id"], r["model"], _json(r["settings"], {}), r["status"], _json(r["summary"], None),
+                           r["profile_path"], r["started_at"], r["ended_at"])
+                for r in self.query("select * from eval_runs order by started_at, id")]
 
     def eval_trials(self, run_id: str) -> list[EvalTrialRow]:
         rows = self.query("select * from eval_trials where run_id = ? order by id", (run_id,))

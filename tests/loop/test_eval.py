@@ -99,7 +99,7 @@ async def test_eval_runs_held_out_tasks_and_stores_graded_episodes(host, tmp_pat
     heldout = {r.id for r in store.tasks(status="heldout")}
     assert {t.task_id for t in result.trials} == heldout and len(heldout) == 4
     assert not heldout & train_tasks
-    assert not heldout & {t.id for t in pending_tasks(store)[0]}
+    assert not heldout & {t.id for t, _ in pending_tasks(store)[0]}
     assert {t.split for t in result.trials if t.capability == "lookup"} == {"new_seeds"}
     assert {t.split for t in result.trials if t.capability == "single_write"} == {"unseen_combinations"}
 
