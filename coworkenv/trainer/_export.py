@@ -96,20 +96,37 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
+    """Write ``rows`` to ``path`` whole: through a partial file renamed at the end, removed if writing fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(path.suffix + ".partial")
-    with partial.open("w") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    partial.replace(path)
+    try:
+        with partial.open("w") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     return len(rows)
 
 
-def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full") -> int:
-    """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count."""
-    return _write_jsonl(Path(path), sft_rows(store, style=style))
+def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True) -> int:
+    """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count.
+
+    With ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and writes nothing."""
+    rows = sft_rows(store, style=style)
+    if not rows and not allow_empty:
+        raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
+                         "(collect some first); nothing written")
+    return _write_jsonl(Path(path), rows)
 
 
-def export_dpo(store: Store, path: str | Path, *, style: PromptStyle = "full") -> int:
-    """Write DPO pairs as JSON lines to ``path`` (replacing it atomically); return the pair count."""
-    return _write_jsonl(Path(path), dpo_rows(store, style=style))
+def export_dpo(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True) -> int:
+    """Write DPO pairs as JSON lines to ``path`` (replacing it atomically); return the pair count.
+
+    With ``allow_empty=False`` a store with no pair raises ``ValueError`` and writes nothing."""
+    rows = dpo_rows(store, style=style)
+    if not rows and not allow_empty:
+        raise ValueError(f"{store.path} has no repaired-versus-failed pairs to export (collect with an oracle "
+                         "--error-rate, or a teacher that fails and is repaired); nothing written")
+    return _write_jsonl(Path(path), rows)
