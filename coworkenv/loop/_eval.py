@@ -315,7 +315,7 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
     heldout = await prepare_heldout(host, settings, on_task=on_task)
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
-    run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json"))
+    run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json", exclude={"api_key"}))
     if on_start is not None:
         on_start(len(heldout) * settings.trials)
     semaphore = asyncio.Semaphore(settings.concurrency)
