@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from ._hf import LocalChatModel, parse_reply
+    from ._hf import LocalChatModel, check_local_model, parse_reply
     from ._messages import to_message, to_messages
     from ._oracle import REPAIR_MARK, OracleChatModel
     from ._providers import (
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._rollout import Rollout, build_agent_graph, repair_hint, rollout
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
-    "_hf": ("LocalChatModel", "parse_reply"),
+    "_hf": ("LocalChatModel", "check_local_model", "parse_reply"),
     "_messages": ("to_message", "to_messages"),
     "_oracle": ("REPAIR_MARK", "OracleChatModel"),
     "_providers": (

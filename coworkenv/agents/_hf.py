@@ -2,18 +2,27 @@
 
 The conversation and the bound tools are rendered with the model's own chat template (for
 PocketWorker models: ChatML with Hermes ``<tool_call>`` blocks); the reply is generated in
-process (greedy at temperature 0) and its ``<tool_call>{json}</tool_call>`` blocks become tool
-calls. No server is needed, so a trained model can be evaluated on a machine without vLLM;
-``openai:NAME@URL`` against ``coworkenv serve-model`` plays the same model the same way.
+process and its ``<tool_call>{json}</tool_call>`` blocks become tool calls. No server is needed,
+so a trained model can be evaluated on a machine without vLLM; ``openai:NAME@URL`` against
+``coworkenv serve-model`` plays the same model the same way.
+
+At temperature 0 a reply is greedy, the same for the same conversation. Above it, a reply is
+sampled: from torch's global generator when ``seed`` is None (every call differs), else from a
+generator seeded by ``seed`` and the conversation, so that a trial (one seed) replays exactly
+while trials of other seeds differ.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.util
 import json
 import re
 import threading
 import uuid
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -23,14 +32,35 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from ..workspace import to_chat
 from ._messages import to_messages
+from ._providers import ProviderError
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _LOCK = threading.Lock()  # loading and generation: torch already uses every core for one call
 
 
+def check_local_model(path: str | Path) -> Path:
+    """The folder of an ``hf:PATH`` model, checked before anything plays: ``ProviderError`` (a
+    usage error) naming it when it is missing or not a model folder, or when the train extra that
+    runs it is not installed."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ProviderError(f"hf:{path}: no model folder at {folder}")
+    if not (folder / "config.json").is_file():
+        if (folder / "adapter_config.json").is_file():
+            raise ProviderError(f"hf:{path}: {folder} is a LoRA adapter, not a model; give the merged model "
+                                "(a training run's model/ folder)")
+        raise ProviderError(f"hf:{path}: {folder} is not a model folder (no config.json)")
+    for module in ("torch", "transformers"):
+        if importlib.util.find_spec(module) is None:
+            raise ProviderError(f"hf:{path}: the hf provider needs the 'train' extra ({module} is missing): "
+                                "pip install 'coworkenv[train]'")
+    return folder
+
+
 @lru_cache(maxsize=4)
 def load_local_model(path: str):
     """The tokenizer and model of a local folder, loaded once per process."""
+    check_local_model(path)
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -70,12 +100,28 @@ def parse_reply(text: str) -> AIMessage:
     return AIMessage(content=content, tool_calls=calls)
 
 
+@contextlib.contextmanager
+def _sampling_seed(seed: int | None, input_ids):
+    """torch's global generator seeded by ``seed`` and the prompt for the block, and restored
+    after it (so that nothing else in the process sees the seeding); nothing when ``seed`` is None."""
+    if seed is None:
+        yield
+        return
+    import torch
+
+    digest = hashlib.sha256(f"{seed}:".encode() + input_ids.cpu().numpy().tobytes()).digest()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int.from_bytes(digest[:8], "little"))
+        yield
+
+
 class LocalChatModel(BaseChatModel):
     """A chat model over a local transformers folder (``hf:PATH``)."""
 
     path: str
     temperature: float = 0.0
     max_tokens: int = 256
+    seed: int | None = None  # sampling: None draws from torch's global generator (see the module's docstring)
     tools: list[dict[str, Any]] = []
 
     @property
@@ -107,7 +153,7 @@ class LocalChatModel(BaseChatModel):
                 options.update(do_sample=True, temperature=self.temperature)
             else:
                 options.update(do_sample=False)
-            with _LOCK, torch.inference_mode():
+            with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
         return ChatResult(generations=[ChatGeneration(message=parse_reply(text))])

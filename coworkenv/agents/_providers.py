@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -30,7 +29,7 @@ class ProviderSettings(BaseModel):
     """Settings passed to every provider (API keys are read by the providers' own clients)."""
 
     error_rate: float = Field(default=0.0, ge=0.0, le=1.0)  # oracle only
-    seed: int = 0  # oracle only
+    seed: int = 0  # the oracle's mistakes; the hf provider's sampling (each eval trial its own seed)
     temperature: float = 0.0
     max_tokens: int = 1024
     api_key: str | None = None  # for OpenAI-compatible servers that need one
@@ -75,7 +74,8 @@ def _oracle(spec: ProviderSpec, task: Task, workspace: Workspace, settings: Prov
 def _hf(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
     from ._hf import LocalChatModel
 
-    return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
+    return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,
+                          seed=settings.seed)
 
 
 def _anthropic(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
@@ -156,9 +156,12 @@ def provider_problem(spec: ProviderSpec, environ: Mapping[str, str]) -> str | No
     if provider.key_env is not None and spec.base_url is None and not environ.get(provider.key_env):
         return f"the {spec.kind} provider needs an API key in ${provider.key_env}"
     if provider.model == "a local model folder":
-        folder = Path(spec.model)
-        if not (folder / "config.json").is_file():
-            return f"{spec.model} is not a model folder (no config.json there)"
+        from ._hf import check_local_model
+
+        try:
+            check_local_model(spec.model)
+        except ProviderError as exc:
+            return str(exc)
     return None
 
 

@@ -3,16 +3,25 @@ options, opening a store or an episode host, output (JSON or human), verbosity a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
@@ -44,6 +53,30 @@ def set_verbosity(level: int) -> None:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("coworkenv").setLevel(
         {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(level, logging.DEBUG))
+
+
+def is_quiet() -> bool:
+    """Whether ``-q`` was given (progress and spinners show nothing then)."""
+    return _quiet
+
+
+@contextlib.contextmanager
+def spinner(message: str, console: Console = err) -> Iterator[Callable[[str], None]]:
+    """A spinner with the elapsed time showing ``message``, then each stage given to the function
+    it yields (plain text, not markup); when ``console`` is not a terminal, a line per stage
+    instead; nothing with ``-q``."""
+    if is_quiet():
+        yield lambda stage: None
+        return
+    if not console.is_terminal:
+        line = lambda text: console.print(text, markup=False, highlight=False)
+        line(message)
+        yield line
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task(message, total=None)
+        yield lambda stage: progress.update(task, description=stage)
 
 
 def fail(message: str, code: int = USAGE) -> typer.Exit:

@@ -1,4 +1,9 @@
-"""``coworkenv serve-model``: vLLM's OpenAI-compatible server on a trained model."""
+"""``coworkenv serve-model``: vLLM's OpenAI-compatible server on a trained model.
+
+What it was given and cannot use (no such model or run, a bad adapter, vLLM missing from the
+interpreter, a port in use) exits 2; a server that dies, during start-up or later, exits 1. Either
+way the error is one line, and a server's failure is followed by the tail of its log.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from ._common import err
-from ._common import fail as _fail
+from ._common import FAILED, USAGE, err, fail, open_store, spinner
+
+
+def _fail(message: str, code: int = USAGE) -> typer.Exit:
+    """``fail`` with the first line of ``message``; its other lines (a server's log tail) follow as they are."""
+    first, _, tail = message.partition("\n")
+    exit_ = fail(first, code)
+    if tail:
+        err.print(tail, markup=False, highlight=False, style="dim")
+    return exit_
 
 
 def serve_model_command(
@@ -34,7 +48,7 @@ def serve_model_command(
     from ..trainer import ServeError, VLLMServer, VLLMSettings, resolve_model
 
     try:
-        model = resolve_model(run, store if store.exists() else None, name=name)
+        model = resolve_model(run, open_store(store) if store.exists() and not Path(run).is_dir() else None, name=name)
         adapters = dict(model.adapters)
         for spec in lora or []:
             adapter_name, _, directory = spec.partition("=")
@@ -50,20 +64,22 @@ def serve_model_command(
         server.start()
     except ServeError as exc:
         raise _fail(str(exc)) from None
+    except OSError as exc:  # the log file
+        raise _fail(f"{exc.filename or log}: {exc.strerror or exc}") from None
     # Ctrl-C and SIGTERM both stop vLLM first; SIGINT is handled even when this process was started
     # with it ignored (a background job of a non-interactive shell), where Python installs no handler
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.default_int_handler)
     try:
-        with err.status(f"starting vLLM on {model.base_dir} (log: {server.log_path})"):
+        with spinner(f"starting vLLM on {model.base_dir} (log: {server.log_path})"):
             url = server.wait_until_ready()
         for served in model.names:
-            err.print(f"serving [bold]{served}[/bold] at {url}  (coworkenv eval --model openai:{served}@{url})")
+            err.print(f"serving [bold]{escape(served)}[/bold] at {url}  (coworkenv eval --model openai:{escape(served)}@{url})")
         err.print("Ctrl-C stops the server")
         code = server.wait()
-        raise _fail(f"vLLM exited with status {code}; log tail:\n{server.log_tail()}")
-    except ServeError as exc:
-        raise _fail(str(exc)) from None
+        raise _fail(f"vLLM exited with status {code} (log: {server.log_path}); log tail:\n{server.log_tail()}", FAILED)
+    except ServeError as exc:  # it died during start-up, or did not come up in time
+        raise _fail(str(exc), FAILED) from None
     except KeyboardInterrupt:
         err.print("stopping vLLM")
     finally:

@@ -1,21 +1,35 @@
-"""``coworkenv model init-tiny`` and ``coworkenv train sft|dpo``: thin commands over coworkenv.trainer."""
+"""``coworkenv model init-tiny`` and ``coworkenv train sft|dpo``: thin commands over coworkenv.trainer.
+
+Both show on stderr what they are doing while they run (a spinner with the elapsed time while a
+model is built, a bar with the step, loss, learning rate, elapsed time and ETA while one trains; a
+line per stage or logged loss when stderr is not a terminal) and end with a summary: a line on
+stderr, or with ``--json`` an object on stdout.
+"""
 
 from __future__ import annotations
 
 import json
+import warnings
+from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from ..store import Store
+from ..store import StoreError
 from ..trainer import TinyConfig, TrainingUnavailable, TrainSettings, init_model, init_tiny_model, read_rows
+from ..trainer import REPORTERS
+from ._common import FAILED, JsonOpt, emit, err, fail, is_quiet, open_store, spinner
+
+if TYPE_CHECKING:
+    from ..trainer import TrainProgress
 
 model_app = typer.Typer(help="Create PocketWorker base models.", no_args_is_help=True)
 train_app = typer.Typer(help="Train PocketWorker models with TRL.", no_args_is_help=True)
-err = Console(stderr=True)
 
 
 def quiet_training_logs() -> None:
@@ -28,11 +42,85 @@ def quiet_training_logs() -> None:
     datasets.disable_progress_bars()
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    # deprecations the libraries raise about their own calls to each other: nothing a user can change
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft)\.")
 
 
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(2)
+def _reason(exc: Exception) -> str:
+    """One line for a user error: an OS error as ``PATH: what``, a validation error as its first problem."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+USER_ERRORS = (TrainingUnavailable, OSError, ValueError, StoreError)  # ValidationError is a ValueError
+
+
+def _clock(seconds: float | None) -> str:
+    return "-:--:--" if seconds is None else str(timedelta(seconds=round(seconds)))
+
+
+class TrainingDisplay:
+    """A training run's progress (``on_progress`` of ``train_sft``/``train_dpo``): on a terminal a
+    bar with the step, the last loss and learning rate, the elapsed time and the ETA; elsewhere (a
+    log file, CI) a line per stage and per logged loss."""
+
+    def __init__(self, console: Console = err) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.kind = ""
+
+    def __enter__(self) -> TrainingDisplay:
+        if self.console.is_terminal and not is_quiet():
+            self.progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
+                TextColumn("loss {task.fields[loss]}"), TextColumn("lr {task.fields[lr]}"), TimeElapsedColumn(),
+                TextColumn("ETA {task.fields[eta]}"), console=self.console)
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.progress is not None:
+            if self.task is not None:
+                self.progress.update(self.task, description=self.kind)  # done saving (or stopped)
+            self.progress.stop()
+
+    def __call__(self, p: TrainProgress) -> None:
+        self.kind = p.kind
+        if is_quiet():
+            return
+        loss = "-" if p.loss is None else f"{p.loss:.4f}"
+        lr = "-" if p.learning_rate is None else f"{p.learning_rate:.2e}"
+        step = f"step {p.step}/{p.max_steps}"
+        if self.progress is None:
+            if p.event == "prepare":
+                self.console.print(f"{p.kind}: loading the model and preparing {p.rows:,} rows")
+            elif p.event == "begin":
+                resumed = f" (resuming at step {p.first_step})" if p.first_step else ""
+                self.console.print(f"{p.kind}: training {p.max_steps - p.first_step} steps{resumed}")
+            elif p.event == "log":
+                self.console.print(f"{p.kind} {step}  loss {loss}  lr {lr}  elapsed {_clock(p.seconds)}"
+                                   f"  ETA {_clock(p.eta_seconds)}", highlight=False)
+            return
+        eta = _clock(p.eta_seconds)
+        if p.event == "prepare":
+            self.task = self.progress.add_task(f"{p.kind}: loading the model, preparing {p.rows:,} rows",
+                                               total=None, step=step, loss=loss, lr=lr, eta=eta)
+        elif self.task is not None:
+            description = f"{p.kind}" if p.event != "end" else f"{p.kind}: saving"
+            self.progress.update(self.task, description=description, total=p.max_steps, completed=p.step,
+                                 step=step, loss=loss, lr=lr, eta=eta)
+            if p.event == "begin":
+                self.progress.reset(self.task, total=p.max_steps, completed=p.step)  # the clock starts now
+
+
+class LossOn(StrEnum):
+    assistant = "assistant"
+    all = "all"
 
 
 @model_app.command("init-tiny")
@@ -50,56 +138,81 @@ def init_tiny_command(
     seed: Annotated[int, typer.Option()] = 0,
     base: Annotated[Path | None, typer.Option(
         help="Instead of a tiny model, prepare this local checkpoint folder (e.g. a Qwen3-0.6B download).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """A tiny Qwen3 with a BPE tokenizer trained on the corpus and the ChatML/Hermes chat template."""
+    if base is None and heads % kv_heads:
+        raise fail(f"--heads ({heads}) must be a multiple of --kv-heads ({kv_heads})")
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out} is a file; give a folder for the model")
     quiet_training_logs()
     try:
         if base is not None:
-            path = init_model(out, base=base)
+            with spinner(f"preparing {base}") as stage:
+                path = init_model(out, base=base, on_stage=stage)
         else:
-            if heads % kv_heads:
-                raise _fail(f"--heads ({heads}) must be a multiple of --kv-heads ({kv_heads})")
             config = TinyConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
                                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                                 head_dim=head_dim, seed=seed)
-            path = init_tiny_model(read_rows(data), out, config)
-    except (TrainingUnavailable, FileNotFoundError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+            rows = read_rows(data)
+            with spinner(f"building a tiny model from {len(rows):,} rows of {data}") as stage:
+                path = init_tiny_model(rows, out, config, on_stage=stage)
+    except USER_ERRORS as exc:
+        raise fail(_reason(exc)) from None
     meta = json.loads((path / "coworkenv_model.json").read_text())
-    err.print(f"wrote a {meta['kind']} model with {meta['parameters']:,} parameters to {path}")
+    written = {"path": str(path), "kind": meta["kind"], "parameters": meta["parameters"],
+               "vocab_size": meta.get("vocab_size"), **({"base": meta["base"]} if "base" in meta else {})}
+    emit(as_json, written, lambda: err.print(
+        f"wrote a {meta['kind']} model with {meta['parameters']:,} parameters and a vocabulary of "
+        f"{meta.get('vocab_size', 0):,} tokens to {path}"))
 
 
-def _train(kind: str, **options) -> None:
+def _train(kind: str, *, as_json: bool, **options) -> None:
     from ..trainer import train_dpo, train_sft
+    from ..trainer import check_training
 
     store = options.pop("store")
+    try:
+        settings = check_training(TrainSettings(**options))  # before the store is opened or created
+    except USER_ERRORS as exc:
+        raise fail(_reason(exc)) from None
     quiet_training_logs()
+    opened = open_store(store, create=True)
     try:
-        settings = TrainSettings(**options)
-    except ValidationError as exc:
-        raise _fail(str(exc)) from None
-    try:
-        result = (train_sft if kind == "sft" else train_dpo)(Store(store), settings)
-    except (TrainingUnavailable, FileNotFoundError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        with TrainingDisplay() as display:
+            result = (train_sft if kind == "sft" else train_dpo)(opened, settings, on_progress=display)
+    except FloatingPointError as exc:  # the run was tried and diverged; it is recorded as failed
+        raise fail(str(exc), FAILED) from None
+    except USER_ERRORS as exc:
+        raise fail(_reason(exc)) from None
     m = result.metrics
-    err.print(f"{kind}: {m['steps']} steps, loss {m['first_loss']:.3f} → {m['final_loss']:.3f}, "
-              f"{m['seconds']:.0f}s; model in {result.model_dir} (run {result.run_id})")
+    losses = "no loss logged" if m["first_loss"] is None else f"loss {m['first_loss']:.3f} → {m['final_loss']:.3f}"
+    board = f"; tensorboard --logdir {m['tensorboard_dir']}" if "tensorboard_dir" in m else ""
+    emit(as_json, {"run_id": result.run_id, "kind": kind, "model_dir": str(result.model_dir), **m}, lambda: err.print(
+        f"{kind}: {m['steps']} steps, {losses}, {m['seconds']:.0f}s; model in {result.model_dir} "
+        f"(run {result.run_id}){board}"))
 
 
 StoreOpt = Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store (runs are recorded).")]
 ModelOpt = Annotated[Path, typer.Option("--model", help="The model folder to start from.")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Run folder: checkpoints/, model/ (and adapter/ with --lora).")]
+OutOpt = Annotated[Path, typer.Option("--out", help="Run folder: checkpoints/, model/ (and adapter/ with --lora, "
+                                      "tensorboard/ with --report-to tensorboard).")]
 StepsOpt = Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1)]
 LrOpt = Annotated[float, typer.Option("--lr", min=0.0)]
 MaxLenOpt = Annotated[int, typer.Option("--max-length", min=16, help="Longer rows are truncated.")]
 SaveOpt = Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every this many steps.")]
+LoggingOpt = Annotated[int, typer.Option("--logging-steps", min=1, help="Log the loss every this many steps "
+                                         "(and at the first).")]
 LoraOpt = Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (peft) instead of all weights.")]
 LoraROpt = Annotated[int, typer.Option("--lora-r", min=1)]
 CapOpt = Annotated[list[str] | None, typer.Option("--capability", help="Train only on rows of this capability (repeatable).")]
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the last checkpoint in --out.")]
 SeedOpt = Annotated[int, typer.Option("--seed")]
+ReportOpt = Annotated[list[str] | None, typer.Option(
+    "--report-to", metavar="NAME", help="Report the logs to: none (the default), all (every tracker installed), or "
+    f"a tracker transformers supports: {', '.join(REPORTERS)} (repeatable or comma-separated; tensorboard writes "
+    "under OUT/tensorboard).")]
 
 
 @train_app.command("sft")
@@ -113,25 +226,27 @@ def train_sft_command(
     lr: LrOpt = 3e-3,
     max_length: MaxLenOpt = 2048,
     save_steps: SaveOpt = 100,
+    logging_steps: LoggingOpt = 10,
     lora: LoraOpt = False,
     lora_r: LoraROpt = 16,
     capability: CapOpt = None,
     resume: ResumeOpt = True,
     seed: SeedOpt = 0,
-    loss_on: Annotated[str, typer.Option("--loss-on", help="assistant: loss on the assistant's tokens only; all: on "
-                                         "every token (for a model trained from scratch, which then also learns "
-                                         "from the tool results how values are copied).")] = "assistant",
+    loss_on: Annotated[LossOn, typer.Option("--loss-on", help="assistant: loss on the assistant's tokens only; all: on "
+                                            "every token (for a model trained from scratch, which then also learns "
+                                            "from the tool results how values are copied).")] = LossOn.assistant,
     fused_lm_head: Annotated[bool | None, typer.Option(
         "--fused-lm-head/--plain-lm-head", help="TRL's chunked LM head, which never builds the full logits, or the "
         "plain cross-entropy (default: fused for vocabularies of 32k tokens or more).")] = None,
+    report_to: ReportOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Supervised fine-tuning (TRL SFTTrainer), by default with loss on assistant tokens only."""
-    if loss_on not in ("assistant", "all"):
-        raise _fail(f"unknown --loss-on {loss_on!r}; choose one of: assistant, all")
-    _train("sft", store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
-           batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps, lora=lora,
-           lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [], resume=resume, seed=seed,
-           assistant_only_loss=loss_on == "assistant", fused_lm_head=fused_lm_head)
+    _train("sft", as_json=as_json, store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
+           batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
+           logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
+           resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
+           report_to=report_to or [])
 
 
 @train_app.command("dpo")
@@ -146,13 +261,17 @@ def train_dpo_command(
     beta: Annotated[float, typer.Option("--beta", min=0.0, help="DPO temperature.")] = 0.1,
     max_length: MaxLenOpt = 2048,
     save_steps: SaveOpt = 50,
+    logging_steps: LoggingOpt = 10,
     lora: LoraOpt = False,
     lora_r: LoraROpt = 16,
     capability: CapOpt = None,
     resume: ResumeOpt = True,
     seed: SeedOpt = 0,
+    report_to: ReportOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Direct preference optimisation (TRL DPOTrainer) on repaired-versus-failed pairs."""
-    _train("dpo", store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
+    _train("dpo", as_json=as_json, store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
            batch_size=batch_size, learning_rate=lr, beta=beta, max_length=max_length, save_steps=save_steps,
-           lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [], resume=resume, seed=seed)
+           logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
+           capabilities=capability or [], resume=resume, seed=seed, report_to=report_to or [])

@@ -33,7 +33,16 @@ if TYPE_CHECKING:
         running_vllm_server,
         vllm_server,
     )
-    from ._train import TrainResult, TrainSettings, train_dpo, train_sft
+    from ._train import (
+        REPORTERS,
+        TrainProgress,
+        TrainResult,
+        TrainSettings,
+        check_reporters,
+        check_training,
+        train_dpo,
+        train_sft,
+    )
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
@@ -42,7 +51,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",
     ),
-    "_train": ("TrainResult", "TrainSettings", "train_dpo", "train_sft"),
+    "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
+               "train_dpo", "train_sft"),
     "_serve": (
         "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "check_vllm", "resolve_model",
         "running_vllm_server", "vllm_server",

@@ -14,6 +14,9 @@ names, dates, times, project and invoice codes, record ids, amounts and quoted n
 titles, mail subjects, folders, rooms). Copying such a value is
 then one token; a value the corpus does not repeat falls back to byte-level pieces and single
 digits. Entity tokens match whole words only (``2026-03-18`` is not found inside ``12026-03-188``).
+
+Both take ``on_stage``, a function told what is being done (training the tokenizer, building the
+model, saving), so that a caller can show it: on a large corpus the tokenizer takes minutes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -165,18 +168,30 @@ def parameter_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config: TinyConfig | None = None) -> Path:
+StageHook = Callable[[str], None]
+
+
+def _no_stage(stage: str) -> None:
+    pass
+
+
+def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config: TinyConfig | None = None, *,
+                    on_stage: StageHook = _no_stage) -> Path:
     """Build and save a tiny Qwen3 PocketWorker base for the corpus ``rows``; return ``out_dir``."""
     config = config or TinyConfig()
     texts = list(corpus_texts(rows))
     if not texts:
         raise ValueError("the corpus is empty: export SFT rows first (coworkenv export sft)")
+    require_training()
+    on_stage(f"training a {config.vocab_size:,}-token BPE tokenizer on {len(texts):,} texts")
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
+    on_stage(f"building a Qwen3 (hidden size {config.hidden_size}, layers: {config.num_hidden_layers})")
     model = tiny_qwen3(config, tokenizer)
+    on_stage(f"saving to {out_dir}")
     return _save(out_dir, model, tokenizer, {"kind": "tiny", "config": asdict(config)})
 
 
-def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
+def init_model(out_dir: str | Path, *, base: str | Path, on_stage: StageHook = _no_stage) -> Path:
     """Save a real checkpoint (a local folder) into ``out_dir`` with a training-compatible template."""
     require_training()
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -184,6 +199,7 @@ def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
     base = Path(base)
     if not (base / "config.json").exists():
         raise FileNotFoundError(f"{base} is not a model folder (no config.json); nothing is downloaded here")
+    on_stage(f"loading {base}")
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     try:
         model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True)
@@ -193,16 +209,19 @@ def init_model(out_dir: str | Path, *, base: str | Path) -> Path:
         model = AutoModelForImageTextToText.from_pretrained(base, local_files_only=True)
     if "{% generation %}" not in (tokenizer.chat_template or ""):
         tokenizer.chat_template = CHAT_TEMPLATE  # Qwen3's ChatML tokens and Hermes tool tags are in its vocab
+    on_stage(f"saving to {out_dir}")
     return _save(out_dir, model, tokenizer, {"kind": "pretrained", "base": str(base)})
 
 
 def _save(out_dir: str | Path, model, tokenizer, meta: dict) -> Path:
-    """Write the model, its tokenizer and ``coworkenv_model.json`` (``meta`` plus the parameter count)."""
+    """Write the model, its tokenizer and ``coworkenv_model.json`` (``meta`` plus the parameter count
+    and the vocabulary size)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "coworkenv_model.json").write_text(json.dumps({**meta, "parameters": parameter_count(model)}, indent=2))
+    meta = {**meta, "parameters": parameter_count(model), "vocab_size": model.config.get_text_config().vocab_size}
+    (out / "coworkenv_model.json").write_text(json.dumps(meta, indent=2))
     return out
 
 

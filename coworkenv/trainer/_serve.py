@@ -30,7 +30,7 @@ import anyio
 import httpx
 from pydantic import BaseModel, Field
 
-from ..store import Store
+from ..store import Store, StoreError
 
 INSTALL_HINT = (
     "install vLLM into that interpreter: on a CPU machine `pip install torch==2.13.0` then "
@@ -210,12 +210,14 @@ class VLLMServer:
                 return self.base_url
             if time.monotonic() > end:
                 self.stop()
-                raise ServeError(f"vLLM did not become ready within {timeout:.0f} s; log tail:\n{self.log_tail()}")
+                raise ServeError(f"vLLM did not become ready within {timeout:.0f} s (log: {self.log_path}); "
+                                 f"log tail:\n{self.log_tail()}")
             try:
                 code = self.process.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 continue
-            raise ServeError(f"vLLM exited with status {code} during start-up; log tail:\n{self.log_tail()}")
+            raise ServeError(f"vLLM exited with status {code} during start-up (log: {self.log_path}); "
+                             f"log tail:\n{self.log_tail()}")
 
     def wait(self) -> int:
         """Block until the server exits; return its status."""
@@ -289,7 +291,10 @@ def resolve_model(run_or_path: str, store: Store | str | Path | None = None, *, 
     if store is None:
         raise ServeError(f"{run_or_path!r} is neither a model directory nor a training run (no store to look it up in)")
     if not isinstance(store, Store):
-        store = Store(store)
+        try:
+            store = Store(store, create=False)
+        except StoreError as exc:
+            raise ServeError(f"{run_or_path!r} is not a model directory, and {exc}") from None
     run = store.training_run(run_or_path)
     if run is None:
         known = [r.id for r in reversed(store.training_runs())][:5]

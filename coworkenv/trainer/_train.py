@@ -7,6 +7,12 @@ final model under ``OUT/model`` (with ``lora``: the adapter under ``OUT/adapter`
 model under ``OUT/model``). A run started again on the same ``OUT`` resumes from its last
 checkpoint.
 
+Progress: ``on_progress`` (a function of a ``TrainProgress``) hears when the run prepares, begins,
+ends a step and logs a loss, so that a caller can show a bar; the library itself prints nothing.
+``report_to`` names the trackers transformers reports the logs to (``tensorboard`` writes its
+event files under ``OUT/tensorboard``); a tracker whose package is missing is refused before the run
+is recorded.
+
 Datasets keep tool-call arguments and tool lists as JSON strings: a plain ``datasets.Dataset``
 would merge differing argument dicts into one struct (and the template would then render
 ``null`` for arguments a call never had).
@@ -15,17 +21,19 @@ would merge differing argument dicts into one struct (and the template would the
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
-from ._model import read_rows, require_training
+from ._model import TrainingUnavailable, read_rows, require_training
 
 
 class TrainSettings(BaseModel):
@@ -57,9 +65,88 @@ class TrainSettings(BaseModel):
     # small, and on a CPU the plain cross-entropy runs a step about 1.6x faster
     fused_lm_head: bool | None = None
     resume: bool = True
+    # trackers transformers reports the logs to (see REPORTERS); empty: none. ``all``: every one installed
+    report_to: list[str] = Field(default_factory=list)
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _reporters(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list):
+            names = [n.strip().lower() for v in value for n in str(v).split(",") if n.strip()]
+            return [n for n in dict.fromkeys(names) if n != "none"]
+        return value
 
 
 FUSED_HEAD_MIN_VOCAB = 32_768
+
+# --report-to: trackers transformers reports to, with the packages each needs (their modules are
+# named as pip names them). transformers knows a few more (azure_ml, flyte, kubeflow); those are
+# passed through unchecked.
+REPORTERS: dict[str, tuple[str, ...]] = {
+    "tensorboard": ("tensorboard",), "wandb": ("wandb",), "mlflow": ("mlflow",), "trackio": ("trackio",),
+    "comet_ml": ("comet_ml",), "neptune": ("neptune",), "clearml": ("clearml",), "dvclive": ("dvclive",),
+    "swanlab": ("swanlab",), "codecarbon": ("codecarbon",), "dagshub": ("dagshub", "mlflow"),
+}
+TENSORBOARD_DIR = "tensorboard"  # under the run folder
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module in sys.modules without a spec
+        return False
+
+
+def check_reporters(names: list[str]) -> list[str]:
+    """The trackers to report to (``all`` expanded to those installed); ``ValueError`` for a name
+    transformers does not know, ``TrainingUnavailable`` naming the package to install for one whose
+    package is missing."""
+    require_training()
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
+
+    known = ["none", "all", *INTEGRATION_TO_CALLBACK]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown --report-to {unknown[0]!r}; choose from: {', '.join(known)}")
+    if "all" in names:
+        names = list(dict.fromkeys([*(n for n in names if n != "all"), *get_available_reporting_integrations()]))
+    for name in names:
+        for package in REPORTERS.get(name, ()):
+            if name == "tensorboard" and _installed("tensorboardX"):
+                continue  # transformers' and our writer take tensorboardX too
+            if not _installed(package):
+                raise TrainingUnavailable(f"--report-to {name} needs the {package} package: pip install {package}")
+    return names
+
+
+@dataclass(frozen=True)
+class TrainProgress:
+    """Where a run is, for ``on_progress``: ``prepare`` (loading the model, tokenizing the rows),
+    ``begin`` (the first step is next), ``step`` (a step ended), ``log`` (a loss was logged), ``end``."""
+
+    kind: str  # sft | dpo
+    event: Literal["prepare", "begin", "step", "log", "end"]
+    step: int
+    max_steps: int
+    first_step: int = 0  # the step this run started from (a resumed run: its checkpoint's)
+    loss: float | None = None  # the last logged loss
+    learning_rate: float | None = None  # the last logged learning rate
+    seconds: float = 0.0  # since the first step began
+    rows: int = 0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """The seconds left at the pace of this run's steps so far (None before a step ended)."""
+        done = self.step - self.first_step
+        return self.seconds / done * (self.max_steps - self.step) if done > 0 else None
+
+
+ProgressHook = Callable[[TrainProgress], None]
 
 
 @dataclass
@@ -140,13 +227,14 @@ def _common_args(settings: TrainSettings) -> dict[str, Any]:
         warmup_steps=settings.warmup_steps,
         lr_scheduler_type="cosine",
         logging_steps=min(settings.logging_steps, settings.max_steps),  # a short run still logs its loss
+        logging_first_step=True,  # the untrained loss, at once
         save_steps=settings.save_steps,
         save_total_limit=2,
         seed=settings.seed,
         max_length=settings.max_length,
         bf16=False,  # fp32 on the CPU: tiny models, exact losses
-        gradient_checkpointing=False,
-        report_to="none",
+        activation_checkpointing=False,  # (TRL defaults its deprecated alias gradient_checkpointing to True)
+        report_to=[n for n in settings.report_to if n != "tensorboard"] or "none",  # tensorboard: _tensorboard
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
         disable_tqdm=True,
@@ -158,6 +246,59 @@ def _lora_config(settings: TrainSettings):
 
     return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=0.0,
                       target_modules="all-linear", task_type="CAUSAL_LM")
+
+
+def _tensorboard(out_dir: str):
+    """transformers' TensorBoard callback writing under ``OUT/tensorboard`` (its default is a dated
+    folder under the checkpoints, set only through an environment variable)."""
+    from transformers.integrations.integration_utils import TensorBoardCallback
+
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboardX instead
+        from tensorboardX import SummaryWriter  # pyright: ignore[reportMissingImports]
+
+    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(Path(out_dir) / TENSORBOARD_DIR)))
+
+
+def _run_callback(kind: str, on_progress: ProgressHook | None):
+    """A ``TrainerCallback`` that logs the last step's loss too (transformers logs every
+    ``logging_steps`` only, so a run's final loss would be an earlier one) and tells ``on_progress``
+    where the run is."""
+    from transformers import TrainerCallback
+
+    class RunCallback(TrainerCallback):
+        def __init__(self) -> None:
+            self.first_step = 0
+            self.started = time.perf_counter()
+            self.loss: float | None = None
+            self.learning_rate: float | None = None
+
+        def _tell(self, event, state) -> None:
+            if on_progress is None:
+                return
+            on_progress(TrainProgress(kind, event, state.global_step, state.max_steps, self.first_step, self.loss,
+                                      self.learning_rate, time.perf_counter() - self.started))
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.first_step, self.started = state.global_step, time.perf_counter()
+            self._tell("begin", state)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= state.max_steps:
+                control.should_log = True
+            self._tell("step", state)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                self.loss = float(logs["loss"])
+                self.learning_rate = float(logs["learning_rate"]) if "learning_rate" in logs else self.learning_rate
+                self._tell("log", state)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._tell("end", state)
+
+    return RunCallback()
 
 
 def _finish(trainer, settings: TrainSettings, tokenizer) -> dict[str, Any]:
@@ -178,12 +319,25 @@ def _finish(trainer, settings: TrainSettings, tokenizer) -> dict[str, Any]:
     }
 
 
-def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettings, build) -> TrainResult:
+def check_training(settings: TrainSettings) -> TrainSettings:
+    """What a run needs before anything is recorded: the training extra, the data file, the model
+    folder and the trackers' packages. Returns ``settings`` with ``report_to`` resolved; raises
+    ``TrainingUnavailable``, ``FileNotFoundError`` or ``ValueError`` naming what is wrong."""
     require_training()
-    rows = _select(read_rows(settings.data), settings)
+    if not Path(settings.data).is_file():
+        raise FileNotFoundError(f"no dataset at {settings.data}")
     if not (Path(settings.model) / "config.json").exists():
         raise FileNotFoundError(f"{settings.model} is not a model folder (no config.json);"
                                 " create one with `coworkenv model init-tiny`")
+    return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
+
+
+def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettings, build,
+         on_progress: ProgressHook | None) -> TrainResult:
+    settings = check_training(settings)
+    rows = _select(read_rows(settings.data), settings)
+    if on_progress is not None:
+        on_progress(TrainProgress(kind, "prepare", 0, settings.max_steps, rows=len(rows)))
     run_id = None
     if store is not None:
         run_id = store.start_training_run({
@@ -197,10 +351,15 @@ def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettin
 
         trainer, tokenizer = build(rows)
         trainer.remove_callback(PrinterCallback)  # no log dicts on stdout; losses are in the metrics
+        if "tensorboard" in settings.report_to:
+            trainer.add_callback(_tensorboard(settings.out_dir))
+        trainer.add_callback(_run_callback(kind, on_progress))
         resume = _last_checkpoint(Path(settings.out_dir) / "checkpoints") if settings.resume else None
         trainer.train(resume_from_checkpoint=resume)
         metrics = _finish(trainer, settings, tokenizer)
         metrics.update(seconds=round(time.perf_counter() - started, 2), resumed_from=resume, rows=len(rows))
+        if "tensorboard" in settings.report_to:
+            metrics["tensorboard_dir"] = str(Path(settings.out_dir) / TENSORBOARD_DIR)
         if metrics["final_loss"] is not None and not math.isfinite(metrics["final_loss"]):
             raise FloatingPointError(f"the {kind} loss diverged ({metrics['final_loss']})")
     except BaseException as exc:
@@ -237,7 +396,7 @@ def _plain_loss_trainer():
     return PlainLossSFTTrainer
 
 
-def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
+def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: ProgressHook | None = None) -> TrainResult:
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
     def build(rows):
@@ -253,10 +412,10 @@ def train_sft(store: Store | None, settings: TrainSettings) -> TrainResult:
                                 peft_config=_lora_config(settings) if settings.lora else None)
         return trainer, tokenizer
 
-    return _run(store, "sft", settings, build)
+    return _run(store, "sft", settings, build, on_progress)
 
 
-def train_dpo(store: Store | None, settings: TrainSettings) -> TrainResult:
+def train_dpo(store: Store | None, settings: TrainSettings, *, on_progress: ProgressHook | None = None) -> TrainResult:
     """Direct preference optimisation on repaired (chosen) versus failed (rejected) continuations."""
 
     def build(rows):
@@ -268,4 +427,4 @@ def train_dpo(store: Store | None, settings: TrainSettings) -> TrainResult:
                              peft_config=_lora_config(settings) if settings.lora else None)
         return trainer, tokenizer
 
-    return _run(store, "dpo", settings, build)
+    return _run(store, "dpo", settings, build, on_progress)

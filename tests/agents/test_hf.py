@@ -1,7 +1,12 @@
-"""The ``hf:PATH`` provider: a local model folder plays a task through the MCP server."""
+"""The ``hf:PATH`` provider: a local model folder plays a task through the MCP server, samples
+at a temperature, and is checked before anything plays."""
+
+import json
+from pathlib import Path
 
 import anyio
 import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
 
 from coworkenv.agents import ProviderError, ProviderSettings, chat_model, parse_provider, rollout
 from coworkenv.agents._hf import parse_reply
@@ -55,3 +60,42 @@ async def test_a_local_model_plays_a_task_over_mcp(host, tasks, tmp_path):
     assert row.provider == f"hf:{model_dir}" and row.status == "ended"
     assert [m.role for m in played.messages[:3]] == ["system", "user", "assistant"]
     assert verdict is not None and not verdict.admitted  # an untrained model does not solve the task
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_a_missing_or_wrong_model_folder_is_named_before_anything_plays(tmp_path):
+    from coworkenv.agents._hf import check_local_model
+
+    with pytest.raises(ProviderError, match=f"no model folder at {tmp_path / 'nonexistent'}"):
+        check_local_model(tmp_path / "nonexistent")
+    with pytest.raises(ProviderError, match=r"not a model folder \(no config.json\)"):
+        check_local_model(tmp_path)
+    with pytest.raises(ProviderError, match="is a LoRA adapter"):
+        check_local_model(FIXTURES / "tool-adapter")
+    assert check_local_model(FIXTURES / "tool-model") == FIXTURES / "tool-model"
+
+
+def _probe_replies(model, times: int) -> list[str]:
+    probe = json.loads((FIXTURES / "tool-model" / "probe.json").read_text())
+    messages = [SystemMessage(probe["messages"][0]["content"]), HumanMessage(probe["messages"][1]["content"])]
+    bound = model.bind_tools(probe["tools"])
+    replies = [bound.invoke(messages) for _ in range(times)]
+    return [json.dumps([r.content, [(c["name"], c["args"]) for c in r.tool_calls]]) for r in replies]
+
+
+def test_temperature_samples_and_a_seed_replays_a_trial():
+    pytest.importorskip("transformers", reason="needs the 'train' extra")
+    from coworkenv.agents._hf import LocalChatModel
+
+    path = str(FIXTURES / "tool-model")
+    greedy = _probe_replies(LocalChatModel(path=path, temperature=0.0, max_tokens=12), 2)
+    assert len(set(greedy)) == 1  # temperature 0: the same reply every time
+    sampled = _probe_replies(LocalChatModel(path=path, temperature=1.0, max_tokens=12), 4)
+    assert len(set(sampled)) > 1  # sampled replies differ across calls (torch's global generator)
+    # a seed (eval's trial) replays exactly; other seeds sample other replies
+    by_seed = {seed: _probe_replies(LocalChatModel(path=path, temperature=1.0, max_tokens=12, seed=seed), 2)
+               for seed in range(3)}
+    assert all(a == b for a, b in by_seed.values())
+    assert len({replies[0] for replies in by_seed.values()}) > 1

@@ -139,3 +139,89 @@ async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_mode
     assert calls
     assert json.loads((store_path.parent / "profile.json").read_text())["eval_run"] == summary["run_id"]
     store.close()
+
+
+# --- serve-model's exits, with a stand-in for vLLM's server (no vLLM needed) -------------------------
+
+FAKE_VLLM = """
+import http.server, json, sys
+argv = sys.argv
+port, name = int(argv[argv.index("--port") + 1]), argv[argv.index("--served-model-name") + 1]
+print("INFO 07-01 [api_server.py:42] starting", flush=True)
+if MODE == "dies":
+    print("ERROR 07-01 [core.py:7] [bold]no memory[/bold] for the KV cache", flush=True)
+    sys.exit(3)
+
+class Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": name}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+with http.server.HTTPServer(("127.0.0.1", port), Models) as server:
+    server.handle_request()  # answers the readiness probe once, then the engine "dies"
+print("ERROR 07-01 [engine.py:9] the engine died", flush=True)
+sys.exit(5)
+"""
+
+
+def _fake_vllm_python(tmp_path: Path, mode: str) -> Path:
+    """An interpreter in which vLLM "is installed" (check_vllm's probe passes) and whose server ``mode``:
+    ``dies`` during start-up, or ``serves`` until it has answered once and then dies."""
+    script = tmp_path / f"fake_vllm_{mode}.py"
+    script.write_text(f"MODE = {mode!r}\n{FAKE_VLLM}")
+    python = tmp_path / f"python-{mode}"
+    python.write_text(f'#!/bin/sh\n[ "$1" = "-c" ] && exit 0\nexec {sys.executable} {script} "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+def _serve_model(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coworkenv", "serve-model", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("mode", ["dies", "serves"])
+def test_a_server_that_dies_exits_1_with_its_log_tail(tmp_path, mode):
+    from coworkenv.trainer._serve import free_port
+
+    done = _serve_model(str(TOOL_MODEL), "--python", str(_fake_vllm_python(tmp_path, mode)), "--port",
+                        str(free_port()), "--startup-timeout", "60", "--log", str(tmp_path / "vllm.log"))
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    status = {"dies": "3 during start-up", "serves": "5"}[mode]
+    error = next(line for line in lines if line.startswith("error: "))
+    assert error.startswith(f"error: vLLM exited with status {status} (log: {tmp_path / 'vllm.log'})")
+    # the tail follows as the log has it (brackets are not taken for markup)
+    last = {"dies": "ERROR 07-01 [core.py:7] [bold]no memory[/bold] for the KV cache",
+            "serves": "ERROR 07-01 [engine.py:9] the engine died"}[mode]
+    assert lines[-1] == last and "INFO 07-01 [api_server.py:42] starting" in lines
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    if mode == "serves":
+        assert any(line.startswith(f"serving tool-model at http://127.0.0.1:") for line in lines)
+
+
+def test_usage_errors_exit_2_in_one_line(tmp_path):
+    no_vllm = tmp_path / "python"
+    no_vllm.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n")  # stdlib only: no vLLM there
+    no_vllm.chmod(0o755)
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_text("not a database")
+    cases = [
+        (["serve-model", str(TOOL_MODEL), "--python", str(no_vllm)], "vLLM is not installed for"),
+        (["serve-model", str(tmp_path / "nowhere"), "--store", str(tmp_path / "none.db")], "nowhere"),
+        (["serve-model", "run_abc", "--store", str(corrupt)], "is not a coworkenv store"),
+        (["serve-model", str(TOOL_MODEL), "--lora", f"x={tmp_path}"], "is not a LoRA adapter folder"),
+        (["serve-model", str(TOOL_MODEL), "--python", str(tmp_path / "no-python")], "cannot run the vLLM interpreter"),
+    ]
+    for args, expected in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith("error: ") and expected in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.output, args
+    assert corrupt.read_text() == "not a database"

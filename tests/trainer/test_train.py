@@ -3,6 +3,7 @@ and are recorded in the store."""
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -11,7 +12,8 @@ pytest.importorskip("trl", reason="needs the 'train' extra")
 import torch
 from transformers import AutoModelForCausalLM
 
-from coworkenv.trainer import TinyConfig, TrainSettings, init_tiny_model, train_dpo, train_sft
+from coworkenv.trainer import TinyConfig, TrainingUnavailable, TrainSettings, init_tiny_model, train_dpo, train_sft
+from coworkenv.trainer._train import TrainProgress, check_reporters
 
 TINY = TinyConfig(vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=32)
@@ -50,8 +52,18 @@ def _dpo_rows(chat_rows):
 def test_sft_steps_change_parameters_are_recorded_and_resume(base, sft_data, tmp_path, store):
     settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "run"), max_steps=3,
                              batch_size=2, save_steps=2, logging_steps=1, warmup_steps=0, learning_rate=1e-2)
-    result = train_sft(store, settings)
+    events: list[TrainProgress] = []
+    result = train_sft(store, settings, on_progress=events.append)
     assert result.metrics["steps"] == 3 and all(math.isfinite(x["loss"]) for x in result.metrics["losses"])
+    # progress: prepared, begun, then every step, with the loss and learning rate of each logged one
+    assert [(e.event, e.step) for e in events] == [
+        ("prepare", 0), ("begin", 0), ("step", 1), ("log", 1), ("step", 2), ("log", 2), ("step", 3), ("log", 3),
+        ("end", 3)]
+    assert events[0].rows == 12 and all(e.kind == "sft" and e.max_steps == 3 for e in events)
+    logged = [e for e in events if e.event == "log"]
+    assert [e.loss for e in logged] == [x["loss"] for x in result.metrics["losses"]]
+    assert all(e.learning_rate is not None and e.eta_seconds is not None and e.seconds > 0 for e in logged)
+    assert logged[-1].eta_seconds == 0
     assert _changed(_weights(base), _weights(result.model_dir))
     (run,) = store.training_runs("sft")
     assert run.status == "done" and run.rows == 12 and run.output_dir == str(result.model_dir)
@@ -59,8 +71,11 @@ def test_sft_steps_change_parameters_are_recorded_and_resume(base, sft_data, tmp
     assert run.metrics["final_loss"] == result.metrics["final_loss"]
     assert store.training_run(run.id) == run
     # the same output folder with more steps resumes from the last checkpoint
-    again = train_sft(store, settings.model_copy(update={"max_steps": 4}))
+    events.clear()
+    again = train_sft(store, settings.model_copy(update={"max_steps": 4}), on_progress=events.append)
     assert again.metrics["resumed_from"].endswith("checkpoint-3") and again.metrics["steps"] == 4
+    begin = next(e for e in events if e.event == "begin")
+    assert (begin.step, begin.first_step, begin.max_steps) == (3, 3, 4)
     assert [r.status for r in store.training_runs("sft")] == ["done", "done"]
 
 
@@ -108,12 +123,38 @@ def test_dpo_steps_change_parameters_and_are_recorded(base, tmp_path, store, cha
     data = tmp_path / "dpo.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in _dpo_rows(chat_rows)))
     settings = TrainSettings(model=str(base), data=str(data), out_dir=str(tmp_path / "dpo"), max_steps=2,
-                             batch_size=2, warmup_steps=0, learning_rate=1e-2, logging_steps=1)
+                             batch_size=2, warmup_steps=0, learning_rate=1e-2, logging_steps=1, report_to="tensorboard")
     result = train_dpo(store, settings)
     assert all(math.isfinite(x["loss"]) for x in result.metrics["losses"]) and result.metrics["steps"] == 2
     assert _changed(_weights(base), _weights(result.model_dir))
     (run,) = store.training_runs("dpo")
-    assert run.status == "done" and run.rows == 12
+    assert run.status == "done" and run.rows == 12 and run.config["report_to"] == ["tensorboard"]
+    # TensorBoard's event files are in the run folder, with the logged losses
+    assert result.metrics["tensorboard_dir"] == str(tmp_path / "dpo" / "tensorboard")
+    assert [(step, loss) for step, loss in _scalars(tmp_path / "dpo" / "tensorboard", "train/loss")] == [
+        (x["step"], pytest.approx(x["loss"])) for x in result.metrics["losses"]]
+
+
+def _scalars(logdir, tag: str) -> list[tuple[int, float]]:
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    events = accumulator.EventAccumulator(str(logdir))
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def test_trackers_are_checked_before_a_run_is_recorded(base, sft_data, tmp_path, store, monkeypatch):
+    settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "run"), max_steps=1,
+                             report_to="none,tensorboard")
+    assert settings.report_to == ["tensorboard"] and TrainSettings(model="m", data="d", out_dir="o",
+                                                                   report_to=["none"]).report_to == []
+    with pytest.raises(ValueError, match="unknown --report-to 'tensorbored'; choose from: none, all, .*tensorboard"):
+        check_reporters(["tensorbored"])
+    for module in ("tensorboard", "tensorboardX"):  # as on a machine without them
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(TrainingUnavailable, match="--report-to tensorboard needs the tensorboard package: "
+                                                  "pip install tensorboard"):
+        train_sft(store, settings)
+    assert store.training_runs() == [] and not (tmp_path / "run").exists()
 
 
 def test_bad_training_input_is_named_and_failed_runs_are_recorded(base, tmp_path, store, sft_data):
