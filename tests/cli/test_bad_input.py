@@ -115,7 +115,7 @@ def test_providers_that_cannot_run_here_are_named_before_anything_starts(store):
           "pip install 'coworkenv[providers]'", 2)
     check(run(["collect", "--store", str(store), "--provider", "openai:gpt-x"], env={"OPENAI_API_KEY": ""}),
           "$OPENAI_API_KEY", 2)
-    check(run(["eval", "--store", str(store), "--model", "hf:/nonexistent/model"]), "not a model folder", 2)
+    check(run(["eval", "--store", str(store), "--model", "hf:/nonexistent/model"]), "no model folder at /nonexistent/model", 2)
     check(run(["collect", "--store", str(store), "--provider", "gemini:x"]), "unknown provider", 2)
     assert digest(store) == before
 

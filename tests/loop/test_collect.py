@@ -176,14 +176,15 @@ async def test_an_unreachable_model_server_fails_its_episodes_and_nothing_else(h
         done = await collect(store, LocalEpisodes(host), TeacherSettings(), limit=2)
     assert done.succeeded == 2
     collected = {e.id: store.verdict(e.id, GRADER_VERSION) for e in store.episodes(source="teacher")}
-    pending = {t.id for t in pending_tasks(store)[0]}
-    assert len(pending) == len(tasks) - 2
+    left = {t.id for t, _ in pending_tasks(store, provider="oracle")[0]}
+    assert len(left) == len(tasks) - 2
 
     dead = f"openai:m@http://127.0.0.1:{closed_port()}/v1"  # a real, refused connection
     settings = TeacherSettings(provider=dead, retries=1, max_repairs=2)
     with anyio.fail_after(120):
         summary = await collect(store, LocalEpisodes(host), settings)
-    assert (summary.tasks, summary.skipped, summary.succeeded, summary.repaired) == (len(pending), 2, 0, 0)
+    pending = set(tasks)  # a provider that has collected nothing has every task ahead of it
+    assert (summary.tasks, summary.skipped, summary.succeeded, summary.repaired) == (len(pending), 0, 0, 0)
     assert set(summary.failures) == pending  # the summary names every task that failed
     for why in summary.failures.values():
         assert why.startswith("2 episodes ended by infrastructure failures") and "model: " in why
@@ -201,10 +202,10 @@ async def test_an_unreachable_model_server_fails_its_episodes_and_nothing_else(h
     # the tasks collected before are untouched
     assert {e.id: store.verdict(e.id, GRADER_VERSION) for e in store.episodes(source="teacher")
             if e.id in collected} == collected
-    # and the failed tasks are still pending: a working provider collects them
+    # and what the working provider had left is still pending for it: it collects them
     with anyio.fail_after(300):
         again = await collect(store, LocalEpisodes(host), TeacherSettings())
-    assert again.tasks == again.succeeded == len(pending) and not again.failures
+    assert again.tasks == again.succeeded == len(left) and not again.failures
 
 
 def test_bad_teacher_settings_are_named(store):
@@ -212,3 +213,21 @@ def test_bad_teacher_settings_are_named(store):
         TeacherSettings(prompt_style="tiny")
     with pytest.raises(ProviderError, match="unknown provider"):
         Teacher(store, None, TeacherSettings(provider="gemini:x"))
+
+
+async def test_done_is_per_provider_and_more_episodes_can_be_asked_for(host, tasks):
+    store = host.store
+    oracle = TeacherSettings(provider_settings=ProviderSettings(error_rate=0.0))
+    async with running_http_server(host) as url:
+        with anyio.fail_after(300):
+            first = await collect(store, LocalEpisodes(host, url), oracle)
+            again = await collect(store, LocalEpisodes(host, url), oracle)
+            more = await collect(store, LocalEpisodes(host, url), oracle.model_copy(update={"episodes_per_task": 2}))
+            other = await collect(store, LocalEpisodes(host, url), TeacherSettings(
+                provider="hf:tests/fixtures/tool-model", max_repairs=0, retries=0), limit=1)
+    assert (first.tasks, first.succeeded, first.skipped) == (len(tasks), len(tasks), 0)
+    assert (again.tasks, again.skipped) == (0, len(tasks))  # this provider has what it asked for
+    assert (more.tasks, more.runs, more.succeeded) == (len(tasks), len(tasks), len(tasks))  # one more each
+    assert store.admitted_counts("teacher", GRADER_VERSION, provider="oracle") == dict.fromkeys(tasks, 2)
+    assert (other.tasks, other.skipped) == (1, 0)  # another provider collects its own
+    assert {e.provider for e in store.episodes(source="teacher")} == {"oracle", "hf:tests/fixtures/tool-model"}
