@@ -54,7 +54,8 @@ def check(result, fragment: str, code: int) -> None:
 
 CORRUPT_COMMANDS = [
     ["synth", "-n", "1"], ["collect"], ["gate"], ["export", "sft"], ["export", "dpo"], ["serve", "--stdio", "--task", "t"],
-    ["eval", "--model", "oracle", "-n", "1"], ["sandbox", "cleanup"],
+    ["eval", "--model", "oracle", "-n", "1"], ["sandbox", "cleanup"], ["tasks", "list"], ["episodes", "list"],
+    ["runs", "list"], ["train", "sft", "--model", "tests/fixtures/tool-model", "--data", "tests/fixtures/tool-model/probe.json"],
 ]
 
 
@@ -66,6 +67,11 @@ def test_a_file_that_is_not_a_store_is_named_and_left_alone(tmp_path, command):
         bad.write_bytes(content)
         check(run([*command, "--store", str(bad)]), fragment, 2)
         assert bad.read_bytes() == content  # never turned into a store
+
+
+def test_demo_on_a_file_that_is_not_a_store(tmp_path):
+    (tmp_path / "coworkenv.db").write_bytes(b"not sqlite at all, just text" * 4)
+    check(run(["demo", "--dir", str(tmp_path)]), "not a coworkenv store", 2)
 
 
 def test_a_database_of_something_else_is_refused(tmp_path):
@@ -99,6 +105,7 @@ def test_export_refuses_what_it_cannot_write_and_leaves_nothing_behind(store, tm
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     check(run(["export", "dpo", "--store", str(store), "--out", str(a_file / "dpo.jsonl")]), "nothing", 1)
+    check(run(["export", "sft", "--store", str(store), "--out", "/proc/coworkenv/sft.jsonl"]), "nothing", 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "a-folder"]  # no .partial anywhere
     assert list(folder.iterdir()) == []
     assert digest(store) == before
@@ -155,8 +162,18 @@ def test_serve_on_a_port_in_use_says_so_and_never_claims_to_serve(store):
 def test_json_output_is_one_document(store, tmp_path):
     import json
 
-    for args in (["gate", "--store", str(store)], ["check-sandbox"],
+    for args in (["gate", "--store", str(store)], ["check-sandbox"], ["collect", "--store", str(store)],
+                 ["synth", "--store", str(store), "-n", "3"], ["tasks", "list", "--store", str(store)],
                  ["sandbox", "cleanup", "--root", str(tmp_path), "--store", str(store)]):
         result = runner.invoke(app, [*args, "--json"])
         assert result.exit_code == 0, result.output
         json.loads(result.stdout)
+
+
+def test_quiet_shows_no_progress_and_verbose_says_more(store):
+    quiet = subprocess.run([sys.executable, "-m", "coworkenv", "-q", "synth", "--store", str(store), "-n", "3"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert quiet.returncode == 0 and "calibrating" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-m", "coworkenv", "synth", "--store", str(store), "-n", "3"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "calibrating" in loud.stderr
