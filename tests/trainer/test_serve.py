@@ -203,7 +203,7 @@ def test_a_server_that_dies_exits_1_with_its_log_tail(tmp_path, mode):
     assert lines[-1] == last and "INFO 07-01 [api_server.py:42] starting" in lines
     assert "Traceback" not in done.stderr and done.stdout == ""
     if mode == "serves":
-        assert any(line.startswith(f"serving tool-model at http://127.0.0.1:") for line in lines)
+        assert any(line.startswith("serving tool-model at http://127.0.0.1:") for line in lines)
 
 
 def test_usage_errors_exit_2_in_one_line(tmp_path):
