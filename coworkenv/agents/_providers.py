@@ -68,7 +68,7 @@ def _oracle(spec: ProviderSpec, task: Task, workspace: Workspace, settings: Prov
     from ._oracle import OracleChatModel
 
     return OracleChatModel(task=task, error_rate=settings.error_rate, seed=settings.seed,
-                           write_tools=frozenset(t.name for t in workspace.tools if t.effect == "write"))
+                           write_tools=frozenset(t.name for t in workspace.tools if t.effect != "read"))
 
 
 def _hf(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:

@@ -65,7 +65,7 @@ def _tool(spec) -> types.Tool:
         output_schema=spec.output_schema,
         annotations=types.ToolAnnotations(
             read_only_hint=read_only,
-            destructive_hint=not read_only and spec.tool.startswith(("delete", "cancel", "remove")),
+            destructive_hint=spec.effect == "destructive",
             idempotent_hint=read_only,
             open_world_hint=False,
         ),

@@ -24,6 +24,7 @@ from ._spec import (
     save_workspace,
 )
 from ._state import APPS_DIR, app_module, build_workspace, dump_state, load_state, write_initial_state
+from ._world import World, build_world, load_world, write_world
 from ._view import (
     COMPACT_SYSTEM_PROMPT,
     PROMPT_STYLES,
@@ -57,19 +58,23 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Workspace",
+    "World",
     "agent_view",
     "app_module",
     "build_workspace",
+    "build_world",
     "check_style",
     "clean",
     "dump_state",
     "load_bundle",
     "load_state",
     "load_task",
+    "load_world",
     "load_workspace",
     "save_bundle",
     "save_task",
     "save_workspace",
     "to_chat",
     "write_initial_state",
+    "write_world",
 ]

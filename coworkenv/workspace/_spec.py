@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-Effect = Literal["read", "write"]
+Effect = Literal["read", "write", "destructive"]
+"""What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
 Capability = Literal["lookup", "single_write", "multi_step"]
 CAPABILITIES: tuple[str, ...] = ("lookup", "single_write", "multi_step")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 import sqlite3
 from pathlib import Path
@@ -9,6 +10,7 @@ from types import ModuleType
 
 from . import apps as _apps
 from ._spec import App, ResourceSpec, ToolSpec, Workspace
+from ._world import build_world, write_world
 
 APPS_DIR = Path(_apps.__file__).parent
 
@@ -53,15 +55,22 @@ def build_workspace(seed: int, apps: tuple[str, ...] = ("mail", "calendar", "fil
 
 
 def write_initial_state(workspace: Workspace, path: str | Path) -> Path:
-    """Create the workspace's initial state at ``path``; the same seed gives the same rows."""
+    """Create the workspace's initial state at ``path``: its world (``world_*`` tables), then each
+    app's tables seeded from it; the same seed gives the same rows."""
     path = Path(path)
     path.unlink(missing_ok=True)
+    world = build_world(workspace.seed)
     conn = sqlite3.connect(path)
     try:
+        write_world(conn, world)
         for app in workspace.apps:
             module = app_module(app.name)
             conn.executescript(module.SCHEMA)
-            module.seed(conn, random.Random(f"{workspace.seed}:{app.name}"))
+            rng = random.Random(f"{workspace.seed}:{app.name}")
+            if len(inspect.signature(module.seed).parameters) >= 3:
+                module.seed(conn, rng, world)
+            else:  # an app written before worlds: it draws its own data
+                module.seed(conn, rng)
         conn.commit()
     finally:
         conn.close()

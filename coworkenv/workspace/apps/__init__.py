@@ -1,16 +1,35 @@
-"""Workspace apps: mail, calendar and files, each backed by tables in one SQLite file.
+"""The built-in workspace apps, each backed by tables in one SQLite file.
 
-Standard library only and relative imports only: the sandbox imports this folder as
-a top-level package named ``apps`` under ``python3 -I -S``, while the host imports it
-as ``coworkenv.workspace.apps``.
+Standard library only and relative imports only: the sandbox imports this folder as a top-level
+package named ``apps`` under ``python3 -I -S``, while the host imports it as
+``coworkenv.workspace.apps``.
 
-Every app module defines NAME, DESCRIPTION, SCHEMA, TOOLS, seed(conn, rng) and
-handle(conn, tool, args), and may define RESOURCES (records readable as MCP resources); see ``mail.py`` for an example.
+Every module here whose name does not start with ``_`` is an app (found, not listed: a new app is
+one new module). An app module defines:
+
+- ``NAME``, ``DESCRIPTION``;
+- ``SCHEMA``: its tables (prefixed with its name);
+- ``TOOLS``: its tools (name, description, effect ``read``/``write``/``destructive``, input and
+  output JSON schemas);
+- ``seed(conn, rng, world)``: fill its tables from the workspace's world (the people,
+  organisations, projects, products and dates of ``coworkenv.workspace.build_world``, as plain
+  data) and ``rng``;
+- ``handle(conn, tool, args)``: run one tool call, returning its result or raising ``ToolFailure``;
+- optionally ``RESOURCES``: records readable as MCP resources.
+
+See ``mail.py`` for an example. Apps from other packages register through the ``coworkenv.apps``
+entry point group (``coworkenv.workspace.app_registry``).
 """
 
-from . import calendar, files, mail
+import importlib
+import pkgutil
+
 from ._base import ToolFailure
 
-ALL_APPS = {"mail": mail, "calendar": calendar, "files": files}
+ALL_APPS = {}
+for _found in pkgutil.iter_modules(__path__):
+    if not _found.name.startswith("_"):
+        _module = importlib.import_module(__name__ + "." + _found.name)
+        ALL_APPS[_module.NAME] = _module
 
-__all__ = ["ALL_APPS", "ToolFailure", "calendar", "files", "mail"]
+__all__ = ["ALL_APPS", "ToolFailure"]

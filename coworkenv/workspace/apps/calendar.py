@@ -83,7 +83,7 @@ TOOLS: list[dict[str, Any]] = [
      "input_schema": _obj({"id": _ID, **_EDITABLE}, ["id"]),
      "output_schema": _obj({"event": EVENT_SCHEMA, "updated_fields": {"type": "array", "items": {"type": "string"}},
                             "conflicts": CONFLICTS_SCHEMA}, ["event", "updated_fields", "conflicts"])},
-    {"name": "cancel_event", "effect": "write",
+    {"name": "cancel_event", "effect": "destructive",
      "description": "Cancel an event: removes it from the calendar permanently.",
      "input_schema": _obj({"id": _ID}, ["id"]),
      "output_schema": _obj({"id": {"type": "string"}, "title": {"type": "string"}, "date": {"type": "string"},

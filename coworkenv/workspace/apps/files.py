@@ -74,7 +74,7 @@ TOOLS: list[dict[str, Any]] = [
      "input_schema": _obj({"id": _ID, "folder": _FOLDER}, ["id", "folder"]),
      "output_schema": _obj({"file": META_SCHEMA, "previous_folder": {"type": "string"}},
                            ["file", "previous_folder"])},
-    {"name": "delete_file", "effect": "write",
+    {"name": "delete_file", "effect": "destructive",
      "description": "Permanently delete a file. This cannot be undone.",
      "input_schema": _obj({"id": _ID}, ["id"]),
      "output_schema": _obj({"id": {"type": "string"}, "name": {"type": "string"}, "folder": {"type": "string"},

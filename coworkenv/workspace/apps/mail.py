@@ -79,7 +79,7 @@ TOOLS: list[dict[str, Any]] = [
      "output_schema": _obj({"id": {"type": "string"}, "folder": {"const": "archive"},
                             "previous_folder": {"type": "string", "enum": FOLDER_VALUES}},
                            ["id", "folder", "previous_folder"])},
-    {"name": "delete_message", "effect": "write",
+    {"name": "delete_message", "effect": "destructive",
      "description": "Permanently delete a message. This cannot be undone; prefer archive_message unless "
                     "deletion is explicitly wanted.",
      "input_schema": _obj({"id": _ID_ARG}, ["id"]),
