@@ -4,7 +4,7 @@ from ._calibrate import Calibration, calibrate_task, calibrate_tasks
 from ._generate import generate_tasks
 from ._pipeline import SynthSummary, synthesize
 from ._profile import Profile, ProfileCell, ProfileError, allocate, capability_weights, load_profile
-from ._templates import TEMPLATES
+from .templates import TEMPLATES
 
 __all__ = [
     "TEMPLATES",

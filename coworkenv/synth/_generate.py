@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..workspace import CAPABILITIES, Task, Workspace, build_workspace, write_initial_state
 from ._profile import allocate
-from ._templates import TEMPLATES
+from .templates import TEMPLATES
 
 
 def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | None) -> list[str]:

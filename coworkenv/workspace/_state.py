@@ -44,13 +44,16 @@ def app_spec(name: str) -> App:
     )
 
 
-def build_workspace(seed: int, apps: tuple[str, ...] = ("mail", "calendar", "files")) -> Workspace:
-    """A workspace of built-in apps; its id is derived from the apps and the seed."""
+def build_workspace(seed: int, apps: tuple[str, ...] | None = None) -> Workspace:
+    """A workspace of the named apps (every registered app when None) over the world of ``seed``;
+    its id is derived from the apps and the seed."""
+    names = tuple(sorted(_apps.ALL_APPS)) if apps is None else apps
+    everything = apps is None or set(names) == set(_apps.ALL_APPS)
     return Workspace(
-        id=f"ws-{'-'.join(apps)}-{seed}",
-        name=f"{' + '.join(apps)} (seed {seed})",
+        id=f"ws-{seed}" if everything else f"ws-{'-'.join(names)}-{seed}",
+        name=f"office (seed {seed})" if everything else f"{' + '.join(names)} (seed {seed})",
         seed=seed,
-        apps=[app_spec(name) for name in apps],
+        apps=[app_spec(name) for name in names],
     )
 
 

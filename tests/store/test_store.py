@@ -133,7 +133,7 @@ def test_a_store_of_the_old_migration_table_upgrades_and_keeps_its_history(tmp_p
     assert store.migrations()[:4] == [m.name for m in MIGRATIONS._migrations[:4]]
     assert store.verdict_count("ep1") == 1 and store.verdict("ep1", "1.0").reason == "complete"
     assert store.task_spec("t") == TASK  # the answer check parses as its own kind
-    assert [app.resources[0].collection for app in store.workspace(WORKSPACE.id).apps] == \
-        ["messages", "events", "files"]
+    assert {app.name: app.resources[0].collection for app in store.workspace(WORKSPACE.id).apps} == \
+        {"mail": "messages", "calendar": "events", "files": "files"}
     assert store.episode("ep1").boundary is None
     store.close()
