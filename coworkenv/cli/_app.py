@@ -358,3 +358,26 @@ def check_sandbox_command(sandbox: SandboxOpt = "bwrap", as_json: JsonOpt = Fals
     detail = BACKENDS[sandbox].check_available()
     emit(as_json, {"sandbox": sandbox, "available": True, "detail": detail},
          lambda: typer.echo(f"{sandbox}: available at {detail}"))
+
+
+@app.command("apps")
+def apps_command(as_json: JsonOpt = False) -> None:
+    """The apps a workspace can have (built-in and registered), with their tools and effects."""
+    from ..workspace import app_spec, registered_apps
+
+    specs = [app_spec(name) for name in sorted(registered_apps())]
+    payload = {"apps": [{"name": s.name, "description": s.description,
+                         "tools": [{"name": t.name, "effect": t.effect, "description": t.description} for t in s.tools],
+                         "resources": [f"coworkenv://{s.name}/{r.collection}/{{id}}" for r in s.resources]}
+                        for s in specs],
+               "tools": sum(len(s.tools) for s in specs)}
+
+    def human() -> None:
+        table = Table("app", "tools", "effects", "description")
+        for s in specs:
+            effects = sorted({t.effect for t in s.tools})
+            table.add_row(s.name, str(len(s.tools)), ", ".join(effects), s.description)
+        out.print(table)
+        err.print(f"{len(specs)} apps, {payload['tools']} tools")
+
+    emit(as_json, payload, human)

@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..gate import GRADER_VERSION
-from ..sandbox import STATE_FILE, Limits, PoolSettings, SandboxPool
+from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
-from ..workspace import Task, Workspace, write_initial_state
+from ..workspace import Task, Workspace, apps_dir, write_initial_state
 from ._episode import Episode, Toolbox
 from ._orphans import interrupt_orphaned_episodes, owner_label
 
@@ -44,7 +44,9 @@ class EpisodeHost:
             self.cache_dir = Path(self.settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.open_episodes: dict[str, Episode] = {}
-        self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool)
+        config = BACKENDS[self.settings.backend].config_type(apps_dir=apps_dir(self.cache_dir))
+        self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool,
+                                config=config)
         self._toolboxes: dict[str, Toolbox] = {}
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task] = set()

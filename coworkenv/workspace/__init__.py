@@ -23,7 +23,8 @@ from ._spec import (
     save_task,
     save_workspace,
 )
-from ._state import APPS_DIR, app_module, build_workspace, dump_state, load_state, write_initial_state
+from ._state import APPS_DIR, app_module, app_spec, build_workspace, dump_state, load_state, write_initial_state
+from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
 from ._world import World, build_world, load_world, write_world
 from ._view import (
     COMPACT_SYSTEM_PROMPT,
@@ -37,6 +38,8 @@ from ._view import (
 
 __all__ = [
     "APPS_DIR",
+    "ENTRY_POINT_GROUP",
+    "AppError",
     "CAPABILITIES",
     "COMPACT_SYSTEM_PROMPT",
     "PROMPT_STYLES",
@@ -61,6 +64,8 @@ __all__ = [
     "World",
     "agent_view",
     "app_module",
+    "app_spec",
+    "apps_dir",
     "build_workspace",
     "build_world",
     "check_style",
@@ -70,6 +75,8 @@ __all__ = [
     "load_state",
     "load_task",
     "load_world",
+    "register_app",
+    "registered_apps",
     "load_workspace",
     "save_bundle",
     "save_task",

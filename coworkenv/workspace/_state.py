@@ -10,17 +10,19 @@ from types import ModuleType
 
 from . import apps as _apps
 from ._spec import App, ResourceSpec, ToolSpec, Workspace
+from ._registry import registered_apps
 from ._world import build_world, write_world
 
 APPS_DIR = Path(_apps.__file__).parent
 
 
 def app_module(name: str) -> ModuleType:
+    apps = registered_apps()
     try:
-        return _apps.ALL_APPS[name]
+        return apps[name]
     except KeyError:
-        known = ", ".join(sorted(_apps.ALL_APPS))
-        raise KeyError(f"unknown app {name!r}; built-in apps are: {known}") from None
+        known = ", ".join(sorted(apps))
+        raise KeyError(f"unknown app {name!r}; the apps are: {known}") from None
 
 
 def app_spec(name: str) -> App:
@@ -47,8 +49,9 @@ def app_spec(name: str) -> App:
 def build_workspace(seed: int, apps: tuple[str, ...] | None = None) -> Workspace:
     """A workspace of the named apps (every registered app when None) over the world of ``seed``;
     its id is derived from the apps and the seed."""
-    names = tuple(sorted(_apps.ALL_APPS)) if apps is None else apps
-    everything = apps is None or set(names) == set(_apps.ALL_APPS)
+    registered = registered_apps()
+    names = tuple(sorted(registered)) if apps is None else apps
+    everything = apps is None or set(names) == set(registered)
     return Workspace(
         id=f"ws-{seed}" if everything else f"ws-{'-'.join(names)}-{seed}",
         name=f"office (seed {seed})" if everything else f"{' + '.join(names)} (seed {seed})",
