@@ -37,6 +37,7 @@ from ._common import (
     progress,
     set_verbosity,
 )
+from ._bundle import bundle_app
 from ._demo import demo_command
 from ._eval import eval_command
 from ._inspect import register as register_inspect
@@ -56,6 +57,7 @@ app.add_typer(export_app, name="export")
 app.add_typer(model_app, name="model")
 app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(bundle_app, name="bundle")
 register_inspect(app)  # tasks, episodes, runs
 app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)

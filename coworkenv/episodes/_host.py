@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ..gate import GRADER_VERSION
 from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
-from ..workspace import Task, Workspace, apps_dir, write_initial_state
+from ..workspace import Task, Workspace, apps_dir, bundle_hash, write_initial_state
 from ._episode import Episode, Toolbox
 from ._orphans import interrupt_orphaned_episodes, owner_label
 
@@ -51,6 +51,7 @@ class EpisodeHost:
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task] = set()
         self.owner = owner_label()
+        self._bundle_hashes: dict[tuple[str, str], str] = {}
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
@@ -110,7 +111,8 @@ class EpisodeHost:
         workspace = self.workspace(task.workspace_id)
         sandbox = await self.pool.acquire(self.initial_state(workspace))
         try:
-            episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"), owner=self.owner)
+            episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"), owner=self.owner,
+                                                  bundle_hash=self.bundle_hash(workspace, task))
         except BaseException:
             self.pool.release_soon(sandbox)
             raise
@@ -121,6 +123,14 @@ class EpisodeHost:
     def episode(self, episode_id: str) -> Episode | None:
         """The open episode ``episode_id``, if any."""
         return self.open_episodes.get(episode_id)
+
+    def bundle_hash(self, workspace: Workspace, task: Task) -> str:
+        """The hash of an episode's bundle (its workspace, the apps' code included, and its task), kept
+        per workspace and task."""
+        key = (workspace.id, task.id)
+        if key not in self._bundle_hashes:
+            self._bundle_hashes[key] = bundle_hash(workspace, [task])
+        return self._bundle_hashes[key]
 
     def verdict(self, episode_id: str) -> VerdictRow | None:
         """The current grader version's verdict on an episode (ended and graded), if any."""

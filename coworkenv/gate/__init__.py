@@ -1,9 +1,10 @@
 """Pure grading: the reward vector, the score and its consistency rules, and the gate over the store."""
 
 from ._gate import GateSummary, episode_record, grade_episode, run_gate
-from ._grade import GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade
+from ._grade import GRADER_HASH, GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade
 
 __all__ = [
+    "GRADER_HASH",
     "GRADER_VERSION",
     "PASS_THRESHOLD",
     "EpisodeRecord",

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..store import EpisodeRow, Store, VerdictRow
-from ._grade import GRADER_VERSION, EpisodeRecord, grade
+from ._grade import GRADER_HASH, GRADER_VERSION, EpisodeRecord, grade
 
 
 def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
@@ -38,7 +38,7 @@ def grade_episode(store: Store, episode_id: str, *, regrade: bool = False) -> Ve
         raise ValueError(f"episode {episode_id} is still running")
     result, verdict = grade(store.task_spec(episode.task_id), episode_record(store, episode))
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
-                     result.safety, result.robustness, result.score, result.checks)
+                     result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH)
     store.put_verdict(row)
     return row
 

@@ -16,6 +16,7 @@ Consistency rules, each with a reason code:
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 
 from ..store import ToolCallRow
@@ -121,3 +122,19 @@ def grade(task: Task, episode: EpisodeRecord) -> tuple[Grade, Verdict]:
         reason = "below_threshold"
     admitted = reason == "complete" and result.passed
     return result, Verdict(admitted, reason)
+
+
+def _grader_hash() -> str:
+    """The hash of the grading code: this module and the checks' own evaluation."""
+    import hashlib
+    import inspect
+
+    from ..workspace import _spec
+
+    source = inspect.getsource(sys.modules[__name__]) + inspect.getsource(_spec.SqlCheck) + inspect.getsource(
+        _spec.AnswerCheck)
+    return hashlib.sha256((GRADER_VERSION + source).encode()).hexdigest()[:16]
+
+
+GRADER_HASH = _grader_hash()
+"""Changes with the grading code; verdicts carry it beside ``GRADER_VERSION``."""

@@ -255,6 +255,14 @@ def _owners_and_observations(db: sqlite_utils.Database) -> None:
     db.table("tool_calls").add_column("error", str)
 
 
+@MIGRATIONS(name="0006_bundle_and_grader_hashes")
+def _bundle_and_grader_hashes(db: sqlite_utils.Database) -> None:
+    """The hash of the bundle an episode was played from (its workspace and task, the apps' code
+    included), and of the grader a verdict came from, so that results stay comparable."""
+    db.table("episodes").add_column("bundle_hash", str)
+    db.table("verdicts").add_column("grader_hash", str)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -76,6 +76,7 @@ class EpisodeRow:
     started_at: str
     ended_at: str | None
     owner: str | None = None  # the process running it, ``host:pid:start``
+    bundle_hash: str | None = None  # of its workspace and task when it was opened (coworkenv.workspace.bundle_hash)
 
     @property
     def provenance(self) -> Provenance:
@@ -121,6 +122,7 @@ class VerdictRow:
     score: float
     checks: list[CheckResult] = field(default_factory=list)
     created_at: str = ""
+    grader_hash: str | None = None  # of the grading code that gave it
 
 
 @dataclass(frozen=True)

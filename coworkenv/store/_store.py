@@ -308,7 +308,7 @@ class Store:
     # --- episodes --------------------------------------------------------------------------
 
     def start_episode(self, task_id: str, provenance: Provenance, *, episode_id: str | None = None,
-                      owner: str | None = None) -> str:
+                      owner: str | None = None, bundle_hash: str | None = None) -> str:
         """Record a new running episode; ``owner`` names the process that runs it (``host:pid:start``)."""
         episode_id = episode_id or new_id("ep")
         with self.transaction() as db:
@@ -323,6 +323,7 @@ class Store:
                     "repaired_from": provenance.repaired_from,
                     "hint": provenance.hint,
                     "owner": owner,
+                    "bundle_hash": bundle_hash,
                     "started_at": now(),
                 }
             )
@@ -510,20 +511,14 @@ class Store:
             }).last_pk
             db.table("verdicts").insert({
                 "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,
-                "admitted": int(verdict.admitted), "reason": verdict.reason, "created_at": now(),
+                "admitted": int(verdict.admitted), "reason": verdict.reason, "grader_hash": verdict.grader_hash,
+                "created_at": now(),
             })
 
     def verdict(self, episode_id: str, grader_version: str) -> VerdictRow | None:
-        rows = self.query(
-            "select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, g.completion, g.safety,"
-            " g.robustness, g.score, g.checks from verdicts v join grades g on g.id = v.grade_id"
-            " where v.episode_id = ? and v.grader_version = ?", (episode_id, grader_version))
-        if not rows:
-            return None
-        r = rows[0]
-        return VerdictRow(r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
-                          r["safety"], r["robustness"], r["score"],
-                          [CheckResult(**c) for c in _json(r["checks"], [])], r["created_at"])
+        rows = self.query(f"{_VERDICT_SELECT} where v.episode_id = ? and v.grader_version = ?",
+                          (episode_id, grader_version))
+        return _verdict(rows[0]) if rows else None
 
     def verdicts(self, episode_ids: list[str], grader_version: str) -> dict[str, VerdictRow]:
         """Episode id -> the verdict of ``grader_version`` on it, for those of ``episode_ids`` that have one."""
@@ -531,15 +526,10 @@ class Store:
         for start in range(0, len(episode_ids), 500):  # under SQLite's limit on bound parameters
             chunk = episode_ids[start:start + 500]
             rows = self.query(
-                "select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, g.completion, g.safety,"
-                " g.robustness, g.score, g.checks from verdicts v join grades g on g.id = v.grade_id"
-                f" where v.grader_version = ? and v.episode_id in ({','.join('?' for _ in chunk)})",
+                f"{_VERDICT_SELECT} where v.grader_version = ? and v.episode_id in ({','.join('?' for _ in chunk)})",
                 (grader_version, *chunk))
             for r in rows:
-                found[r["episode_id"]] = VerdictRow(
-                    r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
-                    r["safety"], r["robustness"], r["score"], [CheckResult(**c) for c in _json(r["checks"], [])],
-                    r["created_at"])
+                found[r["episode_id"]] = _verdict(r)
         return found
 
     def verdict_count(self, episode_id: str) -> int:
@@ -624,6 +614,17 @@ def _where(**equal: Any) -> tuple[str, tuple]:
     return " where " + " and ".join(f"{k} = ?" for k in given), tuple(given.values())
 
 
+_VERDICT_SELECT = ("select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, v.grader_hash,"
+                   " g.completion, g.safety, g.robustness, g.score, g.checks"
+                   " from verdicts v join grades g on g.id = v.grade_id")
+
+
+def _verdict(r: dict[str, Any]) -> VerdictRow:
+    return VerdictRow(r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
+                      r["safety"], r["robustness"], r["score"], [CheckResult(**c) for c in _json(r["checks"], [])],
+                      r["created_at"], r["grader_hash"])
+
+
 def _task(r: dict[str, Any]) -> TaskRow:
     return TaskRow(r["id"], r["workspace_id"], r["capability"], r["difficulty"], r["instruction"],
                    Task.model_validate_json(r["spec"]), r["status"], r["reason"] or "", r["created_at"])
@@ -632,7 +633,8 @@ def _task(r: dict[str, Any]) -> TaskRow:
 def _episode(r: dict[str, Any]) -> EpisodeRow:
     return EpisodeRow(r["id"], r["task_id"], r["source"], r["provider"] or "", r["status"], r["attempt"],
                       r["repaired_from"], r["hint"] or "", r["final_answer"], r["final_state"], bool(r["truncated"]),
-                      r["error"], r.get("boundary"), r["started_at"], r["ended_at"], r.get("owner"))
+                      r["error"], r.get("boundary"), r["started_at"], r["ended_at"], r.get("owner"),
+                      r.get("bundle_hash"))
 
 
 def _training_run(r: dict[str, Any]) -> TrainingRunRow:

@@ -34,6 +34,13 @@ class _Views:
         return agent_view(self.style, self.store.workspace(task.workspace_id).tools, task)
 
 
+def _provenance(store: Store, episode: EpisodeRow, grader_version: str) -> dict[str, Any]:
+    """What a row was made from: the hash of its episode's bundle and of the grader that admitted it."""
+    verdict = store.verdict(episode.id, grader_version)
+    return {"bundle_hash": episode.bundle_hash, "grader_version": grader_version,
+            "grader_hash": verdict.grader_hash if verdict is not None else None}
+
+
 def _conversation(store: Store, episode_id: str) -> list[Message]:
     return clean(store.messages(episode_id))
 
@@ -55,6 +62,7 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "task_id": episode.task_id,
             "capability": store.task_spec(episode.task_id).capability,
             "repaired": episode.repaired_from is not None,
+            **_provenance(store, episode, grader_version),
         })
     return rows
 
@@ -91,6 +99,7 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "rejected_reason": rejected_reason,
             "task_id": chosen_episode.task_id,
             "capability": store.task_spec(chosen_episode.task_id).capability,
+            **_provenance(store, chosen_episode, grader_version),
         })
     return rows
 

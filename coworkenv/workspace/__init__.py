@@ -16,14 +16,13 @@ from ._spec import (
     Task,
     ToolSpec,
     Workspace,
-    load_bundle,
     load_task,
     load_workspace,
-    save_bundle,
     save_task,
     save_workspace,
 )
 from ._state import APPS_DIR, app_module, app_spec, build_workspace, dump_state, load_state, write_initial_state
+from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
 from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
 from ._world import World, build_world, load_world, write_world
 from ._view import (
@@ -47,6 +46,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "AgentView",
     "AnswerCheck",
+    "Bundle",
     "App",
     "Check",
     "CheckResult",
@@ -67,6 +67,7 @@ __all__ = [
     "app_spec",
     "apps_dir",
     "build_workspace",
+    "bundle_hash",
     "build_world",
     "check_style",
     "clean",
@@ -80,8 +81,11 @@ __all__ = [
     "load_workspace",
     "save_bundle",
     "save_task",
+    "spec_hash",
+    "task_hash",
     "save_workspace",
     "to_chat",
     "write_initial_state",
+    "workspace_hash",
     "write_world",
 ]

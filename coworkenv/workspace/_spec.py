@@ -226,20 +226,3 @@ def save_task(task: Task, path: str | Path) -> None:
 
 def load_task(path: str | Path) -> Task:
     return _load_yaml(Path(path), Task)
-
-
-def save_bundle(workspace: Workspace, tasks: list[Task], directory: str | Path) -> Path:
-    """Write ``workspace.yaml`` and ``tasks/<id>.yaml`` under ``directory``."""
-    directory = Path(directory)
-    (directory / "tasks").mkdir(parents=True, exist_ok=True)
-    save_workspace(workspace, directory / "workspace.yaml")
-    for task in tasks:
-        save_task(task, directory / "tasks" / f"{task.id}.yaml")
-    return directory
-
-
-def load_bundle(directory: str | Path) -> tuple[Workspace, list[Task]]:
-    directory = Path(directory)
-    workspace = load_workspace(directory / "workspace.yaml")
-    tasks = [load_task(p) for p in sorted((directory / "tasks").glob("*.yaml"))]
-    return workspace, tasks
