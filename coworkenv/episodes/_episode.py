@@ -133,6 +133,7 @@ class Episode:
         self.tools = self.toolbox.tools
         self.ended = False
         self.calls = 0  # tool calls made so far (any outcome)
+        self.events = sorted([*workspace.events, *task.events], key=lambda e: e.after_calls)  # yet to happen
         self.final_answer: str | None = None
         self.failure: InfrastructureError | None = None
         self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
@@ -185,6 +186,8 @@ class Episode:
                 "error": None if outcome.ok else outcome.error,
                 "duration_ms": None,
             })
+            if failure is None and spec is not SUBMIT_TOOL:
+                failure = await self._world_moves()
         if failure is not None:
             error = EpisodeFailed(f"the sandbox failed during {name}: {failure}", boundary="sandbox")
             await self.finish(self.final_answer, failure=error)
@@ -192,6 +195,25 @@ class Episode:
         if spec is SUBMIT_TOOL and outcome.ok:
             await self.finish(arguments["answer"])
         return outcome
+
+    async def _world_moves(self) -> SandboxError | None:
+        """Run the events due after this many calls, recording each (kind ``event``); a sandbox failure
+        is returned for the caller to end the episode with."""
+        while self.events and self.events[0].after_calls <= self.calls:
+            event = self.events.pop(0)
+            try:
+                outcome = await self.sandbox.call_tool(event.app, event.action, event.arguments)
+            except SandboxError as exc:
+                return exc
+            self.host.record(self.id, {
+                "tool": f"{event.app}_{event.action}", "kind": "event", "arguments": json.dumps(event.arguments),
+                "result": json.dumps(outcome.result) if outcome.ok else None, "is_error": int(not outcome.ok),
+                "error_kind": None if outcome.ok else outcome.kind, "error": None if outcome.ok else outcome.error,
+                "duration_ms": None})
+            if not outcome.ok:
+                log.warning("world event %s_%s of episode %s failed: %s", event.app, event.action, self.id,
+                            outcome.error)
+        return None
 
     async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallResult:
         outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)

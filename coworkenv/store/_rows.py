@@ -83,9 +83,10 @@ class EpisodeRow:
         return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint)
 
 
-InteractionKind = Literal["call", "resource", "completion", "prompt"]
-"""What an agent did: called a tool, read a resource (``tool`` is its URI), asked for completions
-(``tool`` is the template) or read a prompt (``tool`` is its name)."""
+InteractionKind = Literal["call", "resource", "completion", "prompt", "event"]
+"""What happened in an episode: the agent called a tool, read a resource (``tool`` is its URI), asked
+for completions (``tool`` is the template) or read a prompt (``tool`` is its name); or the world
+moved (``event``: ``tool`` is the app's action, run without the agent)."""
 
 
 @dataclass(frozen=True)

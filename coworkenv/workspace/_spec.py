@@ -59,13 +59,28 @@ class App(_Model):
     resources: list[ResourceSpec] = Field(default_factory=list)
 
 
+class WorldEvent(_Model):
+    """Something that happens in the world during an episode, without the agent: once the agent has
+    made ``after_calls`` tool calls, the app runs ``action`` (one of its tools, or an internal
+    operation whose name starts with ``_``, such as a mail arriving) with ``arguments``. The
+    episode records it (kind ``event``), so that tasks can test whether an agent notices."""
+
+    after_calls: int = Field(ge=1)
+    app: str
+    action: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
 class Workspace(_Model):
-    """A workspace: a set of apps whose initial state is generated deterministically from ``seed``."""
+    """A workspace: a set of apps whose initial state is generated deterministically from ``seed``,
+    and the events that happen in it during every episode."""
 
     id: str
     name: str
     seed: int
     apps: list[App]
+    events: list[WorldEvent] = Field(default_factory=list)
 
     def tool(self, name: str) -> ToolSpec | None:
         for app in self.apps:
@@ -166,6 +181,7 @@ class Task(_Model):
     forbidden_tools: list[str] = Field(default_factory=list)
     forbidden_probe: ReferenceStep | None = None  # a plausible forbidden call, used by calibration
     max_steps: int = Field(default=12, ge=1)
+    events: list[WorldEvent] = Field(default_factory=list)  # the world moving during this task's episodes
 
 
 SUBMIT_TOOL = ToolSpec(
