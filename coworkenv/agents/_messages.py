@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ..workspace import Message, ToolCall
+from ..workspace import Attachment, Message, ToolCall
 
 
 def to_message(message: BaseMessage, *, provenance: bool = False) -> Message:
@@ -17,8 +17,9 @@ def to_message(message: BaseMessage, *, provenance: bool = False) -> Message:
         calls = [ToolCall(id=c["id"] or "", name=c["name"], arguments=c["args"]) for c in message.tool_calls]
         return Message(role="assistant", content=str(message.content or ""), tool_calls=calls)
     if isinstance(message, ToolMessage):
+        attachments = [a for a in (message.artifact or []) if isinstance(a, Attachment)]
         return Message(role="tool", content=str(message.content), tool_call_id=message.tool_call_id,
-                       name=message.name)
+                       name=message.name, attachments=attachments)
     raise TypeError(f"cannot convert a {type(message).__name__} into a conversation message")
 
 

@@ -13,7 +13,9 @@ raises ``ModelError``, one of the MCP connection ``ProtocolError``; tool errors 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
@@ -28,7 +30,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from .._errors import InfrastructureError, ModelError, ProtocolError
-from ..workspace import SUBMIT_TOOL, Message, PromptStyle, Task, agent_view
+from ..workspace import SUBMIT_TOOL, Attachment, Message, PromptStyle, Task, agent_view
 from ._messages import to_message
 from ._oracle import REPAIR_MARK
 
@@ -54,7 +56,22 @@ class Rollout:
 
 
 def _tool_text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    """The text a tool gave: its JSON, then the text fallbacks of its images and documents."""
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def _tool_attachments(result: types.CallToolResult) -> list[Attachment]:
+    """The images and documents a tool gave, by content hash (the episode keeps their bytes)."""
+    found = []
+    for block in result.content:
+        if isinstance(block, types.ImageContent):
+            data = base64.b64decode(block.data)
+            found.append(Attachment(kind="image", mime_type=block.mime_type, sha256=hashlib.sha256(data).hexdigest()))
+        elif isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents):
+            data = base64.b64decode(block.resource.blob)
+            found.append(Attachment(kind="document", mime_type=block.resource.mime_type or "application/octet-stream",
+                                    sha256=hashlib.sha256(data).hexdigest(), uri=str(block.resource.uri)))
+    return found
 
 
 async def _call(client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -88,9 +105,9 @@ def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.To
         results = []
         for call in last.tool_calls:
             result = await _call(client, call["name"], call["args"])
-            results.append(ToolMessage(
+            results.append(ToolMessage(  # the model reads the text; attachments ride along as the artifact
                 content=_tool_text(result), tool_call_id=call["id"] or "", name=call["name"],
-                status="error" if result.is_error else "success",
+                status="error" if result.is_error else "success", artifact=_tool_attachments(result) or None,
             ))
         return {"messages": results}
 

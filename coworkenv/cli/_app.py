@@ -312,14 +312,17 @@ StyleOpt = Annotated[PromptStyle, typer.Option(
     "needs; for small models) or minimal (compact without descriptions; for tiny models).")]
 
 
-def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool) -> None:
+def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False) -> None:
     from ..trainer import export_dpo, export_sft
 
     opened = open_store(store)
     if out_path.is_dir():
         raise fail(f"--out {out_path} is a folder; give a file name, e.g. {out_path / (kind + '.jsonl')}")
     try:
-        rows = (export_sft if kind == "sft" else export_dpo)(opened, out_path, style=style, allow_empty=False)
+        if kind == "sft":
+            rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision)
+        else:
+            rows = export_dpo(opened, out_path, style=style, allow_empty=False)
     except OSError as exc:
         raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # nothing to export: no file is written
@@ -334,10 +337,13 @@ def export_sft_command(
     store: StoreOpt = Path(DEFAULT_STORE),
     out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
     style: StyleOpt = "full",
+    vision: Annotated[bool, typer.Option(
+        "--vision", help="Messages that carried images get the list content of vision-language chat templates "
+        "(the images are written beside the file and named in each row's images either way).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
-    _export("sft", store, out_path, style, as_json)
+    _export("sft", store, out_path, style, as_json, vision)
 
 
 @export_app.command("dpo")

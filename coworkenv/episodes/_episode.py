@@ -8,6 +8,7 @@ episodes with their provenance before pointing an agent at them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import sqlite3
@@ -21,7 +22,7 @@ from .._errors import InfrastructureError
 from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, VerdictRow
-from ..workspace import SUBMIT_TOOL, Task, ToolSpec, Workspace, dump_state
+from ..workspace import SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace, dump_state
 
 if TYPE_CHECKING:
     from ._host import EpisodeHost
@@ -37,6 +38,8 @@ class CallResult:
     result: dict[str, Any] | None
     error: str = ""
     error_kind: str = ""
+    attachments: list[Attachment] = field(default_factory=list)  # images and documents besides the JSON
+    blobs: dict[str, bytes] = field(default_factory=dict, repr=False)  # their bytes, by sha256
     _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -106,6 +109,13 @@ class Toolbox:
         if spec.name not in self._validators:
             self._validators[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
         return self._validators[spec.name]
+
+
+def _recorded(outcome: CallResult) -> str:
+    """A result as the store keeps it: its JSON, and its attachments by reference (their bytes are blobs)."""
+    if not outcome.attachments:
+        return outcome.text
+    return json.dumps({**(outcome.result or {}), "_content": [a.model_dump() for a in outcome.attachments]})
 
 
 def _retrieve(task: asyncio.Future) -> None:
@@ -180,7 +190,7 @@ class Episode:
             self.host.record(self.id, {  # written behind; in the store before the episode's end is
                 "tool": name,
                 "arguments": json.dumps(arguments),
-                "result": outcome.text if outcome.ok else None,
+                "result": _recorded(outcome) if outcome.ok else None,
                 "is_error": int(not outcome.ok),
                 "error_kind": outcome.error_kind or None,
                 "error": None if outcome.ok else outcome.error,
@@ -217,9 +227,33 @@ class Episode:
 
     async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallResult:
         outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)
-        if outcome.ok:
-            return CallResult(True, outcome.result)
-        return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
+        if not outcome.ok:
+            return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
+        result = outcome.result or {}
+        if "_content" not in result:
+            return CallResult(True, result)
+        try:
+            return self._with_attachments(result)
+        except (KeyError, TypeError, ValueError) as exc:  # a tool's bug: its content is malformed
+            return CallResult(False, None, f"{spec.name} failed: it returned malformed _content ({exc})", "tool")
+
+    def _with_attachments(self, result: dict[str, Any]) -> CallResult:
+        """Split a result's images and documents (``_content``) from its JSON; keep their bytes in the store."""
+        result = dict(result)
+        attachments, blobs = [], {}
+        for item in result.pop("_content"):
+            if item["type"] == "image":
+                data, kind, uri = base64.b64decode(item["data"], validate=True), "image", None
+            elif item["type"] == "resource":
+                data, kind, uri = base64.b64decode(item["blob"], validate=True), "document", item.get("uri")
+            else:
+                raise ValueError(f"content of type {item['type']!r}")
+            mime_type = item.get("mime_type") or ("image/png" if kind == "image" else "application/octet-stream")
+            digest = self.host.store.put_blob(data, mime_type)
+            blobs[digest] = data
+            attachments.append(Attachment(kind=kind, mime_type=mime_type, sha256=digest, uri=uri,
+                                          text=item.get("text")))
+        return CallResult(True, result, attachments=attachments, blobs=blobs)
 
     async def observe(self, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Read the live state with an app's read tool (for a resource or a completion; the caller

@@ -9,6 +9,7 @@ Every request is served by exactly one episode, so no request can reach another 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import contextvars
 import json
@@ -27,7 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from .._errors import InfrastructureError
-from ..episodes import Episode, EpisodeFailed, EpisodeHost
+from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
 from ..store import Provenance
 from ..workspace import ResourceSpec
 
@@ -56,13 +57,22 @@ class RecordKind:
 _RECORD_URI = re.compile(r"^coworkenv://(?P<app>[a-z_]+)/(?P<collection>[a-z_]+)/(?P<id>[^/]+)$")
 
 
+def _structured(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output schema as its structured content has it: without ``_content`` (its images
+    and documents travel as content blocks)."""
+    if "_content" not in schema.get("properties", {}):
+        return schema
+    return {**schema, "properties": {k: v for k, v in schema["properties"].items() if k != "_content"},
+            "required": [name for name in schema.get("required", []) if name != "_content"]}
+
+
 def _tool(spec) -> types.Tool:
     read_only = spec.effect == "read"
     return types.Tool(
         name=spec.name,
         description=spec.description,
         input_schema=spec.input_schema,
-        output_schema=spec.output_schema,
+        output_schema=_structured(spec.output_schema),
         annotations=types.ToolAnnotations(
             read_only_hint=read_only,
             destructive_hint=spec.effect == "destructive",
@@ -87,6 +97,22 @@ class _ToolListings:
                 known = self._by_spec[id(spec)] = (spec, _tool(spec))
             listed.append(known[1])
         return listed
+
+
+def _attachments(outcome: CallResult) -> list[types.ContentBlock]:
+    """A result's images as image content, its documents as embedded resources, each with its text fallback."""
+    blocks: list[types.ContentBlock] = []
+    for attachment in outcome.attachments:
+        data = base64.b64encode(outcome.blobs[attachment.sha256]).decode()
+        if attachment.kind == "image":
+            blocks.append(types.ImageContent(data=data, mime_type=attachment.mime_type))
+        else:
+            uri = attachment.uri or f"coworkenv://blobs/{attachment.sha256}"
+            blocks.append(types.EmbeddedResource(resource=types.BlobResourceContents(
+                uri=uri, blob=data, mime_type=attachment.mime_type)))
+        if attachment.text:
+            blocks.append(types.TextContent(text=attachment.text))
+    return blocks
 
 
 def _record_kinds(episode: Episode) -> list[RecordKind]:
@@ -180,7 +206,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
             if on_end is not None:
                 await on_end(episode)
         return types.CallToolResult(
-            content=[types.TextContent(text=outcome.text)],
+            content=[types.TextContent(text=outcome.text), *_attachments(outcome)],
             structured_content=outcome.result if outcome.ok else None,
             is_error=not outcome.ok,
         )

@@ -263,6 +263,13 @@ def _bundle_and_grader_hashes(db: sqlite_utils.Database) -> None:
     db.table("verdicts").add_column("grader_hash", str)
 
 
+@MIGRATIONS(name="0007_blobs")
+def _blobs(db: sqlite_utils.Database) -> None:
+    """Images and documents tools gave agents, by content hash, and the attachments of messages."""
+    db.table("blobs").create({"sha256": str, "mime_type": str, "size": int, "data": bytes}, pk="sha256")
+    db.table("messages").add_column("attachments", str)  # JSON list of Attachment
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

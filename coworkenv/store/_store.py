@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -17,7 +18,7 @@ from typing import Any
 import sqlite_utils
 
 from .._errors import Boundary
-from ..workspace import CheckResult, Message, Task, ToolCall, Workspace
+from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace
 from ._migrations import applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
@@ -483,6 +484,7 @@ class Store:
                     "tool_call_id": m.tool_call_id,
                     "name": m.name,
                     "provenance": int(m.provenance),
+                    "attachments": json.dumps([a.model_dump() for a in m.attachments]) if m.attachments else None,
                 }
                 for i, m in enumerate(messages)
             )
@@ -492,9 +494,25 @@ class Store:
         return [
             Message(role=r["role"], content=r["content"] or "",
                     tool_calls=[ToolCall(**c) for c in _json(r["tool_calls"], [])],
-                    tool_call_id=r["tool_call_id"], name=r["name"], provenance=bool(r["provenance"]))
+                    tool_call_id=r["tool_call_id"], name=r["name"], provenance=bool(r["provenance"]),
+                    attachments=[Attachment(**a) for a in _json(r.get("attachments"), [])])
             for r in rows if include_provenance or not r["provenance"]
         ]
+
+    # --- blobs ---------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, mime_type: str) -> str:
+        """Keep ``data`` by its content hash (once, however often it is put); return the hash."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self.transaction() as db:
+            db.execute("insert or ignore into blobs (sha256, mime_type, size, data) values (?, ?, ?, ?)",
+                       [digest, mime_type, len(data), data])
+        return digest
+
+    def blob(self, sha256: str) -> tuple[str, bytes] | None:
+        """The MIME type and bytes kept under ``sha256``, if any."""
+        rows = self.query("select mime_type, data from blobs where sha256 = ?", (sha256,))
+        return (rows[0]["mime_type"], rows[0]["data"]) if rows else None
 
     # --- grades and verdicts ---------------------------------------------------------------
 

@@ -41,22 +41,46 @@ def _provenance(store: Store, episode: EpisodeRow, grader_version: str) -> dict[
             "grader_hash": verdict.grader_hash if verdict is not None else None}
 
 
+def _image_files(store: Store, conversation: list[Message], image_dir: Path | None) -> list[str]:
+    """The files of a conversation's images, in order (written under ``image_dir`` once each)."""
+    names = []
+    for message in conversation:
+        for attachment in message.attachments:
+            if attachment.kind != "image":
+                continue
+            extension = attachment.mime_type.rsplit("/", 1)[-1].split("+")[0] or "bin"
+            name = f"{attachment.sha256}.{extension}"
+            if image_dir is not None and not (image_dir / name).exists():
+                found = store.blob(attachment.sha256)
+                if found is not None:
+                    image_dir.mkdir(parents=True, exist_ok=True)
+                    (image_dir / name).write_bytes(found[1])
+            names.append(str(image_dir / name) if image_dir is not None else name)
+    return names
+
+
 def _conversation(store: Store, episode_id: str) -> list[Message]:
     return clean(store.messages(episode_id))
 
 
 def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
-             ) -> list[dict[str, Any]]:
-    """One row per admitted teacher or live episode: ``messages``, ``tools`` and provenance."""
+             vision: bool = False, image_dir: Path | None = None) -> list[dict[str, Any]]:
+    """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance.
+
+    ``images`` names the files of the images the agent was given, in order (written under
+    ``image_dir`` when one is given); with ``vision``, the messages that carried them have the
+    list content of vision-language chat templates (an ``{"type": "image"}`` placeholder per image)."""
     views = _Views(store, style)
     rows = []
     for episode in store.admitted_episodes(grader_version):
-        messages = to_chat(_conversation(store, episode.id))
+        conversation = _conversation(store, episode.id)
+        messages = to_chat(conversation, images=vision)
         if not messages:
             continue  # a live episode without a recorded conversation has nothing to train on
         view = views.get(episode)
         rows.append({
             "messages": _in_view(messages, view.system),
+            "images": _image_files(store, conversation, image_dir),
             "tools": view.tools,
             "episode_id": episode.id,
             "task_id": episode.task_id,
@@ -119,11 +143,15 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
     return len(rows)
 
 
-def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True) -> int:
+def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True,
+               vision: bool = False) -> int:
     """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count.
 
-    With ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and writes nothing."""
-    rows = sft_rows(store, style=style)
+    Images the agents were given go to ``<path stem>.images/`` beside it, named in each row's
+    ``images``. With ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and
+    writes nothing."""
+    path = Path(path)
+    rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images")
     if not rows and not allow_empty:
         raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")

@@ -1,7 +1,7 @@
 """The workspace spec, the built-in apps and the state they keep, what an agent sees of a task,
 and the conversation model shared by agents, the store and the exports."""
 
-from ._conversation import Message, Role, ToolCall, clean, to_chat
+from ._conversation import Attachment, Message, Role, ToolCall, clean, to_chat
 from ._spec import (
     CAPABILITIES,
     SUBMIT_TOOL,
@@ -47,6 +47,7 @@ __all__ = [
     "SYSTEM_PROMPT",
     "AgentView",
     "AnswerCheck",
+    "Attachment",
     "Bundle",
     "App",
     "Check",

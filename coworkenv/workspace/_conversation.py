@@ -16,6 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class Attachment(BaseModel):
+    """An image or a document a tool gave the agent besides its text: kept in the store by content
+    (``sha256``; ``Store.blob``), so that a vision-language model can be trained on what the agent saw."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["image", "document"]
+    mime_type: str
+    sha256: str
+    uri: str | None = None
+    text: str | None = None  # the text fallback that came with it
+
+
 class ToolCall(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -36,13 +49,22 @@ class Message(BaseModel):
     tool_call_id: str | None = None  # role "tool": the call this answers
     name: str | None = None  # role "tool": the tool that answered
     provenance: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)  # images and documents that came with it
 
 
-def to_chat(messages: list[Message]) -> list[dict[str, Any]]:
-    """Messages in the chat format of chat templates, TRL datasets and OpenAI-compatible APIs."""
+def to_chat(messages: list[Message], *, images: bool = False) -> list[dict[str, Any]]:
+    """Messages in the chat format of chat templates, TRL datasets and OpenAI-compatible APIs.
+
+    With ``images``, a message with image attachments has list content (``{"type": "image"}``
+    placeholders, in order, then its text), the format of vision-language chat templates; without,
+    attachments are left out (their text fallbacks stay)."""
     out = []
     for message in messages:
-        turn: dict[str, Any] = {"role": message.role, "content": message.content}
+        content: Any = message.content
+        pictures = [a for a in message.attachments if a.kind == "image"]
+        if images and pictures:
+            content = [{"type": "image"} for _ in pictures] + [{"type": "text", "text": message.content}]
+        turn: dict[str, Any] = {"role": message.role, "content": content}
         if message.tool_calls:
             turn["tool_calls"] = [
                 {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}

@@ -128,8 +128,7 @@ def test_a_store_of_the_old_migration_table_upgrades_and_keeps_its_history(tmp_p
     conn.close()
 
     store = Store(path)
-    assert store.applied_migrations == ["0004_one_verdict_per_version", "0005_owners_and_observations",
-                                        "0006_bundle_and_grader_hashes"]
+    assert store.applied_migrations == [m.name for m in MIGRATIONS._migrations[3:]]  # from 0004 on
     assert "_migrations" not in store.db.table_names()
     assert store.migrations()[:4] == [m.name for m in MIGRATIONS._migrations[:4]]
     assert store.verdict_count("ep1") == 1 and store.verdict("ep1", "1.0").reason == "complete"
