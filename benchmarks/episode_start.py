@@ -62,7 +62,7 @@ async def measure(apps: tuple[str, ...] | None, episodes: int, directory: Path) 
     finally:
         await host.close()
         store.close()
-    q = lambda xs, p: sorted(xs)[int(p * (len(xs) - 1))]  # noqa: E731
+    q = lambda xs, p: sorted(xs)[int(p * (len(xs) - 1))]
     return {"apps": len(workspace.apps), "tools": len(workspace.tools), "build_ms": build_ms,
             "open_p50": q(opens, 0.5), "open_p90": q(opens, 0.9), "first_p50": q(firsts, 0.5),
             "first_p90": q(firsts, 0.9)}
