@@ -84,13 +84,17 @@ def write_initial_state(workspace: Workspace, path: str | Path) -> Path:
 
 
 def dump_state(source: str | Path | bytes) -> str:
-    """The state (a file, or a database image as bytes) as SQL text; ``load_state`` reloads it."""
-    if isinstance(source, bytes):
-        conn = sqlite3.connect(":memory:")
-        conn.deserialize(source)
-    else:
-        conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    """The state (a file, or a database image as bytes) as SQL text; ``load_state`` reloads it.
+
+    Virtual tables (a full-text index, say) are derived data that a dump cannot reload: they are
+    left out, and an app rebuilds them from its tables when it needs them."""
+    conn = sqlite3.connect(":memory:")
     try:
+        conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
+        virtual = [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+        for name in virtual:  # dropping one drops its shadow tables too
+            conn.execute(f'DROP TABLE "{name}"')
         return "\n".join(conn.iterdump())
     finally:
         conn.close()
