@@ -1,0 +1,194 @@
+"""The inventory app: the world's products in stock per warehouse, purchase and sales orders, every
+tool against its schemas, stock that moves only through the tools, and errors that name what was wrong."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from functools import cache
+
+import jsonschema
+import pytest
+
+from coworkenv.workspace import World, build_world, write_world
+from coworkenv.workspace.apps import ALL_APPS, ToolFailure
+
+APP = ALL_APPS["inventory"]
+
+
+@cache
+def _world(seed: int) -> World:
+    return build_world(seed)
+
+
+def state(seed: int = 3) -> tuple[sqlite3.Connection, World]:
+    conn = sqlite3.connect(":memory:")
+    world = _world(seed)
+    write_world(conn, world)
+    APP.seed(conn, random.Random(f"{seed}:inventory"), world)
+    return conn, world
+
+
+def dump(conn: sqlite3.Connection) -> list[str]:
+    return [line for line in conn.iterdump() if "inventory_" in line]
+
+
+def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
+    spec = next(t for t in APP.TOOLS if t["name"] == tool)
+    jsonschema.validate(args, spec["input_schema"])
+    result = APP.handle(conn, tool, args)
+    jsonschema.validate(result, spec["output_schema"])
+    return result
+
+
+def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
+    return conn.execute(query, params).fetchone()
+
+
+def stock(conn: sqlite3.Connection, sku: str, warehouse: str) -> tuple[int, int]:
+    return one(conn, "select on_hand, reserved from inventory_stock where sku = ? and warehouse = ?", (sku, warehouse))
+
+
+def test_seed_is_deterministic_and_varies_with_the_seed():
+    assert dump(state(3)[0]) == dump(state(3)[0])
+    assert dump(state(3)[0]) != dump(state(4)[0])
+    orders = {seed: {i for (i,) in state(seed)[0].execute("select id from inventory_orders")} for seed in range(3)}
+    assert orders[0] != orders[1] != orders[2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_products_suppliers_and_customers_come_from_the_world(seed):
+    conn, world = state(seed)
+    orgs = {o["id"]: o for o in world["organisations"]}
+    products = {p["sku"]: p for p in world["products"]}
+    for sku, name, supplier, active in conn.execute("select sku, name, supplier, active from inventory_products"):
+        base = products[sku if active else sku.rsplit("-", 1)[0]]
+        assert supplier == base["supplier"] and orgs[supplier]["kind"] == "vendor"
+        assert name == base["name"] if active else name == base["name"] + " (previous model)"
+    assert one(conn, "select count(*) from inventory_products where active = 0") == (1,)
+    for kind, org in conn.execute("select kind, counterparty from inventory_orders"):
+        assert orgs[org]["kind"] == ("vendor" if kind == "purchase" else "customer")
+    assert one(conn, "select city from inventory_warehouses where id = 'WH-1'") == (world["company"]["city"],)
+    # what open sales orders hold is reserved, and never more than is on hand
+    held = dict(((sku, wh), q) for sku, wh, q in conn.execute(
+        "select l.sku, o.warehouse, sum(l.quantity) from inventory_order_lines l join inventory_orders o on "
+        "o.id = l.order_id where o.kind = 'sales' and o.status in ('pending', 'confirmed') group by 1, 2"))
+    for sku, wh, on_hand, reserved in conn.execute("select sku, warehouse, on_hand, reserved from inventory_stock"):
+        assert reserved == held.get((sku, wh), 0) and on_hand >= reserved
+
+
+def test_every_tool_in_a_session():
+    conn, world = state()
+    product = one(conn, "select sku, name, supplier_name from inventory_products where active = 1 and category = "
+                        "'hardware' order by sku")
+    found = call(conn, "search_products", {"query": product[1].split()[-1], "category": "hardware"})
+    assert product[0] in [p["sku"] for p in found["products"]]
+    level = call(conn, "get_stock", {"sku": product[0]})
+    assert len(level["warehouses"]) == 3 and level["total_on_hand"] == sum(w["on_hand"] for w in level["warehouses"])
+    order = call(conn, "create_purchase_order", {"warehouse": "WH-2", "lines": [{"sku": product[0], "quantity": 7}],
+                                                 "note": "restock"})
+    assert (order["status"], order["counterparty"], order["created"]) == ("ordered", product[2], world["today"])
+    assert call(conn, "get_stock", {"sku": product[0]})["inbound"] == level["inbound"] + 7
+    assert call(conn, "get_order", {"id": order["id"]}) == order
+    listed = call(conn, "list_orders", {"kind": "purchase", "sku": product[0], "status": "ordered"})
+    assert order["id"] in [o["id"] for o in listed["orders"]]
+    shipped = call(conn, "update_order_status", {"id": order["id"], "status": "shipped"})
+    assert shipped["previous_status"] == "ordered"
+    before = stock(conn, product[0], "WH-2")[0]
+    partial = call(conn, "receive_delivery", {"id": order["id"], "lines": [{"sku": product[0], "quantity": 3}]})
+    assert partial["order"]["status"] == "partially_received" and partial["stock"][0]["on_hand"] == before + 3
+    rest = call(conn, "receive_delivery", {"id": order["id"]})
+    assert rest["received"] == [{"sku": product[0], "quantity": 4}] and rest["order"]["status"] == "received"
+    assert stock(conn, product[0], "WH-2")[0] == before + 7
+    sale = one(conn, "select id, warehouse from inventory_orders where kind = 'sales' and status in "
+                     "('pending', 'confirmed') order by id")
+    lines = conn.execute("select sku, quantity from inventory_order_lines where order_id = ?", (sale[0],)).fetchall()
+    held = {sku: stock(conn, sku, sale[1]) for sku, _ in lines}
+    cancelled = call(conn, "cancel_order", {"id": sale[0], "reason": "customer withdrew"})
+    assert cancelled["order"]["status"] == "cancelled" and cancelled["order"]["note"] == "Cancelled: customer withdrew"
+    for sku, qty in lines:
+        assert stock(conn, sku, sale[1]) == (held[sku][0], held[sku][1] - qty)
+    assert {t["name"] for t in APP.TOOLS} == {"search_products", "get_stock", "create_purchase_order", "get_order",
+                                               "list_orders", "update_order_status", "receive_delivery",
+                                               "cancel_order"}
+
+
+def test_shipping_a_sales_order_takes_its_units_out():
+    conn, _ = state()
+    sale = one(conn, "select id, warehouse, status from inventory_orders where kind = 'sales' and status in "
+                     "('pending', 'confirmed') order by id")
+    lines = conn.execute("select sku, quantity from inventory_order_lines where order_id = ?", (sale[0],)).fetchall()
+    if sale[2] == "pending":
+        call(conn, "update_order_status", {"id": sale[0], "status": "confirmed"})
+    before = {sku: stock(conn, sku, sale[1]) for sku, _ in lines}
+    call(conn, "update_order_status", {"id": sale[0], "status": "shipped"})
+    for sku, qty in lines:
+        assert stock(conn, sku, sale[1]) == (before[sku][0] - qty, before[sku][1] - qty)
+    assert call(conn, "update_order_status", {"id": sale[0], "status": "delivered"})["order"]["status"] == "delivered"
+    with pytest.raises(ToolFailure, match="no next status"):
+        APP.handle(conn, "update_order_status", {"id": sale[0], "status": "shipped"})
+    with pytest.raises(ToolFailure, match="can no longer be cancelled"):
+        APP.handle(conn, "cancel_order", {"id": sale[0]})
+
+
+def test_discontinued_products_are_hidden_and_cannot_be_ordered():
+    conn, _ = state()
+    sku = one(conn, "select sku from inventory_products where active = 0")[0]
+    assert sku not in [p["sku"] for p in call(conn, "search_products", {"limit": 100})["products"]]
+    assert sku in [p["sku"] for p in call(conn, "search_products", {"include_discontinued": True})["products"]]
+    with pytest.raises(ToolFailure, match="discontinued"):
+        APP.handle(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": sku, "quantity": 1}]})
+
+
+def test_read_tools_do_not_change_state():
+    conn, _ = state()
+    before = dump(conn)
+    sku = one(conn, "select sku from inventory_products order by sku")[0]
+    order = one(conn, "select id from inventory_orders order by id")[0]
+    call(conn, "search_products", {"below_reorder": True})
+    call(conn, "get_stock", {"sku": sku, "warehouse": "wh-1"})
+    call(conn, "list_orders", {"warehouse": "WH-3"})
+    call(conn, "get_order", {"id": order})
+    assert dump(conn) == before
+
+
+@pytest.mark.parametrize("tool,args,match", [
+    ("get_order", {"id": "PO-0"}, "PO-0"),
+    ("cancel_order", {"id": "SO-0"}, "SO-0"),
+    ("receive_delivery", {"id": "PO-0"}, "PO-0"),
+    ("update_order_status", {"id": "PO-0", "status": "shipped"}, "PO-0"),
+    ("get_stock", {"sku": "SKU-0"}, "SKU-0"),
+    ("get_stock", {"sku": "SKU-0", "warehouse": "WH-1"}, "SKU-0"),
+    ("list_orders", {"warehouse": "Atlantis"}, "Atlantis.*warehouses: WH-1"),
+    ("create_purchase_order", {"warehouse": "WH-1", "lines": []}, "lines"),
+    ("create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": "SKU-0", "quantity": 1}]},
+     r"lines\[0\]\.sku"),
+    ("search_products", {"bogus": 1}, "bogus"),
+    ("frobnicate", {}, "unknown tool"),
+])
+def test_errors_name_what_was_wrong(tool, args, match):
+    conn, _ = state()
+    before = dump(conn)
+    with pytest.raises(ToolFailure, match=match):
+        APP.handle(conn, tool, args)
+    assert dump(conn) == before
+
+
+def test_orders_keep_to_their_rules():
+    conn, _ = state()
+    a, b = conn.execute("select sku from inventory_products where active = 1 group by supplier order by sku "
+                        "limit 2").fetchall()
+    with pytest.raises(ToolFailure, match="mix suppliers"):
+        APP.handle(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": a[0], "quantity": 1},
+                                                                                   {"sku": b[0], "quantity": 1}]})
+    with pytest.raises(ToolFailure, match=r"lines\[0\]\.quantity"):
+        APP.handle(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": a[0], "quantity": 0}]})
+    done = one(conn, "select id from inventory_orders where status in ('received', 'delivered', 'cancelled') "
+                     "order by id")[0]
+    with pytest.raises(ToolFailure, match="can no longer be cancelled|only purchase orders"):
+        APP.handle(conn, "cancel_order", {"id": done})
+    order = call(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": a[0], "quantity": 4}]})
+    with pytest.raises(ToolFailure, match="receive_delivery"):
+        APP.handle(conn, "update_order_status", {"id": order["id"], "status": "received"})
+    with pytest.raises(ToolFailure, match="more than the 4"):
+        APP.handle(conn, "receive_delivery", {"id": order["id"], "lines": [{"sku": a[0], "quantity": 5}]})
