@@ -22,7 +22,7 @@ from .._errors import InfrastructureError
 from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, VerdictRow
-from ..workspace import SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace, dump_state
+from ..workspace import SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace
 
 if TYPE_CHECKING:
     from ._host import EpisodeHost
@@ -284,7 +284,7 @@ class Episode:
 
     async def final_state(self) -> str | None:
         try:
-            return dump_state(await self.sandbox.read_file(STATE_FILE))
+            return self.host.state_changes(self.workspace, await self.sandbox.read_file(STATE_FILE))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None
 

@@ -13,7 +13,16 @@ from pydantic import BaseModel
 from ..gate import GRADER_VERSION
 from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
-from ..workspace import Task, Workspace, apps_dir, bundle_hash, write_initial_state
+from ..workspace import (
+    Task,
+    Workspace,
+    apps_dir,
+    bundle_hash,
+    dump_state,
+    dump_state_changes,
+    state_hashes,
+    write_initial_state,
+)
 from ._episode import Episode, Toolbox
 from ._orphans import interrupt_orphaned_episodes, owner_label
 
@@ -52,6 +61,7 @@ class EpisodeHost:
         self._flushing: set[asyncio.Task] = set()
         self.owner = owner_label()
         self._bundle_hashes: dict[tuple[str, str], str] = {}
+        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # workspace id -> its state base and table hashes
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
@@ -123,6 +133,21 @@ class EpisodeHost:
     def episode(self, episode_id: str) -> Episode | None:
         """The open episode ``episode_id``, if any."""
         return self.open_episodes.get(episode_id)
+
+    def state_changes(self, workspace: Workspace, final: bytes) -> str:
+        """What an episode keeps of its final state: the tables that differ from its workspace's
+        initial state, over a reference to that state's dump (kept once per workspace, in the store).
+        Large blobs (images, PDFs) go to the store by content too."""
+        if workspace.id not in self._bases:
+            initial = self.initial_state(workspace)
+            dump = dump_state(initial, blob_sink=self._blob)
+            reference = self.store.put_state_base(dump)
+            self._bases[workspace.id] = (reference, state_hashes(initial))
+        reference, hashes = self._bases[workspace.id]
+        return dump_state_changes(final, reference, hashes, blob_sink=self._blob)
+
+    def _blob(self, data: bytes) -> str:
+        return self.store.put_blob(data, "application/octet-stream")
 
     def bundle_hash(self, workspace: Workspace, task: Task) -> str:
         """The hash of an episode's bundle (its workspace, the apps' code included, and its task), kept

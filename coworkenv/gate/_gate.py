@@ -18,7 +18,7 @@ def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
     return EpisodeRecord(
         tool_calls=store.tool_calls(episode.id),
         final_answer=episode.final_answer,
-        final_state=episode.final_state,
+        final_state=store.final_state(episode.id),
         truncated=episode.truncated,
         error=episode.error,
     )

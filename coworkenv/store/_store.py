@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 import os
 import sqlite3
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from .._errors import Boundary
-from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace
+from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace, resolve_state
 from ._migrations import applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
@@ -83,6 +84,7 @@ class StoreError(ValueError):
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+STATE_BASE_MIME = "application/x-coworkenv-state+zlib"
 
 
 def _check_file(path: Path, create: bool) -> None:
@@ -158,6 +160,7 @@ class Store:
         self._pending: list[dict[str, Any]] = []
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
         self._specs: dict[str, Workspace] = {}  # parsed workspace specs by id
+        self._bases: dict[str, str] = {}  # state base dumps by reference (a few, most recent)
         with self._lock:
             try:
                 self.applied_migrations = apply_migrations(self.db)
@@ -498,6 +501,30 @@ class Store:
                     attachments=[Attachment(**a) for a in _json(r.get("attachments"), [])])
             for r in rows if include_provenance or not r["provenance"]
         ]
+
+    # --- states ------------------------------------------------------------------------------
+
+    def put_state_base(self, dump: str) -> str:
+        """Keep a workspace's initial state dump (compressed, by content) for the episodes that
+        keep only their changes over it; return its reference."""
+        return self.put_blob(zlib.compress(dump.encode(), 6), STATE_BASE_MIME)
+
+    def final_state(self, episode_id: str) -> str | None:
+        """An episode's whole final state dump (its kept changes over its workspace's initial state)."""
+        rows = self.query("select final_state from episodes where id = ?", (episode_id,))
+        if not rows or rows[0]["final_state"] is None:
+            return None
+        return resolve_state(rows[0]["final_state"], self._state_base)
+
+    def _state_base(self, reference: str) -> str:
+        if reference not in self._bases:
+            found = self.blob(reference)
+            if found is None:
+                raise KeyError(f"the state base {reference} is not in the store")
+            if len(self._bases) >= 16:
+                self._bases.pop(next(iter(self._bases)))
+            self._bases[reference] = zlib.decompress(found[1]).decode()
+        return self._bases[reference]
 
     # --- blobs ---------------------------------------------------------------------------------
 

@@ -22,7 +22,19 @@ from ._spec import (
     save_task,
     save_workspace,
 )
-from ._state import APPS_DIR, app_module, app_spec, build_workspace, dump_state, load_state, write_initial_state
+from ._state import (
+    APPS_DIR,
+    STATE_BASE,
+    app_module,
+    app_spec,
+    build_workspace,
+    dump_state,
+    dump_state_changes,
+    load_state,
+    resolve_state,
+    state_hashes,
+    write_initial_state,
+)
 from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
 from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
 from ._world import World, build_world, load_world, write_world
@@ -43,6 +55,7 @@ __all__ = [
     "CAPABILITIES",
     "COMPACT_SYSTEM_PROMPT",
     "PROMPT_STYLES",
+    "STATE_BASE",
     "SUBMIT_TOOL",
     "SYSTEM_PROMPT",
     "AgentView",
@@ -75,16 +88,19 @@ __all__ = [
     "check_style",
     "clean",
     "dump_state",
+    "dump_state_changes",
     "load_bundle",
     "load_state",
     "load_task",
     "load_world",
     "register_app",
+    "resolve_state",
     "registered_apps",
     "load_workspace",
     "save_bundle",
     "save_task",
     "spec_hash",
+    "state_hashes",
     "task_hash",
     "save_workspace",
     "to_chat",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import random
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -83,21 +85,104 @@ def write_initial_state(workspace: Workspace, path: str | Path) -> Path:
     return path
 
 
-def dump_state(source: str | Path | bytes) -> str:
+BLOB_REFERENCE = "coworkenv-blob:"
+MIN_REFERENCED_BLOB = 1024
+
+
+def dump_state(source: str | Path | bytes, blob_sink: Callable[[bytes], str] | None = None) -> str:
     """The state (a file, or a database image as bytes) as SQL text; ``load_state`` reloads it.
 
     Virtual tables (a full-text index, say) are derived data that a dump cannot reload: they are
-    left out, and an app rebuilds them from its tables when it needs them."""
-    conn = sqlite3.connect(":memory:")
+    left out, and an app rebuilds them from its tables when it needs them. With ``blob_sink``,
+    every BLOB of 1 KiB or more (an image, a PDF) is handed to it and written in the dump as the
+    text ``coworkenv-blob:<what the sink returned>`` (the store keeps them once, by content; an
+    episode's images are mostly its workspace's, unchanged)."""
+    conn = _image(source)
     try:
-        conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
-        virtual = [row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
-        for name in virtual:  # dropping one drops its shadow tables too
-            conn.execute(f'DROP TABLE "{name}"')
+        if blob_sink is not None:
+            _reference_blobs(conn, blob_sink)
         return "\n".join(conn.iterdump())
     finally:
         conn.close()
+
+
+STATE_BASE = "-- coworkenv-state-base: "
+
+
+def table_hashes(conn: sqlite3.Connection) -> dict[str, str]:
+    """Each table's content hash (its definition and its rows, whatever their order)."""
+    found = {}
+    for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                                  "AND name NOT LIKE 'sqlite_%'").fetchall():
+        rows = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{name}"'))
+        digest = hashlib.sha256((sql or "").encode())
+        for row in rows:
+            digest.update(row.encode())
+        found[name] = digest.hexdigest()
+    return found
+
+
+def state_hashes(source: str | Path | bytes) -> dict[str, str]:
+    """``table_hashes`` of a state file (or image), virtual tables left out."""
+    conn = _image(source)
+    try:
+        return table_hashes(conn)
+    finally:
+        conn.close()
+
+
+def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
+                       blob_sink: Callable[[bytes], str] | None = None) -> str:
+    """The tables of ``final`` that differ from a base state (its ``table_hashes``), as SQL that
+    turns the base's dump into ``final``'s: what an episode keeps of its final state. It starts
+    with ``STATE_BASE`` and ``base`` (the reference of the base's dump); ``resolve_state`` rebuilds
+    the whole dump from it and the base's."""
+    conn = _image(final)
+    try:
+        hashes = table_hashes(conn)
+        changed = [t for t in hashes if base_hashes.get(t) != hashes[t]]
+        for table in hashes:
+            if table not in changed:
+                conn.execute(f'DROP TABLE "{table}"')
+        if blob_sink is not None:
+            _reference_blobs(conn, blob_sink)
+        drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in hashes)]]
+        return "\n".join([f"{STATE_BASE}{base}", *drops, *conn.iterdump()])
+    finally:
+        conn.close()
+
+
+def resolve_state(stored: str, base_dump: Callable[[str], str]) -> str:
+    """A whole state dump from what an episode kept: as it is, or (when it holds only the tables
+    that changed) its base's dump, found by ``base_dump(reference)``, followed by the changes."""
+    if not stored.startswith(STATE_BASE):
+        return stored
+    header, _, changes = stored.partition("\n")
+    return base_dump(header[len(STATE_BASE):].strip()) + "\n" + changes
+
+
+def _image(source: str | Path | bytes) -> sqlite3.Connection:
+    """An in-memory copy of a state, without its virtual tables."""
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
+    virtual = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+    for name in virtual:  # dropping one drops its shadow tables too
+        conn.execute(f'DROP TABLE "{name}"')
+    return conn
+
+
+def _reference_blobs(conn: sqlite3.Connection, sink: Callable[[bytes], str]) -> None:
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                             "AND name NOT LIKE 'sqlite_%'")]
+    for table in tables:
+        columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
+        for column in columns:
+            rows = conn.execute(f'SELECT rowid, "{column}" FROM "{table}" WHERE typeof("{column}") = \'blob\' '
+                                f'AND length("{column}") >= ?', (MIN_REFERENCED_BLOB,)).fetchall()
+            for rowid, data in rows:
+                conn.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE rowid = ?',
+                             (BLOB_REFERENCE + sink(data), rowid))
 
 
 def load_state(dump: str) -> sqlite3.Connection:

@@ -55,7 +55,7 @@ async def test_an_event_runs_after_its_call_and_is_recorded(host: EpisodeHost, t
         ("call", "calendar_get_event"), ("event", "calendar_update_event"), ("call", "calendar_get_event"),
         ("call", "submit_answer")]
     assert [c.tool for c in host.store.tool_calls(episode.id)] == ["calendar_get_event"] * 2 + ["submit_answer"]
-    final = load_state(host.store.episode(episode.id).final_state)
+    final = load_state(host.store.final_state(episode.id))
     assert final.execute("select start from calendar_events where id = ?", (meeting["id"],)).fetchone()[0] == \
         meeting["new_start"]
     assert host.store.verdict(episode.id, GRADER_VERSION).admitted  # the event is no call of the agent's
