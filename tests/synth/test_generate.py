@@ -1,11 +1,15 @@
 """Task generation is deterministic and covers the capabilities with executable specs."""
 
+import random
+import sqlite3
 from collections import Counter
 
 import pytest
 
 from coworkenv.synth import TEMPLATES, generate_tasks
-from coworkenv.workspace import CAPABILITIES
+from coworkenv.synth.templates import office
+from coworkenv.workspace import CAPABILITIES, Task, build_workspace, write_initial_state
+from coworkenv.workspace.apps import ALL_APPS
 
 
 def test_same_seed_same_tasks_other_seed_other_tasks():
@@ -37,3 +41,29 @@ def test_rounds_move_to_new_workspaces():
 def test_unknown_capability_is_named():
     with pytest.raises(ValueError, match="clarification"):
         generate_tasks(3, seed=0, capabilities=("lookup", "clarification"))
+
+
+def _played(initial: sqlite3.Connection, steps) -> sqlite3.Connection:
+    """A copy of ``initial`` after the reference ``steps``, run straight against the apps."""
+    state = sqlite3.connect(":memory:")
+    initial.backup(state)
+    for step in steps:
+        app, tool = step.tool.split("_", 1)
+        ALL_APPS[app].handle(state, tool, step.arguments)
+    return state
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_office_templates_hold_on_the_workspace_of_any_seed(seed, tmp_path):
+    """Without a sandbox, over more seeds than calibration plays: every office template gives a task
+    whose reference passes every check and whose initial state passes none."""
+    conn = sqlite3.connect(write_initial_state(build_workspace(seed, ("calendar", "files", "mail")), tmp_path / "s.db"))
+    for templates in office.TEMPLATES.values():
+        for name, template in templates.items():
+            spec = template(conn, random.Random(f"{seed}:{name}"))
+            assert spec is not None, name
+            task = Task(id=name, workspace_id="w", **spec)
+            done = _played(conn, task.reference)
+            assert [c.id for c in task.checks if not c.evaluate(done, task.reference_answer).passed] == [], name
+            assert [c.id for c in task.checks if c.evaluate(conn, "").passed] == [], name
+    conn.close()

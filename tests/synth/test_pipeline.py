@@ -1,8 +1,17 @@
-"""``synthesize`` stores and calibrates tasks; calibrating several at once gives the same result."""
+"""``synthesize`` stores and calibrates tasks; calibrating several at once gives the same result;
+every office template is admitted on workspaces of several seeds."""
+
+import asyncio
+import json
+import random
+import sqlite3
 
 import pytest
 
-from coworkenv.synth import synthesize
+from coworkenv.synth import calibrate_task, synthesize
+from coworkenv.synth.templates import office
+from coworkenv.workspace import Task, build_workspace, write_initial_state
+from coworkenv.workspace.apps import ALL_APPS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -44,3 +53,41 @@ async def test_a_second_run_skips_calibrated_tasks(host):
 async def test_concurrency_below_one_is_refused(host):
     with pytest.raises(ValueError, match="concurrency must be 1 or more"):
         await synthesize(host, 2, seed=3, concurrency=0)
+
+
+async def test_every_office_template_is_admitted_over_several_workspaces(host, tmp_path):
+    """Each template of mail, calendar and files, on workspaces of three seeds, passes calibration,
+    and their references together call every tool of those apps."""
+    tasks = []
+    for seed in (21, 22, 23):
+        workspace = build_workspace(seed)
+        host.store.put_workspace(workspace)
+        conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"office-{seed}.db"))
+        try:
+            for capability, templates in office.TEMPLATES.items():
+                for name, template in templates.items():
+                    spec = template(conn, random.Random(f"{seed}:{name}"))
+                    assert spec is not None, (seed, name)
+                    tasks.append(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec))
+        finally:
+            conn.close()
+    for task in tasks:
+        host.store.put_task(task)
+    limit = asyncio.Semaphore(8)
+
+    async def calibrated(task):
+        async with limit:
+            return task.id, await calibrate_task(host, task)
+
+    results = await asyncio.gather(*(calibrated(task) for task in tasks))
+    assert [(tid, r.reason) for tid, r in results if not r.admitted] == []
+    used = {step.tool for task in tasks for step in task.reference}
+    probes = {task.forbidden_probe.tool for task in tasks if task.forbidden_probe}
+    assert {f"{app}_{tool['name']}" for app in ("mail", "calendar", "files") for tool in ALL_APPS[app].TOOLS} \
+        <= used | probes
+    # a task names what its workspace holds: no template asks the same thing in every workspace
+    by_template: dict[str, set[str]] = {}
+    for task in tasks:
+        asked = task.instruction + json.dumps([c.model_dump() for c in task.checks])
+        by_template.setdefault(task.id.split("-", 2)[2], set()).add(asked)
+    assert [name for name, asked in by_template.items() if len(asked) == 1] == []

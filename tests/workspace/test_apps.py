@@ -1,7 +1,11 @@
-"""Tests of the workspace apps (mail, calendar, files): contract, seeding, tools."""
+"""Tests of the office apps (mail, calendar, files): contract, seeding from the world, tools.
+
+The contract tests run over every registered app; the others over the office apps, with every
+value they use (people, files, folders, dates) read from the workspace's world and state."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import re
@@ -17,16 +21,21 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from coworkenv.workspace import build_workspace, build_world, load_world, write_initial_state, write_world  # noqa: E402
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure  # noqa: E402
 from coworkenv.workspace.apps import _base  # noqa: E402
 
 APPS_DIR = ROOT / "coworkenv" / "workspace" / "apps"
+OFFICE = ("calendar", "files", "mail")
 
 
-def fresh(seed: int = 7) -> sqlite3.Connection:
+def fresh(seed: int = 7, apps: tuple[str, ...] = OFFICE) -> sqlite3.Connection:
+    """A state holding the world of ``seed`` and ``apps`` seeded from it."""
+    world = build_world(seed)
     conn = sqlite3.connect(":memory:")
-    for app in ALL_APPS.values():
-        app.seed(conn, random.Random(seed))
+    write_world(conn, world)
+    for name in apps:
+        ALL_APPS[name].seed(conn, random.Random(f"{seed}:{name}"), world)
     conn.commit()
     return conn
 
@@ -45,33 +54,55 @@ def call(conn: sqlite3.Connection, app: str, tool: str, args: dict) -> dict:
     return result
 
 
-# A realistic session per app that calls every tool once, in an order where each call makes sense.
-SESSIONS = {
-    "mail": [
-        ("search_messages", {"query": "PRJ-204", "folder": "inbox", "limit": 5}),
-        ("read_message", {"id": "m02"}),
-        ("send_message", {"to": ["bruno.costa@acme.example"], "subject": "Budget", "body": "See budget_q2.csv."}),
-        ("reply_to_message", {"id": "m03", "body": "Thanks, noted."}),
-        ("archive_message", {"id": "m04"}),
-        ("delete_message", {"id": "m05"}),
-    ],
-    "calendar": [
-        ("list_events", {"from_date": "2026-03-16", "to_date": "2026-03-20", "attendee": "alice"}),
-        ("get_event", {"id": "e03"}),
-        ("create_event", {"title": "PRJ-204 sync", "date": "2026-03-18", "start": "14:30", "end": "15:00",
-                          "attendees": ["chloe.martin@acme.example"], "location": "Room Orion"}),
-        ("update_event", {"id": "e02", "start": "08:00", "end": "08:30"}),
-        ("cancel_event", {"id": "e04"}),
-    ],
-    "files": [
-        ("list_files", {"folder": "Finance"}),
-        ("search_files", {"query": "PRJ-204"}),
-        ("read_file", {"name": "budget_q2.csv"}),
-        ("write_file", {"name": "audit_followup.md", "folder": "Projects", "content": "- rotate keys\n"}),
-        ("move_file", {"id": "f03", "folder": "Legal"}),
-        ("delete_file", {"id": "f04"}),
-    ],
-}
+def ids(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [i for (i,) in conn.execute(f"SELECT id FROM {table} ORDER BY id")]
+
+
+def today(conn: sqlite3.Connection, plus: int = 0) -> str:
+    return (dt.date.fromisoformat(load_world(conn)["today"]) + dt.timedelta(days=plus)).isoformat()
+
+
+def mates(conn: sqlite3.Connection) -> list[dict]:
+    return _base.colleagues(load_world(conn))
+
+
+def sessions(conn: sqlite3.Connection) -> dict[str, list[tuple[str, dict]]]:
+    """A realistic session per app that calls every tool once, in an order where each call makes
+    sense, with the values of this workspace."""
+    world = load_world(conn)
+    code, mate = _base.office_plan(world)["projects"]["sync"]["code"], mates(conn)[0]
+    mail, events, files = ids(conn, "mail_messages"), ids(conn, "calendar_events"), ids(conn, "files_files")
+    attendee = conn.execute("SELECT attendees FROM calendar_events WHERE attendees != '[]' ORDER BY id").fetchone()[0]
+    attendee_last = next(p["last"] for p in world["people"] if p["email"] == json.loads(attendee)[0])
+    room = conn.execute("SELECT location FROM calendar_events WHERE location LIKE 'Room %'").fetchone()[0]
+    budget = conn.execute("SELECT name, folder FROM files_files WHERE name GLOB 'budget_*_q[0-9].csv'").fetchone()
+    return {
+        "mail": [
+            ("search_messages", {"query": code, "folder": "inbox", "limit": 5}),
+            ("read_message", {"id": mail[1]}),
+            ("send_message", {"to": [mate["email"]], "subject": "Budget", "body": f"See {budget[0]}."}),
+            ("reply_to_message", {"id": mail[2], "body": "Thanks, noted."}),
+            ("archive_message", {"id": mail[3]}),
+            ("delete_message", {"id": mail[4]}),
+        ],
+        "calendar": [
+            ("list_events", {"from_date": today(conn, -7), "to_date": today(conn, 11),
+                             "attendee": attendee_last.lower()}),
+            ("get_event", {"id": events[2]}),
+            ("create_event", {"title": f"{code} sync", "date": today(conn, 2), "start": "14:30", "end": "15:00",
+                              "attendees": [mate["email"]], "location": room}),
+            ("update_event", {"id": events[1], "start": "08:00", "end": "08:30"}),
+            ("cancel_event", {"id": events[3]}),
+        ],
+        "files": [
+            ("list_files", {"folder": budget[1]}),
+            ("search_files", {"query": code}),
+            ("read_file", {"name": budget[0]}),
+            ("write_file", {"name": f"{code}_followup.md", "folder": budget[1], "content": "- rotate keys\n"}),
+            ("move_file", {"id": files[2], "folder": "Moved here"}),
+            ("delete_file", {"id": files[3]}),
+        ],
+    }
 
 
 # ---------------------------------------------------------------- contract
@@ -106,18 +137,16 @@ def test_schemas_are_valid_json_schema(app):
 
 
 def test_package_exports():
-    assert set(ALL_APPS) == {"mail", "calendar", "files"}
+    assert set(OFFICE) <= set(ALL_APPS)
     assert issubclass(ToolFailure, Exception)
 
 
 # ---------------------------------------------------------------- seeding
 
-@pytest.mark.parametrize("app", sorted(ALL_APPS))
+@pytest.mark.parametrize("app", OFFICE)
 def test_seed_is_deterministic(app):
     def seeded(seed):
-        conn = sqlite3.connect(":memory:")
-        ALL_APPS[app].seed(conn, random.Random(seed))
-        return list(conn.iterdump())
+        return dump(fresh(seed, (app,)), f"{app}_")
     assert seeded(3) == seeded(3)
     assert seeded(3) != seeded(4)
 
@@ -130,41 +159,84 @@ def test_seed_sizes():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_seeded_mail_refers_to_existing_files_and_events(seed):
+def test_seeded_apps_agree_and_draw_everyone_from_the_world(seed):
     conn = fresh(seed)
+    world = load_world(conn)
+    plan = _base.office_plan(world)
     bodies = " ".join(b for (b,) in conn.execute("SELECT body FROM mail_messages"))
-    files = {n for (n,) in conn.execute("SELECT name FROM files_files")}
+    files = {(n, f, o) for (n, f, o) in conn.execute("SELECT name, folder, owner FROM files_files")}
     mentioned = set(re.findall(r"[\w.-]+\.(?:txt|md|csv)\b", bodies))
-    assert mentioned - {"audit_followup.md"} <= files  # audit_followup.md is to be created
-    titles = {t for (t,) in conn.execute("SELECT title FROM calendar_events")}
-    for title, _, _ in _base.MEETINGS:
-        assert title in titles
-    people = {p["email"] for p in _base.PEOPLE} | {_base.USER["email"]}
+    assert mentioned - {plan["notes_file"]["name"]} <= {n for n, _, _ in files}  # the notes file is to be created
+    assert {(d["name"], d["folder"], d["owner"]) for d in plan["documents"].values()} <= files
+    events = {(t, loc, a) for (t, loc, a) in conn.execute("SELECT title, location, attendees FROM calendar_events")}
+    for meeting in plan["meetings"].values():
+        assert (meeting["title"], meeting["location"], json.dumps(meeting["attendees"])) in events
+    people = {p["email"] for p in world["people"]}
     for sender, rcpts in conn.execute("SELECT sender, recipients FROM mail_messages"):
         assert sender in people and set(json.loads(rcpts)) <= people
+    for (attendees,) in conn.execute("SELECT attendees FROM calendar_events"):
+        assert set(json.loads(attendees)) <= people
+    assert {o for _, _, o in files} <= people
+    dates = [d for (d,) in conn.execute("SELECT date FROM mail_messages")]
+    assert max(dates) < world["today"] and min(dates) >= today(conn, -14)
+
+
+def test_office_plan_is_the_same_from_the_stored_world():
+    world = build_world(11)
+    conn = fresh(11)
+    assert _base.office_plan(load_world(conn)) == _base.office_plan(world)
+
+
+def test_what_a_task_asks_for_varies_across_workspaces():
+    """A document's name, folder and owner, a meeting's title and room, the user and today: none is
+    the same in every workspace."""
+    seen: dict[str, set] = {}
+    for seed in range(8):
+        world = build_world(seed)
+        plan = _base.office_plan(world)
+        facts = {"user": world["user"]["email"], "today": world["today"],
+                 "rooms": tuple(plan["rooms"]), "folders": tuple(sorted(plan["folders"].values()))}
+        for key, doc in plan["documents"].items():
+            facts.update({f"{key}.name": doc["name"], f"{key}.folder": doc["folder"], f"{key}.owner": doc["owner"]})
+        for key, meeting in plan["meetings"].items():
+            facts.update({f"{key}.title": meeting["title"], f"{key}.location": meeting["location"]})
+        for fact, value in facts.items():
+            seen.setdefault(fact, set()).add(value)
+    assert {fact for fact, values in seen.items() if len(values) == 1} == set()
+
+
+def test_the_world_missing_from_the_state_is_named():
+    conn = sqlite3.connect(":memory:")
+    world = build_world(2)
+    ALL_APPS["mail"].seed(conn, random.Random(2), world)
+    with pytest.raises(RuntimeError, match="no world"):
+        ALL_APPS["mail"].handle(conn, "send_message", {"to": [world["people"][1]["email"]], "subject": "s",
+                                                       "body": "b"})
 
 
 # ---------------------------------------------------------------- tools
 
-@pytest.mark.parametrize("app", sorted(ALL_APPS))
+@pytest.mark.parametrize("app", OFFICE)
 def test_every_tool_result_matches_output_schema(app):
     conn = fresh()
-    assert {tool for tool, _ in SESSIONS[app]} == {t["name"] for t in ALL_APPS[app].TOOLS}
-    for tool, args in SESSIONS[app]:
+    session = sessions(conn)[app]
+    assert {tool for tool, _ in session} == {t["name"] for t in ALL_APPS[app].TOOLS}
+    for tool, args in session:
         call(conn, app, tool, args)
 
 
-@pytest.mark.parametrize("app", sorted(ALL_APPS))
+@pytest.mark.parametrize("app", OFFICE)
 def test_read_tools_do_not_change_state(app):
     conn = fresh()
     before = dump(conn)
-    for tool, args in SESSIONS[app]:
+    for tool, args in sessions(conn)[app]:
         if next(t for t in ALL_APPS[app].TOOLS if t["name"] == tool)["effect"] == "read":
-            call(conn, app, tool, args)
+            found = call(conn, app, tool, args)
+            assert found.get("count", 1) >= 1, (tool, args)
     assert dump(conn) == before
 
 
-@pytest.mark.parametrize("app,tool", [(a, t["name"]) for a in sorted(ALL_APPS) for t in ALL_APPS[a].TOOLS
+@pytest.mark.parametrize("app,tool", [(a, t["name"]) for a in OFFICE for t in ALL_APPS[a].TOOLS
                                       if "id" in t["input_schema"]["required"]])
 def test_unknown_id_fails(app, tool):
     conn = fresh()
@@ -175,24 +247,30 @@ def test_unknown_id_fails(app, tool):
         ALL_APPS[app].handle(conn, tool, args)
 
 
-@pytest.mark.parametrize("app", sorted(ALL_APPS))
+@pytest.mark.parametrize("app", OFFICE)
 def test_unknown_tool_and_argument_fail(app):
     conn = fresh()
     with pytest.raises(ToolFailure, match="unknown tool"):
         ALL_APPS[app].handle(conn, "frobnicate", {})
-    tool, args = SESSIONS[app][0]
+    tool, args = sessions(conn)[app][0]
     with pytest.raises(ToolFailure, match="bogus"):
         ALL_APPS[app].handle(conn, tool, {**args, "bogus": 1})
 
 
+def test_destructive_tools_are_marked():
+    destructive = {(a, t["name"]) for a in OFFICE for t in ALL_APPS[a].TOOLS if t["effect"] == "destructive"}
+    assert destructive == {("mail", "delete_message"), ("calendar", "cancel_event"), ("files", "delete_file")}
+
+
 def test_mail_send_reply_archive_delete():
     conn = fresh()
+    world, mate = load_world(conn), mates(conn)[0]
     top = conn.execute("SELECT MAX(id) FROM mail_messages").fetchone()[0]
-    sent = call(conn, "mail", "send_message", {"to": ["Alice.Nguyen@acme.example"], "subject": "Hello",
-                                               "body": "PRJ-204 is on track."})
+    sent = call(conn, "mail", "send_message", {"to": [mate["email"].upper()], "subject": "Hello",
+                                               "body": "The project is on track."})
     assert sent["id"] == f"m{int(top[1:]) + 1:02d}"
-    assert sent["folder"] == "sent" and sent["recipients"] == ["alice.nguyen@acme.example"]
-    assert sent["sender"] == _base.USER["email"] and sent["date"] == _base.TODAY.isoformat()
+    assert sent["folder"] == "sent" and sent["recipients"] == [mate["email"]]
+    assert sent["sender"] == world["user"]["email"] and sent["date"] == world["today"]
     found = call(conn, "mail", "search_messages", {"query": "on track", "folder": "sent"})
     assert [m["id"] for m in found["messages"]] == [sent["id"]]
 
@@ -216,27 +294,28 @@ def test_mail_rejects_bad_input():
     with pytest.raises(ToolFailure, match="to"):
         ALL_APPS["mail"].handle(conn, "send_message", {"to": ["not an address"], "subject": "s", "body": "b"})
     with pytest.raises(ToolFailure, match="subject"):
-        ALL_APPS["mail"].handle(conn, "send_message", {"to": ["a.b@acme.example"], "subject": " ", "body": "b"})
+        ALL_APPS["mail"].handle(conn, "send_message", {"to": [mates(conn)[0]["email"]], "subject": " ", "body": "b"})
     with pytest.raises(ToolFailure, match="folder"):
         ALL_APPS["mail"].handle(conn, "search_messages", {"folder": "spam"})
 
 
 def test_calendar_create_update_cancel():
     conn = fresh()
-    args = {"title": "Budget prep", "date": "2026-03-19", "start": "10:00", "end": "11:00",
-            "attendees": ["bruno.costa@acme.example"]}
+    mate, day, later = mates(conn)[1], today(conn, 3), today(conn, 8)
+    room = conn.execute("SELECT location FROM calendar_events WHERE location LIKE 'Room %'").fetchone()[0]
+    args = {"title": "Budget prep", "date": day, "start": "10:00", "end": "11:00", "attendees": [mate["email"]]}
     created = call(conn, "calendar", "create_event", args)
     ev = created["event"]
     assert call(conn, "calendar", "get_event", {"id": ev["id"]}) == ev
-    assert ev["location"] == "" and ev["attendees"] == ["bruno.costa@acme.example"]
+    assert ev["location"] == "" and ev["attendees"] == [mate["email"]]
     clash = call(conn, "calendar", "create_event", {**args, "title": "Overlap", "start": "10:30", "end": "12:00"})
     assert ev["id"] in [c["id"] for c in clash["conflicts"]]
-    listed = call(conn, "calendar", "list_events", {"date": "2026-03-19", "attendee": "Bruno Costa"})
+    listed = call(conn, "calendar", "list_events", {"date": day, "attendee": mate["name"]})
     assert ev["id"] in [e["id"] for e in listed["events"]]
 
-    updated = call(conn, "calendar", "update_event", {"id": ev["id"], "date": "2026-03-24", "location": "Room Vega"})
+    updated = call(conn, "calendar", "update_event", {"id": ev["id"], "date": later, "location": room})
     assert updated["updated_fields"] == ["date", "location"]
-    assert updated["event"] == {**ev, "date": "2026-03-24", "location": "Room Vega"}
+    assert updated["event"] == {**ev, "date": later, "location": room}
     with pytest.raises(ToolFailure, match="end"):
         call(conn, "calendar", "update_event", {"id": ev["id"], "end": "09:00"})
     with pytest.raises(ToolFailure, match="nothing to update"):
@@ -257,7 +336,7 @@ def test_calendar_create_update_cancel():
 def test_calendar_rejects_bad_values(bad, match):
     conn = fresh()
     before = dump(conn)
-    args = {"title": "X", "date": "2026-03-19", "start": "10:00", "end": "11:00", **bad}
+    args = {"title": "X", "date": today(conn, 3), "start": "10:00", "end": "11:00", **bad}
     with pytest.raises(ToolFailure, match=match):
         ALL_APPS["calendar"].handle(conn, "create_event", args)
     assert dump(conn) == before
@@ -265,17 +344,19 @@ def test_calendar_rejects_bad_values(bad, match):
 
 def test_files_write_overwrite_move_delete():
     conn = fresh()
+    world = load_world(conn)
     new = call(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "v1"})
-    assert new["created"] and new["file"]["owner"] == _base.USER["email"] and new["file"]["size"] == 2
+    assert new["created"] and new["file"]["owner"] == world["user"]["email"] and new["file"]["size"] == 2
+    assert new["file"]["modified"] == world["today"]
     again = call(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "version 2 é"})
     assert not again["created"] and again["file"]["id"] == new["file"]["id"]
     assert again["file"]["size"] == len("version 2 é".encode())
     read = call(conn, "files", "read_file", {"name": "notes.md"})
     assert read["content"] == "version 2 é" and read["id"] == new["file"]["id"]
 
-    moved = call(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Archive"})
-    assert moved["previous_folder"] == "Projects" and moved["file"]["folder"] == "Archive"
-    listed = call(conn, "files", "list_files", {"folder": "Archive"})
+    moved = call(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Old notes"})
+    assert moved["previous_folder"] == "Projects" and moved["file"]["folder"] == "Old notes"
+    listed = call(conn, "files", "list_files", {"folder": "Old notes"})
     assert new["file"]["id"] in [f["id"] for f in listed["files"]]
 
     call(conn, "files", "write_file", {"name": "notes.md", "folder": "Shared", "content": "other"})
@@ -298,13 +379,13 @@ def test_files_rejects_bad_input():
     with pytest.raises(ToolFailure, match="bad file name"):
         ALL_APPS["files"].handle(conn, "write_file", {"name": "a/b.txt", "folder": "Shared", "content": ""})
     with pytest.raises(ToolFailure, match="bad folder"):
-        ALL_APPS["files"].handle(conn, "move_file", {"id": "f01", "folder": "../etc"})
+        ALL_APPS["files"].handle(conn, "move_file", {"id": ids(conn, "files_files")[0], "folder": "../etc"})
 
 
 def test_new_ids_follow_the_largest_existing():
     conn = fresh()
-    conn.execute("DELETE FROM files_files WHERE id = 'f02'")
-    top = max(int(i[1:]) for (i,) in conn.execute("SELECT id FROM files_files"))
+    conn.execute("DELETE FROM files_files WHERE id = ?", (ids(conn, "files_files")[1],))
+    top = max(int(i[1:]) for i in ids(conn, "files_files"))
     made = call(conn, "files", "write_file", {"name": "n.txt", "folder": "Shared", "content": "x"})
     assert made["file"]["id"] == f"f{top + 1:02d}"
 
@@ -312,13 +393,14 @@ def test_new_ids_follow_the_largest_existing():
 # ---------------------------------------------------------------- sandbox
 
 SANDBOX_SCRIPT = r"""
-import json, random, sqlite3, sys
+import json, sqlite3, sys
 sys.path.insert(0, sys.argv[1])
 import apps, apps.mail, apps.calendar, apps.files
-conn = sqlite3.connect(":memory:")
-for app in apps.ALL_APPS.values():
-    app.seed(conn, random.Random(1))
-out = apps.files.handle(conn, "read_file", {"name": "budget_q2.csv"})
+conn = sqlite3.connect(sys.argv[2])
+first = conn.execute("SELECT id FROM files_files ORDER BY id").fetchone()[0]
+out = apps.files.handle(conn, "read_file", {"id": first})
+sent = apps.mail.handle(conn, "send_message", {"to": [sys.argv[3]], "subject": "s", "body": "b"})
+listed = apps.calendar.handle(conn, "list_events", {"attendee": sys.argv[3]})
 try:
     apps.mail.handle(conn, "read_message", {"id": "m999"})
 except apps.ToolFailure as exc:
@@ -326,14 +408,21 @@ except apps.ToolFailure as exc:
 tops = {m.split(".")[0] for m in sys.modules}
 foreign = sorted(t for t in tops if t not in sys.stdlib_module_names and t not in sys.builtin_module_names
                  and t not in ("apps", "__main__"))
-print(json.dumps({"size": out["size"], "failure": failure, "foreign": foreign}))
+print(json.dumps({"size": out["size"], "failure": failure, "foreign": foreign, "sender": sent["sender"],
+                  "date": sent["date"], "listed": listed["count"]}))
 """
 
 
-def test_apps_import_in_bare_sandbox_interpreter():
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_SCRIPT, str(APPS_DIR.parent)],
-                          capture_output=True, text=True, timeout=60, cwd="/")
+def test_apps_import_in_bare_sandbox_interpreter(tmp_path):
+    state = write_initial_state(build_workspace(1, OFFICE), tmp_path / "state.db")
+    world = build_world(1)
+    plan = _base.office_plan(world)
+    attendee = plan["meetings"]["vendor_sync"]["attendees"][0]
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_SCRIPT, str(APPS_DIR.parent), str(state),
+                           attendee], capture_output=True, text=True, timeout=60, cwd="/")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["foreign"] == []
     assert "m999" in report["failure"] and report["size"] > 0
+    assert (report["sender"], report["date"]) == (world["user"]["email"], world["today"])
+    assert report["listed"] >= 1

@@ -1,20 +1,26 @@
-"""Shared pieces of the workspace apps: the domain error, a fixed cast of people,
-projects, documents and meetings that all three apps refer to, and small
-validation helpers.
+"""Shared pieces of the workspace apps: the domain error, the world helpers every app uses, the
+office plan that mail, calendar and files share, and small validation helpers.
 
 Standard library only: this module runs inside the sandbox (``python3 -I -S``).
 
-The catalogues below are constants, so facts that cross apps stay consistent
-whatever random generator each app's ``seed`` receives: a mail that asks to move
-``invoice_INV-3071.txt`` always names a file that the files app seeded, and a
-mail that asks to reschedule the "Q2 budget review" always names an event that
-the calendar app seeded. The random generator only varies the details (dates,
-times, amounts, which extra rows exist).
+Nothing here is a constant catalogue of people, projects or documents: every app draws them from
+the workspace's world (``coworkenv.workspace.build_world``), which ``seed`` receives as plain data
+and which the state keeps in its ``world_*`` tables, where a tool reads it back (``world_user``,
+``world_today``, ``world_names``).
+
+``office_plan(world)`` is what mail, calendar and files must agree on: which meetings exist (title,
+attendees, room), which documents exist (name, folder, owner), which folders there are, and who
+asks for what by mail. It is drawn from the world alone (its own seeded generator), so each app
+computes the same plan in its own ``seed``: a mail that asks to move ``invoice_INV-4821.txt`` into
+Accounting names a file that the files app seeded in Shared, and a mail that asks to reschedule the
+"Nimbus rollout budget review" names an event that the calendar app seeded. Each app's own
+generator varies the details (dates, times, amounts, which extra rows exist).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import random
 import re
 import sqlite3
 from typing import Any
@@ -24,78 +30,44 @@ class ToolFailure(Exception):
     """A domain error the agent should see, e.g. "no message with id 'm99'"."""
 
 
-# The person operating the workspace: owner of the mailbox, calendar and drive.
-USER: dict[str, str] = {"name": "Sam Taylor", "email": "sam.taylor@acme.example", "company": "Acme"}
+World = dict[str, Any]
+Person = dict[str, Any]
 
-_PEOPLE_RAW = [
-    ("Alice", "Nguyen", "acme.example", "Acme", "Engineering lead"),
-    ("Bruno", "Costa", "acme.example", "Acme", "Finance analyst"),
-    ("Chloe", "Martin", "acme.example", "Acme", "Product manager"),
-    ("Daniel", "Okafor", "acme.example", "Acme", "Security engineer"),
-    ("Elena", "Rossi", "acme.example", "Acme", "Designer"),
-    ("Farid", "Haddad", "acme.example", "Acme", "Legal counsel"),
-    ("Grace", "Kim", "acme.example", "Acme", "HR partner"),
-    ("Hugo", "Schmidt", "acme.example", "Acme", "Backend engineer"),
-    ("Ines", "Duarte", "acme.example", "Acme", "Office manager"),
-    ("Jonas", "Berg", "globex.example", "Globex", "Account manager"),
-    ("Keiko", "Tanaka", "globex.example", "Globex", "Billing"),
-    ("Liam", "Walsh", "initech.example", "Initech", "Consultant"),
-]
-
-# Colleagues and external contacts: mail senders, meeting attendees, file owners.
-PEOPLE: list[dict[str, str]] = [
-    {"name": f"{first} {last}", "first": first, "email": f"{first.lower()}.{last.lower()}@{domain}",
-     "company": company, "role": role}
-    for first, last, domain, company, role in _PEOPLE_RAW
-]
-COLLEAGUES = [p for p in PEOPLE if p["company"] == "Acme"]
-
-
-def person(first: str) -> dict[str, str]:
-    """The person whose first name is ``first`` (e.g. ``person("Bruno")``)."""
-    for p in PEOPLE:
-        if p["first"] == first:
-            return p
-    raise KeyError(first)
-
-
-PROJECTS: dict[str, str] = {
-    "PRJ-204": "Atlas migration",
-    "PRJ-311": "Q2 budget",
-    "PRJ-118": "Website redesign",
-    "PRJ-427": "Globex vendor onboarding",
-    "PRJ-530": "Security audit",
-}
-
-ROOMS = ["Room Orion", "Room Vega", "Room Lyra", "Video call"]
-
-# Documents always present in the files app: (name, folder, owner first name).
-DOCUMENTS = [
-    ("budget_q2.csv", "Finance", "Bruno"),
-    ("invoice_INV-3071.txt", "Finance", "Keiko"),
-    ("invoice_INV-3088.txt", "Shared", "Liam"),
-    ("PRJ-204_migration_plan.md", "Projects", "Alice"),
-    ("PRJ-118_redesign_brief.md", "Projects", "Elena"),
-    ("PRJ-530_audit_findings.md", "Projects", "Daniel"),
-    ("globex_vendor_contract.txt", "Shared", "Farid"),
-    ("team_roster.csv", "HR", "Grace"),
-    ("onboarding_checklist.md", "HR", "Grace"),
-    ("office_move_notes.txt", "Shared", "Ines"),
-]
-
-# Meetings always present (once each) in the calendar: (title, attendee first names, room).
-MEETINGS = [
-    ("PRJ-204 design review", ["Alice", "Hugo"], "Room Orion"),
-    ("Q2 budget review", ["Bruno", "Chloe"], "Room Vega"),
-    ("Website redesign kickoff", ["Elena", "Chloe"], "Room Lyra"),
-    ("Vendor sync with Globex", ["Jonas", "Farid"], "Video call"),
-    ("Security audit readout", ["Daniel", "Alice"], "Room Orion"),
-    ("1:1 Sam / Grace", ["Grace"], "Room Lyra"),
-]
-
-# The workspace clock: fixed, never the wall clock. Mail before it, events around it.
-TODAY = _dt.date(2026, 3, 16)  # a Monday
+# The time of day a tool writes at (a sent mail, a saved file): the workspace's clock stands still.
 NOW_TIME = "09:00"
+
+
+# ---------------------------------------------------------------- the world, while seeding
+
+
+def today(world: World) -> _dt.date:
+    """The workspace's today (a Monday)."""
+    return _dt.date.fromisoformat(world["today"])
+
+
+def colleagues(world: World) -> list[Person]:
+    """People of the user's company, the user left out, in world order."""
+    company, me = world["company"]["id"], world["user"]["id"]
+    return [p for p in world["people"] if p["org"] == company and p["id"] != me]
+
+
+def org_people(world: World, org_id: str) -> list[Person]:
+    """People of one organisation, in world order."""
+    return [p for p in world["people"] if p["org"] == org_id]
+
+
+def organisations(world: World, kind: str) -> list[dict[str, Any]]:
+    """Organisations of one kind: employer, customer, vendor or partner."""
+    return [o for o in world["organisations"] if o["kind"] == kind]
+
+
+def person_by_id(world: World, ident: str | None) -> Person | None:
+    return next((p for p in world["people"] if p["id"] == ident), None)
+
+
+def slug(text: str) -> str:
+    """``text`` as a file-name part: lower-case letters, digits and '_'."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "x"
 
 
 def iso_days(start: _dt.date, end: _dt.date) -> list[str]:
@@ -106,6 +78,178 @@ def iso_days(start: _dt.date, end: _dt.date) -> list[str]:
             out.append(day.isoformat())
         day += _dt.timedelta(days=1)
     return out
+
+
+def days_from(world: World, first: int, last: int) -> list[str]:
+    """Weekday ISO dates from ``first`` to ``last`` days after the world's today (negative: before)."""
+    start = today(world)
+    return iso_days(start + _dt.timedelta(days=first), start + _dt.timedelta(days=last))
+
+
+# ---------------------------------------------------------------- the world, in a tool call
+
+
+def world_today(conn: sqlite3.Connection) -> _dt.date:
+    """The workspace's today, from the state's ``world_meta`` table."""
+    return _dt.date.fromisoformat(_meta(conn, "today"))
+
+
+def world_user(conn: sqlite3.Connection) -> dict[str, str]:
+    """The user operating the workspace: ``{"name", "email"}``."""
+    row = conn.execute("SELECT name, email FROM world_people WHERE id = ?", (_meta(conn, "user"),)).fetchone()
+    if row is None:
+        raise RuntimeError("the state's world names a user that world_people lacks")
+    return {"name": row[0], "email": row[1]}
+
+
+def world_names(conn: sqlite3.Connection) -> dict[str, str]:
+    """Every person of the world: email address -> name."""
+    return dict(conn.execute("SELECT email, name FROM world_people").fetchall())
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> str:
+    try:
+        row = conn.execute("SELECT value FROM world_meta WHERE key = ?", (key,)).fetchone()
+    except sqlite3.OperationalError:
+        row = None
+    if row is None:
+        raise RuntimeError(f"the state has no world ({key!r} missing from world_meta): build it with "
+                           "coworkenv.workspace.write_initial_state, or write_world before seeding")
+    return row[0]
+
+
+# ---------------------------------------------------------------- the office plan (mail, calendar, files)
+
+ROOM_NAMES = ("Orion", "Vega", "Lyra", "Atlas", "Cedar", "Maple", "Birch", "Juniper", "Everest", "Danube", "Rhine",
+              "Tagus", "Aurora", "Nova", "Pulsar", "Quartz", "Onyx", "Jade", "Amber", "Coral", "Delta", "Fjord",
+              "Harbor", "Summit", "Meadow", "Willow", "Aspen", "Sequoia", "Polaris", "Sirius", "Rigel", "Altair",
+              "Deneb", "Castor", "Cassini", "Hubble", "Galileo", "Kepler", "Lovelace", "Turing", "Hopper", "Curie")
+ONLINE_LOCATIONS = ("Video call", "Online meeting", "Phone call")
+FOLDER_NAMES = {
+    "finance": ("Finance", "Accounting", "Finance-Admin"),
+    "shared": ("Shared", "Team", "Common"),
+    "projects": ("Projects", "Project files", "Delivery"),
+    "hr": ("HR", "People", "People-Ops"),
+    "legal": ("Legal", "Contracts", "Legal-Compliance"),
+    "archive": ("Archive", "Old", "Archived"),
+}
+
+
+def office_plan(world: World) -> dict[str, Any]:
+    """What mail, calendar and files share in a workspace, drawn from its world alone.
+
+    ``{"rooms", "online", "folders": {role: folder}, "cast": {role: person}, "vendors": {role: org},
+    "contacts": {role: person}, "partner": org, "projects": {role: project}, "invoices": {role:
+    "INV-1234"}, "new_hire": name, "review_move": {"date", "start"}, "notes_file": {"name", "folder"},
+    "meetings": {key: {"title", "attendees", "location", "agenda"}}, "documents": {key: {"name", "folder",
+    "owner"}}}``
+    """
+    rng = random.Random(f"office:{world['seed']}")
+    user, mates = world["user"], colleagues(world)
+    used: set[str] = set()
+
+    def pick(pool: list[Person]) -> Person:
+        choice = rng.choice([p for p in pool if p["id"] not in used] or pool)
+        used.add(choice["id"])
+        return choice
+
+    def dept(name: str, role: str | None = None) -> list[Person]:
+        pool = [p for p in mates if p["department"] == name]
+        return [p for p in pool if p["role"] == role] or pool or mates
+
+    cast = {"finance": pick(dept("Finance")), "legal": pick(dept("Legal")), "hr": pick(dept("People")),
+            "ops": pick(dept("Operations")), "security": pick(dept("Engineering", "Security engineer")),
+            "engineer": pick(dept("Engineering")), "product": pick(dept("Product", "Product manager")),
+            "designer": pick(dept("Product", "Designer"))}
+
+    active = [p for p in world["projects"] if p["status"] != "closed"] or world["projects"]
+    order = rng.sample(active, len(active))
+    projects = {role: order[n % len(order)]
+                for n, role in enumerate(("sync", "review", "kickoff", "audit", "onboarding", "question"))}
+    owner = person_by_id(world, projects["sync"]["owner"])
+    cast["requester"] = owner if owner is not None and owner["id"] != user["id"] else cast["product"]
+    cast["invitee"] = rng.choice([p for p in mates if p["id"] not in (cast["requester"]["id"], user["id"])])
+    asker = person_by_id(world, projects["question"]["owner"])
+    cast["asker"] = asker if asker is not None and asker["id"] != user["id"] else cast["engineer"]
+
+    vendors_all = rng.sample(organisations(world, "vendor"), len(organisations(world, "vendor")))
+    vendors = {role: vendors_all[n % len(vendors_all)] for n, role in enumerate(("sync", "filing", "contract"))}
+    staff = org_people(world, vendors["sync"]["id"])
+    manager, billing = rng.sample(staff, 2) if len(staff) > 1 else (staff[0], staff[0])
+    contacts = {"manager": manager, "billing": billing,
+                "filing": rng.choice(org_people(world, vendors["filing"]["id"]))}
+    partner = rng.choice(organisations(world, "partner") or organisations(world, "customer"))
+    contacts["partner"] = rng.choice(org_people(world, partner["id"]))
+
+    rooms = [f"Room {name}" for name in rng.sample(ROOM_NAMES, 4)]
+    online = rng.choice(ONLINE_LOCATIONS)
+    folders = {role: rng.choice(names) for role, names in FOLDER_NAMES.items()}
+    folders["invoices"] = f"{folders['finance']}/Invoices" if rng.random() < 0.4 else folders["finance"]
+
+    total, filing = rng.sample(range(1100, 10_000), 2)
+    old = total - rng.randint(12, 90)
+    invoices = {"total": f"INV-{total}", "old": f"INV-{old if old != filing else old - 1}", "filing": f"INV-{filing}"}
+    names = {p["name"] for p in world["people"]}
+    externals = [p for p in world["people"] if p["org"] != world["company"]["id"]]
+    new_hire = user["name"]
+    while new_hire in names:
+        new_hire = f"{rng.choice(externals)['first']} {rng.choice(externals)['last']}"
+
+    sync, review, kickoff, audit = projects["sync"], projects["review"], projects["kickoff"], projects["audit"]
+    day = today(world)
+    # where a mail asks to move the budget review to: the calendar seeds it on another day
+    review_move = {"date": rng.choice(days_from(world, 2, 11)),
+                   "start": rng.choice(["10:00", "10:30", "11:00", "13:30", "14:00", "14:30", "15:00", "16:00"])}
+    stem = f"budget_{day.year}_q{(day.month - 1) // 3 + 1}"
+    documents = {
+        "budget": {"name": f"{stem}.csv", "folder": folders["finance"], "owner": cast["finance"]["email"]},
+        "budget_draft": {"name": f"{stem}_draft.csv", "folder": folders["archive"], "owner": cast["finance"]["email"]},
+        "invoice_total": {"name": f"invoice_{invoices['total']}.txt", "folder": folders["invoices"],
+                          "owner": billing["email"]},
+        "invoice_old": {"name": f"invoice_{invoices['old']}.txt", "folder": folders["invoices"],
+                        "owner": billing["email"]},
+        "invoice_filing": {"name": f"invoice_{invoices['filing']}.txt", "folder": folders["shared"],
+                           "owner": contacts["filing"]["email"]},
+        "plan": {"name": f"{sync['code']}_{slug(sync['name'])}_plan.md", "folder": folders["projects"],
+                 "owner": cast["requester"]["email"]},
+        "brief": {"name": f"{kickoff['code']}_brief.md", "folder": folders["projects"],
+                  "owner": cast["designer"]["email"]},
+        "findings": {"name": f"{audit['code']}_audit_findings.md", "folder": folders["projects"],
+                     "owner": cast["security"]["email"]},
+        "contract": {"name": f"{slug(vendors['contract']['name'])}_vendor_contract.txt", "folder": folders["shared"],
+                     "owner": cast["legal"]["email"]},
+        "roster": {"name": f"{slug(user['department'] or 'team')}_team_roster.csv", "folder": folders["hr"],
+                   "owner": cast["hr"]["email"]},
+        "onboarding": {"name": f"onboarding_{slug(new_hire)}.md", "folder": folders["hr"],
+                       "owner": cast["hr"]["email"]},
+        "office_move": {"name": f"office_move_{slug(world['company']['city'])}.txt", "folder": folders["shared"],
+                        "owner": cast["ops"]["email"]},
+    }
+    meetings = {
+        "design_review": {"title": f"{sync['code']} design review", "location": rooms[0],
+                          "attendees": [cast["requester"]["email"], cast["engineer"]["email"]],
+                          "agenda": f"Walk through {documents['plan']['name']} before the cutover."},
+        "budget_review": {"title": f"{review['name']} budget review", "location": rooms[1],
+                          "attendees": [cast["finance"]["email"], cast["product"]["email"]],
+                          "agenda": f"{review['code']}: go through {documents['budget']['name']} line by line."},
+        "kickoff": {"title": f"{kickoff['name']} kickoff", "location": rooms[2],
+                    "attendees": [cast["designer"]["email"], cast["product"]["email"]],
+                    "agenda": f"{kickoff['code']} kickoff; brief in {documents['brief']['name']}."},
+        "vendor_sync": {"title": f"Vendor sync with {vendors['sync']['name']}", "location": online,
+                        "attendees": [manager["email"], cast["legal"]["email"]],
+                        "agenda": f"{projects['onboarding']['code']} onboarding status and invoice "
+                                  f"{invoices['total']}."},
+        "readout": {"title": f"{audit['code']} audit readout", "location": rooms[3],
+                    "attendees": [cast["security"]["email"], cast["engineer"]["email"]],
+                    "agenda": f"{audit['code']} findings, see {documents['findings']['name']}."},
+        "one_on_one": {"title": f"1:1 {user['first']} / {cast['hr']['first']}", "location": rng.choice(rooms),
+                       "attendees": [cast["hr"]["email"]], "agenda": "Monthly 1:1."},
+    }
+    return {"rooms": rooms, "online": online, "folders": folders, "cast": cast, "vendors": vendors,
+            "contacts": contacts, "partner": partner, "projects": projects, "invoices": invoices,
+            "new_hire": new_hire, "review_move": review_move,
+            "notes_file": {"name": f"{audit['code']}_followup.md", "folder": folders["projects"]},
+            "meetings": meetings, "documents": documents}
 
 
 # ---------------------------------------------------------------- schemas and validation
@@ -142,7 +286,7 @@ def check_time(value: Any, field: str) -> str:
 def check_email(value: Any, field: str) -> str:
     """Return the lower-cased address if it looks like an email address."""
     if not isinstance(value, str) or not _EMAIL_RE.match(value.strip().lower()):
-        raise ToolFailure(f"{field} must be an email address like first.last@acme.example, got {value!r}")
+        raise ToolFailure(f"{field} must be an email address like first.last@company.example, got {value!r}")
     return value.strip().lower()
 
 

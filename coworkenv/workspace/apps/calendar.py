@@ -10,8 +10,9 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (object_schema as _obj, COLLEAGUES, MEETINGS, PEOPLE, TODAY, ToolFailure, check_date, check_emails,
-                    check_time, iso_days, next_id, opt_str, person, req_str, tool_args)
+from ._base import (ROOM_NAMES, ToolFailure, check_date, check_emails, check_time, colleagues, days_from, next_id,
+                    office_plan, opt_str, req_str, tool_args, world_names)
+from ._base import object_schema as _obj
 
 NAME = "calendar"
 DESCRIPTION = "The user's calendar: list, read, create, update and cancel events."
@@ -97,42 +98,42 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "events", "get_tool": "get_eve
 
 # ---------------------------------------------------------------- seed
 
-_AGENDA = {
-    "PRJ-204 design review": "Walk through PRJ-204_migration_plan.md before the cutover.",
-    "Q2 budget review": "PRJ-311: go through budget_q2.csv line by line.",
-    "Website redesign kickoff": "PRJ-118 kickoff; brief in PRJ-118_redesign_brief.md.",
-    "Vendor sync with Globex": "PRJ-427 onboarding status and invoice INV-3071.",
-    "Security audit readout": "PRJ-530 findings, see PRJ-530_audit_findings.md.",
-    "1:1 Sam / Grace": "Monthly 1:1.",
-}
+Event = tuple[str, list[str], str, str]  # (title, attendee emails, location, description)
 
 
-def _extras(rng: random.Random) -> list[tuple[str, list[str], str, str]]:
-    """Everyday events: (title, attendee emails, location, description)."""
-    mates = [p["email"] for p in COLLEAGUES]
-    lunch = rng.choice(COLLEAGUES)
+def _extras(rng: random.Random, world: dict[str, Any], plan: dict[str, Any]) -> list[Event]:
+    """Everyday events with the world's people."""
+    cast, rooms, mates = plan["cast"], plan["rooms"], colleagues(world)
+    lunch = rng.choice(mates)
+    outsider = rng.choice([p for p in world["people"] if p["org"] != world["company"]["id"]])
+    sync, kickoff = plan["projects"]["sync"], plan["projects"]["kickoff"]
+    partner, contact = plan["partner"], plan["contacts"]["partner"]
+    manager = plan["contacts"]["manager"]
     return [
-        ("Team all-hands", rng.sample(mates, 6), "Auditorium", "Monthly company update."),
+        ("Team all-hands", [p["email"] for p in rng.sample(mates, min(6, len(mates)))],
+         rng.choice(["Auditorium", "Atrium", "Town hall"]), "Monthly company update."),
         (f"Lunch with {lunch['first']}", [lunch["email"]], "Cafeteria", ""),
-        ("Interview: backend candidate", [person("Hugo")["email"]], "Room Vega", "Second-round interview."),
-        ("PRJ-118 design critique", [person("Elena")["email"]], "Room Lyra", "Review v2 mockups."),
-        ("Office move walkthrough", [person("Ines")["email"]], "Floor 4", ""),
+        (f"Interview: {cast['engineer']['role'].lower()} candidate", [cast["engineer"]["email"]], rng.choice(rooms),
+         "Second-round interview."),
+        (f"{kickoff['code']} design critique", [cast["designer"]["email"]], rng.choice(rooms), "Review v2 mockups."),
+        ("Office move walkthrough", [cast["ops"]["email"]], f"Floor {rng.randint(2, 6)}", ""),
         ("Focus time", [], "", "No meetings, please."),
-        ("Dentist", [], "Dr. Weber, Main St 12", "Personal."),
-        ("Initech workshop", [person("Liam")["email"]], "Video call", "Process workshop with Initech."),
-        ("Hiring sync", [person("Grace")["email"], person("Hugo")["email"]], "Room Orion", ""),
-        ("PRJ-204 cutover rehearsal", [person("Alice")["email"], person("Hugo")["email"]], "Room Orion",
-         "Dry run of the migration cutover."),
-        ("Expense report deadline", [], "", "Submit March expenses."),
-        ("Coffee with Jonas", [person("Jonas")["email"]], "Cafe Lumen", "Informal catch-up with Globex."),
+        ("Dentist", [], f"Dr. {outsider['last']}, {world['company']['city']}", "Personal."),
+        (f"{partner['name']} workshop", [contact["email"]], plan["online"], f"Process workshop with {partner['name']}."),
+        ("Hiring sync", [cast["hr"]["email"], cast["engineer"]["email"]], rng.choice(rooms), ""),
+        (f"{sync['code']} cutover rehearsal", [cast["requester"]["email"], cast["engineer"]["email"]],
+         rng.choice(rooms), f"Dry run of the {sync['name']} cutover."),
+        ("Expense report deadline", [], "", "Submit this month's expenses."),
+        (f"Coffee with {manager['first']}", [manager["email"]], f"Cafe {rng.choice(ROOM_NAMES)}",
+         f"Informal catch-up with {plan['vendors']['sync']['name']}."),
     ]
 
 
-def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
-    """Fill calendar_events with ~18 deterministic events between 9 and 27 March 2026."""
+def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
+    """Fill calendar_events with ~20 events from a week before the world's today to two weeks after."""
     conn.executescript(SCHEMA)
-    days = iso_days(TODAY.replace(day=9), TODAY.replace(day=27))
-    future = [d for d in days if d > TODAY.isoformat()]
+    plan = office_plan(world)
+    days, future, past = days_from(world, -7, 11), days_from(world, 2, 11), days_from(world, -7, -1)
 
     def slot() -> tuple[str, str]:
         start = rng.randrange(9 * 60, 16 * 60 + 1, 30)
@@ -140,10 +141,19 @@ def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
         return f"{start // 60:02d}:{start % 60:02d}", f"{end // 60:02d}:{end % 60:02d}"
 
     rows = []  # (date, start, end, title, attendees, location, description)
-    for title, firsts, room in MEETINGS:
-        date = rng.choice(future[:4] if title.startswith("1:1") else future)
-        rows.append((date, *slot(), title, [person(f)["email"] for f in firsts], room, _AGENDA[title]))
-    for title, attendees, location, description in rng.sample(_extras(rng), 12):
+    for key, meeting in plan["meetings"].items():
+        moved = plan["review_move"]["date"] if key == "budget_review" else None  # a mail asks to move it there
+        date = rng.choice(future[:4] if key == "one_on_one" else [d for d in future if d != moved])
+        rows.append((date, *slot(), meeting["title"], meeting["attendees"], meeting["location"], meeting["agenda"]))
+    # near-duplicates: last week's budget review, and a vendor sync with another vendor
+    review = plan["meetings"]["budget_review"]
+    rows.append((rng.choice(past), *slot(), review["title"], review["attendees"], review["location"],
+                 "Previous review; notes shared by mail."))
+    other = plan["vendors"]["filing"]
+    if other["id"] != plan["vendors"]["sync"]["id"]:
+        rows.append((rng.choice(future), *slot(), f"Vendor sync with {other['name']}",
+                     [plan["contacts"]["filing"]["email"]], plan["online"], f"Invoice {plan['invoices']['filing']}."))
+    for title, attendees, location, description in rng.sample(_extras(rng, world, plan), 12):
         rows.append((rng.choice(days), *slot(), title, attendees, location, description))
     rows.sort(key=lambda r: (r[0], r[1], r[3]))
     for n, (date, start, end, title, attendees, location, description) in enumerate(rows, start=1):
@@ -200,9 +210,8 @@ def _save(conn: sqlite3.Connection, ev: dict[str, Any]) -> None:
                   ev["location"], ev["description"]))
 
 
-def _matches_attendee(emails: list[str], needle: str) -> bool:
-    names = {p["email"]: p["name"].lower() for p in PEOPLE}
-    return any(needle in e or needle in names.get(e, "") for e in emails)
+def _matches_attendee(emails: list[str], needle: str, names: dict[str, str]) -> bool:
+    return any(needle in e or needle in names.get(e, "").lower() for e in emails)
 
 
 def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
@@ -214,13 +223,13 @@ def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
             raise ToolFailure(f"from_date ({bounds['from_date']}) is after to_date ({bounds['to_date']})")
         attendee = (opt_str(args, "attendee") or "").strip().lower()
         query = (opt_str(args, "query") or "").strip().lower()
-        events = []
+        events, names = [], world_names(conn) if attendee else {}
         for row in conn.execute('SELECT * FROM calendar_events ORDER BY date, start, "end", id'):
             ev = _event(tuple(row))
             if (ev["date"] != bounds.get("date", ev["date"]) or ev["date"] < bounds.get("from_date", "")
                     or ev["date"] > bounds.get("to_date", "9999")):
                 continue
-            if attendee and not _matches_attendee(ev["attendees"], attendee):
+            if attendee and not _matches_attendee(ev["attendees"], attendee, names):
                 continue
             if query and query not in ev["title"].lower():
                 continue

@@ -7,8 +7,9 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import (object_schema as _obj, COLLEAGUES, DOCUMENTS, PROJECTS, TODAY, USER, ToolFailure, iso_days, next_id, opt_str,
-                    person, req_str, tool_args)
+from ._base import (ToolFailure, colleagues, days_from, next_id, office_plan, opt_str, req_str, slug, today,
+                    tool_args, world_today, world_user)
+from ._base import object_schema as _obj
 
 NAME = "files"
 DESCRIPTION = "The user's drive of text documents in folders: list, search, read, write, move and delete files."
@@ -88,70 +89,97 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "files", "get_tool": "read_fil
 
 # ---------------------------------------------------------------- seed
 
-def _catalog_content(name: str, rng: random.Random) -> str:
-    """Content of one always-present document (DOCUMENTS in _base), with rng-drawn figures."""
-    later = iso_days(TODAY.replace(day=17), TODAY.replace(day=31))
-    if name == "budget_q2.csv":
-        amounts = {code: rng.randrange(5000, 90001, 500) for code in PROJECTS}
-        lines = ["project,name,amount_eur"] + [f"{c},{PROJECTS[c]},{a}" for c, a in amounts.items()]
-        return "\n".join(lines + [f"TOTAL,,{sum(amounts.values())}"]) + "\n"
-    if name.startswith("invoice_INV-"):
-        number = name[len("invoice_"):-len(".txt")]
-        vendor, work = ("Globex", "PRJ-427 onboarding services") if number == "INV-3071" else \
-            ("Initech", "Process consulting")
-        days, rate = rng.randint(3, 12), rng.choice([650, 720, 800, 950])
-        return (f"Invoice {number}\nFrom: {vendor}\nBill to: Acme\nDue: {rng.choice(later)}\n"
-                f"Item: {work}, {days} days x {rate} EUR\nTotal: {days * rate} EUR\n")
-    if name == "PRJ-204_migration_plan.md":
-        return (f"# PRJ-204 Atlas migration plan\n\nOwner: Alice Nguyen\nCutover date: {rng.choice(later)}\n"
-                f"Services migrated: {rng.randint(4, 9)} of 12\nRisk: {rng.choice(['low', 'medium', 'high'])}\n")
-    if name == "PRJ-118_redesign_brief.md":
-        return (f"# PRJ-118 Website redesign brief\n\nGoal: raise sign-ups by {rng.randint(10, 30)}%.\n"
-                f"Launch target: {rng.choice(later)}\nDesign lead: Elena Rossi\n")
-    if name == "PRJ-530_audit_findings.md":
+def _invoice(rng: random.Random, world: dict[str, Any], plan: dict[str, Any], key: str, later: list[str]) -> str:
+    number = plan["invoices"][key.split("_", 1)[1]]
+    vendor = plan["vendors"]["filing" if key == "invoice_filing" else "sync"]
+    project = plan["projects"]["onboarding"]
+    work = (f"{project['code']} onboarding services" if key != "invoice_filing"
+            else rng.choice(["Process consulting", "Implementation support", "Licence renewal"]))
+    days, rate = rng.randint(3, 12), rng.choice([650, 720, 800, 950, 1100])
+    status = "Status: paid\n" if key == "invoice_old" else ""
+    return (f"Invoice {number}\nFrom: {vendor['name']}\nBill to: {world['company']['name']}\n"
+            f"Due: {rng.choice(later)}\nItem: {work}, {days} days x {rate} EUR\nTotal: {days * rate} EUR\n{status}")
+
+
+def _content(key: str, rng: random.Random, world: dict[str, Any], plan: dict[str, Any]) -> str:
+    """Content of one document of the office plan, with rng-drawn figures."""
+    later = days_from(world, 1, 15)
+    projects, cast, docs = plan["projects"], plan["cast"], plan["documents"]
+    if key == "budget":  # the world's project budgets: the same figures as every other app's
+        lines = ["project,name,amount_eur"] + [f"{p['code']},{p['name']},{p['budget']}" for p in world["projects"]]
+        return "\n".join(lines + [f"TOTAL,,{sum(p['budget'] for p in world['projects'])}"]) + "\n"
+    if key == "budget_draft":  # an outdated version, other figures
+        amounts = [(p, p["budget"] + rng.choice([-1, 1]) * rng.randrange(2000, 30_001, 500)) for p in world["projects"]]
+        lines = [f"# DRAFT, superseded by {docs['budget']['name']}", "project,name,amount_eur"]
+        return "\n".join(lines + [f"{p['code']},{p['name']},{a}" for p, a in amounts]) + "\n"
+    if key.startswith("invoice_"):
+        return _invoice(rng, world, plan, key, later)
+    if key == "plan":
+        p = projects["sync"]
+        return (f"# {p['code']} {p['name']} plan\n\nOwner: {cast['requester']['name']}\nCutover date: "
+                f"{rng.choice(later)}\nServices migrated: {rng.randint(4, 9)} of 12\n"
+                f"Risk: {rng.choice(['low', 'medium', 'high'])}\n")
+    if key == "brief":
+        p = projects["kickoff"]
+        return (f"# {p['code']} {p['name']} brief\n\nGoal: raise sign-ups by {rng.randint(10, 30)}%.\n"
+                f"Launch target: {rng.choice(later)}\nDesign lead: {cast['designer']['name']}\n")
+    if key == "findings":
         high, medium = rng.randint(1, 4), rng.randint(3, 9)
-        return (f"# PRJ-530 Security audit findings\n\nHigh: {high}\nMedium: {medium}\n"
-                f"Total: {high + medium}\nAuditor: Daniel Okafor\n")
-    if name == "globex_vendor_contract.txt":
-        return (f"Vendor contract Acme - Globex (PRJ-427)\nValue: {rng.randrange(40000, 120001, 5000)} EUR\n"
-                f"Term: {rng.choice([12, 18, 24, 36])} months\nRenewal notice by: {rng.choice(later)}\n")
-    if name == "team_roster.csv":
+        return (f"# {projects['audit']['code']} audit findings\n\nHigh: {high}\nMedium: {medium}\n"
+                f"Total: {high + medium}\nAuditor: {cast['security']['name']}\n")
+    if key == "contract":
+        vendor = plan["vendors"]["contract"]
+        return (f"Vendor contract {world['company']['name']} - {vendor['name']}\n"
+                f"Value: {rng.randrange(40000, 120001, 5000)} EUR\nTerm: {rng.choice([12, 18, 24, 36])} months\n"
+                f"Renewal notice by: {rng.choice(later)}\n")
+    if key == "roster":
+        team = [p for p in colleagues(world) if p["department"] == world["user"]["department"]] or colleagues(world)
         return "name,email,role,desk\n" + "".join(
-            f"{p['name']},{p['email']},{p['role']},{rng.randint(100, 450)}\n" for p in COLLEAGUES)
-    if name == "onboarding_checklist.md":
-        return ("# Onboarding checklist\n\n- Laptop and badge\n- Accounts and MFA\n"
-                f"- Buddy assigned: {rng.choice(COLLEAGUES)['name']}\n- First-week 1:1 with manager\n")
-    if name == "office_move_notes.txt":
-        return f"New office: floor {rng.randint(2, 6)}, east wing.\nParking spots: {rng.randint(10, 40)}.\n"
-    raise KeyError(name)
+            f"{p['name']},{p['email']},{p['role']},{rng.randint(100, 450)}\n" for p in [world["user"], *team])
+    if key == "onboarding":
+        return (f"# Onboarding checklist: {plan['new_hire']}\n\n- Laptop and badge\n- Accounts and MFA\n"
+                f"- Buddy assigned: {rng.choice(colleagues(world))['name']}\n- First-week 1:1 with manager\n")
+    if key == "office_move":
+        return (f"New office in {world['company']['city']}: floor {rng.randint(2, 6)}, "
+                f"{rng.choice(['east', 'west', 'north', 'south'])} wing.\nParking spots: {rng.randint(10, 40)}.\n")
+    raise KeyError(key)
 
 
-def _extras(rng: random.Random) -> list[tuple[str, str, str, str]]:
+def _extras(rng: random.Random, world: dict[str, Any], plan: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """Everyday files: (name, folder, owner email, content)."""
-    me = USER["email"]
-    past = iso_days(TODAY.replace(day=2), TODAY.replace(day=13))
-    days = sorted(rng.sample(past, 3))
-    out = [(f"meeting_notes_{d}.md", "Shared", rng.choice(COLLEAGUES)["email"],
-            f"# Notes {d}\n\n- Discussed {rng.choice(list(PROJECTS))}\n- Next check-in in two weeks\n")
-           for d in days]
+    me, folders, cast, mates = world["user"]["email"], plan["folders"], plan["cast"], colleagues(world)
+    past = days_from(world, -14, -3)
+    codes = [p["code"] for p in world["projects"]]
+    out = [(f"meeting_notes_{d}.md", folders["shared"], rng.choice(mates)["email"],
+            f"# Notes {d}\n\n- Discussed {rng.choice(codes)}\n- Next check-in in two weeks\n")
+           for d in sorted(rng.sample(past, 3))]
+    year = today(world).year
+    first, second = plan["projects"]["sync"], plan["projects"]["kickoff"]
     return out + [
-        ("draft_q3_goals.md", "Projects", me, "# Q3 goals (draft)\n\n- Finish PRJ-204\n- Start PRJ-118 launch\n"),
-        ("travel_receipts_march.csv", "Finance", me,
+        ("draft_goals.md", folders["projects"], me,
+         f"# Goals (draft)\n\n- Finish {first['code']}\n- Start the {second['code']} launch\n"),
+        ("travel_receipts.csv", folders["finance"], me,
          f"date,item,amount_eur\n{past[1]},train,{rng.randint(40, 140)}\n{past[4]},hotel,{rng.randint(90, 260)}\n"),
-        ("old_roadmap_2025.md", "Archive", person("Chloe")["email"], "# Roadmap 2025 (superseded)\n"),
-        ("logo_ideas.txt", "Shared", person("Elena")["email"], "Ideas: wave, hexagon, lowercase wordmark.\n"),
-        ("holiday_policy.md", "HR", person("Grace")["email"],
-         f"# Holiday policy\n\nAnnual leave: {rng.choice([25, 26, 28])} days.\n"),
-        ("passwords_old.txt", "Archive", me, "Obsolete. Rotate everything listed in the audit instead.\n"),
+        (f"old_roadmap_{year - 1}.md", folders["archive"], cast["product"]["email"],
+         f"# Roadmap {year - 1} (superseded)\n"),
+        ("logo_ideas.txt", folders["shared"], cast["designer"]["email"],
+         f"Ideas: {', '.join(rng.sample(['wave', 'hexagon', 'lowercase wordmark', 'monogram', 'globe', 'arrow'], 3))}.\n"),
+        ("holiday_policy.md", folders["hr"], cast["hr"]["email"],
+         f"# Holiday policy\n\nAnnual leave: {rng.choice([25, 26, 28, 30])} days.\n"),
+        ("passwords_old.txt", folders["archive"], me, "Obsolete. Rotate everything listed in the audit instead.\n"),
+        (f"nda_{slug(plan['partner']['name'])}.txt", folders["legal"], cast["legal"]["email"],
+         f"Mutual NDA {world['company']['name']} - {plan['partner']['name']}, signed {rng.choice(past)}.\n"),
     ]
 
 
-def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
-    """Fill files_files with the 10 catalogue documents plus ~7 extras (ids f01.. in folder/name order)."""
+def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
+    """Fill files_files with the office plan's documents plus 7 extras (ids f01.. in folder/name order)."""
     conn.executescript(SCHEMA)
-    past = iso_days(TODAY.replace(day=2), TODAY.replace(day=13))
-    rows = [(name, folder, person(owner)["email"], _catalog_content(name, rng)) for name, folder, owner in DOCUMENTS]
-    rows += rng.sample(_extras(rng), 7)
+    plan = office_plan(world)
+    past = days_from(world, -14, -3)
+    rows = [(doc["name"], doc["folder"], doc["owner"], _content(key, rng, world, plan))
+            for key, doc in plan["documents"].items()]
+    rows += rng.sample(_extras(rng, world, plan), 7)
     rows.sort(key=lambda r: (r[1], r[0]))
     for n, (name, folder, owner, content) in enumerate(rows, start=1):
         dated = re.search(r"\d{4}-\d{2}-\d{2}", name)  # meeting notes are saved on their day
@@ -235,16 +263,16 @@ def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
         if not _NAME_RE.match(name):
             raise ToolFailure(f"bad file name {name!r}: letters, digits, spaces, '.', '_', '-', '(', ')' only, "
                               "no '/', at most 100 characters")
-        size, today = len(content.encode()), TODAY.isoformat()
+        size, day = len(content.encode()), world_today(conn).isoformat()
         found = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ?", (folder, name)).fetchone()
         if found:
             ident = found[0]
             conn.execute("UPDATE files_files SET content = ?, size = ?, modified = ? WHERE id = ?",
-                         (content, size, today, ident))
+                         (content, size, day, ident))
         else:
             ident = next_id(conn, "files_files", "f")
             conn.execute("INSERT INTO files_files VALUES (?,?,?,?,?,?,?)",
-                         (ident, name, folder, USER["email"], content, size, today))
+                         (ident, name, folder, world_user(conn)["email"], content, size, day))
         return {"file": _row_dict(_get(conn, ident)), "created": not found}
     if tool == "move_file":
         row, folder = _get(conn, req_str(args, "id")), _folder(args, True)

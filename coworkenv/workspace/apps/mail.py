@@ -7,8 +7,9 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (object_schema as _obj, NOW_TIME, ROOMS, TODAY, USER, ToolFailure, check_emails, iso_days, opt_bool,
-                    opt_int, opt_str, person, req_str, tool_args, next_id)
+from ._base import (NOW_TIME, ToolFailure, check_emails, days_from, next_id, office_plan, opt_bool, opt_int, opt_str,
+                    req_str, today, tool_args, world_today, world_user)
+from ._base import object_schema as _obj
 
 NAME = "mail"
 DESCRIPTION = "The user's email mailbox: search, read, send, reply to, archive and delete messages."
@@ -95,92 +96,140 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "messages", "get_tool": "read_
 
 # ---------------------------------------------------------------- seed
 
-def _fact_messages(rng: random.Random) -> list[tuple[str, str, str]]:
-    """Inbox messages carrying concrete facts that tasks chain on: (sender first name, subject, body)."""
-    future = iso_days(TODAY.replace(day=18), TODAY.replace(day=27))
+Mail = tuple[dict[str, Any], str, str]  # (sender, subject, body)
+
+
+def _sign(person: dict[str, Any], world: dict[str, Any]) -> str:
+    """A signature: a colleague's first name, an outsider's full name and organisation."""
+    if person["org"] == world["company"]["id"]:
+        return person["first"]
+    org = next(o for o in world["organisations"] if o["id"] == person["org"])
+    return f"{person['name']}\n{org['name']}"
+
+
+def _fact_messages(rng: random.Random, world: dict[str, Any], plan: dict[str, Any]) -> list[Mail]:
+    """Inbox messages carrying concrete facts that tasks chain on."""
+    me, cast, docs, meetings = world["user"], plan["cast"], plan["documents"], plan["meetings"]
+    future = days_from(world, 2, 11)
     slot = lambda: rng.choice(["10:00", "10:30", "11:00", "13:30", "14:00", "14:30", "15:00", "16:00"])
-    d1, t1, dur, room = rng.choice(future), slot(), rng.choice([30, 45, 60]), rng.choice(ROOMS[:3])
-    d2, t2 = rng.choice(future), slot()
+    d1, t1, dur, room = rng.choice(future), slot(), rng.choice([30, 45, 60]), rng.choice(plan["rooms"])
+    d2, t2 = plan["review_move"]["date"], plan["review_move"]["start"]
     d3 = rng.choice(future)
-    alice, new_hire = person("Alice")["email"], rng.choice(["Maya Patel", "Omar Farouk", "Lena Vogel"])
+    hi = f"Hi {me['first']},"
+    sync, review, audit = plan["projects"]["sync"], plan["projects"]["review"], plan["projects"]["audit"]
+    question = plan["projects"]["question"]
+    requester, invitee = cast["requester"], cast["invitee"]
+    manager, billing, filer = plan["contacts"]["manager"], plan["contacts"]["billing"], plan["contacts"]["filing"]
     notes = rng.sample(["rotate the staging API keys", "enable MFA for the billing console",
                         "remove the unused VPN accounts", "patch the reporting server",
-                        "review firewall rules for the build farm"], 3)
+                        "review firewall rules for the build farm", "renew the expiring TLS certificates",
+                        "disable the shared admin account", "archive the old audit logs"], 3)
+    new_hire, notes_file = plan["new_hire"], plan["notes_file"]
     return [
-        ("Chloe", "PRJ-204 sync next week?",
-         f"Hi Sam,\n\nCould you put a {dur}-minute PRJ-204 sync in the calendar for {d1} at {t1}? "
-         f"Please invite me and Alice ({alice}). {room} should be free.\n\nThanks,\nChloe"),
-        ("Bruno", "Moving the Q2 budget review",
-         f"Hi Sam,\n\nThe PRJ-311 numbers won't be ready in time. Could you move the Q2 budget review to {d2} "
-         f"at {t2}? Same length and room.\n\nBruno"),
-        ("Jonas", "Vendor sync cancelled",
-         "Hello Sam,\n\nOur team is at an offsite, so we have to drop the Vendor sync with Globex this time. "
-         "Please cancel it on your side; we'll propose a new slot in April.\n\nBest,\nJonas Berg\nGlobex"),
-        ("Keiko", "Invoice INV-3071",
-         "Dear Sam,\n\nInvoice INV-3071 for the PRJ-427 onboarding work is in your Finance folder as "
-         "invoice_INV-3071.txt. Could you reply to confirm the total amount on it?\n\nKind regards,\nKeiko Tanaka"),
-        ("Farid", "Globex contract",
-         "Sam,\n\nPlease move globex_vendor_contract.txt from Shared into the Legal folder and let me know "
-         "once it's done.\n\nFarid"),
-        ("Alice", "PRJ-204 budget?",
-         "Hi Sam,\n\nHow much is budgeted for PRJ-204 in budget_q2.csv? A quick reply with the amount is "
-         "enough.\n\nAlice"),
-        ("Daniel", "Audit follow-up notes",
-         "Hi Sam,\n\nCould you save these notes as audit_followup.md in the Projects folder?\n\n"
-         + "\n".join(f"- {n}" for n in notes) + "\n\nThanks,\nDaniel"),
-        ("Grace", "Our 1:1",
-         "Hi Sam,\n\nCan you remind me when our next 1:1 is scheduled, and in which room?\n\nGrace"),
-        ("Liam", "INV-3088 filing",
-         "Hi Sam,\n\nI dropped invoice INV-3088 into your Shared folder (invoice_INV-3088.txt). Could you move "
-         "it into Finance so Bruno can process it?\n\nCheers,\nLiam Walsh\nInitech"),
-        ("Grace", f"Welcome lunch for {new_hire}",
-         f"Hi Sam,\n\n{new_hire} joins the team on {d3}. Could you block 12:30-13:30 that day in your calendar "
-         f"for a welcome lunch at the cafeteria?\n\nGrace"),
+        (requester, f"{sync['code']} sync next week?",
+         f"{hi}\n\nCould you put a {dur}-minute {sync['code']} sync in the calendar for {d1} at {t1}? "
+         f"Please invite me and {invitee['first']} ({invitee['email']}). {room} should be free.\n\n"
+         f"Thanks,\n{_sign(requester, world)}"),
+        (cast["finance"], f"Moving the {meetings['budget_review']['title']}",
+         f"{hi}\n\nThe {review['code']} numbers won't be ready in time. Could you move the "
+         f"{meetings['budget_review']['title']} to {d2} at {t2}? Same length and room.\n\n{_sign(cast['finance'], world)}"),
+        (manager, f"{plan['vendors']['sync']['name']} sync cancelled",
+         f"Hello {me['first']},\n\nOur team is at an offsite, so we have to drop the "
+         f"{meetings['vendor_sync']['title']} this time. Please cancel it on your side; we'll propose a new "
+         f"slot next month.\n\nBest,\n{_sign(manager, world)}"),
+        (billing, f"Invoice {plan['invoices']['total']}",
+         f"Dear {me['first']},\n\nInvoice {plan['invoices']['total']} for the {plan['projects']['onboarding']['code']} "
+         f"onboarding work is in your {docs['invoice_total']['folder']} folder as {docs['invoice_total']['name']}. "
+         f"Could you reply to confirm the total amount on it?\n\nKind regards,\n{_sign(billing, world)}"),
+        (cast["legal"], f"{plan['vendors']['contract']['name']} contract",
+         f"{me['first']},\n\nPlease move {docs['contract']['name']} from {docs['contract']['folder']} into the "
+         f"{plan['folders']['legal']} folder and let me know once it's done.\n\n{_sign(cast['legal'], world)}"),
+        (cast["asker"], f"{question['code']} budget?",
+         f"{hi}\n\nHow much is budgeted for {question['code']} in {docs['budget']['name']}? A quick reply with "
+         f"the amount is enough.\n\n{_sign(cast['asker'], world)}"),
+        (cast["security"], f"{audit['code']} follow-up notes",
+         f"{hi}\n\nCould you save these notes as {notes_file['name']} in the {notes_file['folder']} folder?\n\n"
+         + "\n".join(f"- {n}" for n in notes) + f"\n\nThanks,\n{_sign(cast['security'], world)}"),
+        (cast["hr"], "Our 1:1",
+         f"{hi}\n\nCan you remind me when our next 1:1 is scheduled, and in which room?\n\n{_sign(cast['hr'], world)}"),
+        (filer, f"{plan['invoices']['filing']} filing",
+         f"{hi}\n\nI dropped invoice {plan['invoices']['filing']} into your {docs['invoice_filing']['folder']} "
+         f"folder ({docs['invoice_filing']['name']}). Could you move it into {plan['folders']['invoices']} so "
+         f"{cast['finance']['first']} can process it?\n\nCheers,\n{_sign(filer, world)}"),
+        (cast["hr"], f"Welcome lunch for {new_hire}",
+         f"{hi}\n\n{new_hire} joins the team on {d3}. Could you block 12:30-13:30 that day in your calendar "
+         f"for a welcome lunch at the cafeteria?\n\n{_sign(cast['hr'], world)}"),
     ]
 
 
-def _noise_messages(rng: random.Random) -> list[tuple[str, str, str]]:
-    """Everyday mail without a task attached."""
-    past = rng.choice(iso_days(TODAY.replace(day=2), TODAY.replace(day=13)))
-    return [
-        ("Ines", "Office move", f"Hi all,\n\nThe office move happened on {past}. Desks on floor "
-                                f"{rng.randint(2, 6)} are now labelled.\n\nInes"),
-        ("Ines", "Cafeteria menu", "This week: lentil soup, grilled fish, and a vegan curry on Thursday."),
-        ("Elena", "PRJ-118 mockups v2", "Hi Sam,\n\nThe v2 mockups for the website redesign are up. "
-                                        "Details in PRJ-118_redesign_brief.md.\n\nElena"),
-        ("Hugo", "Staging is back", "FYI: staging was down for "
-                                    f"{rng.randint(20, 90)} minutes this morning; it's back now."),
-        ("Chloe", "Roadmap draft", "Sharing an early roadmap draft for Q3. No action needed yet."),
-        ("Jonas", "Globex newsletter", "Globex news: our new support portal launches next month."),
-        ("Daniel", "Phishing reminder", "Reminder: never share your password by email. Report suspicious mail."),
-        ("Bruno", "Expense reports", f"Please submit March expense reports by {TODAY.replace(day=31)}."),
-        ("Alice", "PRJ-204 status", f"Migration is {rng.choice([40, 55, 60, 70])}% done; details in "
-                                    "PRJ-204_migration_plan.md."),
-        ("Liam", "Initech workshop", "Thanks for joining the workshop. Slides will follow."),
-        ("Grace", "Benefits enrolment", "Open enrolment for benefits closes at the end of the month."),
-        ("Hugo", "Code review", "Could you take a look at my pull request when you have a moment? Not urgent."),
+def _noise_messages(rng: random.Random, world: dict[str, Any], plan: dict[str, Any]) -> list[Mail]:
+    """Everyday mail without a task attached, near-duplicates of the fact mail among it."""
+    cast, docs, partner = plan["cast"], plan["documents"], plan["partner"]
+    sync, kickoff = plan["projects"]["sync"], plan["projects"]["kickoff"]
+    past = rng.choice(days_from(world, -14, -3))
+    month_end = today(world).replace(day=28)
+    dishes = rng.sample(["lentil soup", "grilled fish", "a vegan curry", "mushroom risotto", "chicken tagine",
+                         "falafel wraps", "pumpkin gnocchi", "a pho bar"], 3)
+    out: list[Mail] = [
+        (cast["ops"], "Office move", f"Hi all,\n\nThe office move happened on {past}. Desks on floor "
+                                     f"{rng.randint(2, 6)} are now labelled; see {docs['office_move']['name']}."
+                                     f"\n\n{cast['ops']['first']}"),
+        (cast["ops"], "Cafeteria menu", f"This week: {dishes[0]}, {dishes[1]}, and {dishes[2]} on Thursday."),
+        (cast["designer"], f"{kickoff['code']} mockups v2",
+         f"The v2 mockups for {kickoff['name']} are up. Details in {docs['brief']['name']}."),
+        (cast["engineer"], "Staging is back",
+         f"FYI: staging was down for {rng.randint(20, 90)} minutes this morning; it's back now."),
+        (cast["product"], "Roadmap draft", "Sharing an early roadmap draft for next quarter. No action needed yet."),
+        (plan["contacts"]["partner"], f"{partner['name']} newsletter",
+         f"{partner['name']} news: our new support portal launches next month."),
+        (cast["security"], "Phishing reminder",
+         "Reminder: never share your password by email. Report suspicious mail."),
+        (cast["finance"], "Expense reports", f"Please submit this month's expense reports by {month_end}."),
+        (cast["requester"], f"{sync['code']} status", f"{sync['name']} is {rng.choice([40, 55, 60, 70])}% done; "
+                                                      f"details in {docs['plan']['name']}."),
+        (plan["contacts"]["billing"], f"Invoice {plan['invoices']['old']} paid",
+         f"Thanks, we received payment for invoice {plan['invoices']['old']} ({docs['invoice_old']['name']})."),
+        (cast["hr"], "Benefits enrolment", "Open enrolment for benefits closes at the end of the month."),
+        (cast["engineer"], "Code review",
+         "Could you take a look at my pull request when you have a moment? Not urgent."),
     ]
+    # a namesake: two people of the world share a name (a colleague and an outsider); both write
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for p in world["people"]:
+        by_name.setdefault(p["name"], []).append(p)
+    for twins in by_name.values():
+        if len(twins) > 1 and world["user"] not in twins:
+            topics = rng.sample(["Catching up", "Question about next week", "Coffee this week?"], 2)
+            for p, topic in zip(twins[:2], topics, strict=True):
+                out.append((p, topic, f"Hello {world['user']['first']},\n\nThis is {p['name']} ({p['role']}). "
+                                      f"Let me know if you have time to talk this week.\n\n{_sign(p, world)}"))
+            break
+    return out
 
 
-def seed(conn: sqlite3.Connection, rng: random.Random) -> None:
-    """Fill mail_messages with ~24 deterministic messages (ids in chronological order)."""
+def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
+    """Fill mail_messages with ~26 messages from the world's people (ids in chronological order)."""
     conn.executescript(SCHEMA)
-    # Fact mail arrived last week (Mon 9 - Fri 13 March); other mail over the two weeks before today.
-    recent, older = (iso_days(TODAY.replace(day=9), TODAY.replace(day=13)),
-                     iso_days(TODAY.replace(day=2), TODAY.replace(day=13)))
+    plan = office_plan(world)
+    # fact mail arrived last week; other mail over the two weeks before today
+    recent, older = days_from(world, -7, -3), days_from(world, -14, -3)
     clock = lambda: f"{rng.randint(8, 17):02d}:{rng.randrange(0, 60, 5):02d}"
-    me = USER["email"]
+    me = world["user"]["email"]
     rows = []  # (date, time, folder, sender, recipients, subject, body, is_read)
-    for first, subject, body in _fact_messages(rng):
-        rows.append((rng.choice(recent), clock(), "inbox", person(first)["email"], [me], subject, body, 0))
-    for first, subject, body in rng.sample(_noise_messages(rng), 10):
+    for sender, subject, body in _fact_messages(rng, world, plan):
+        rows.append((rng.choice(recent), clock(), "inbox", sender["email"], [me], subject, body, 0))
+    noise = _noise_messages(rng, world, plan)
+    for sender, subject, body in noise[12:] + rng.sample(noise[:12], 10):
         folder = rng.choice(["inbox", "inbox", "archive"])
-        rows.append((rng.choice(older), clock(), folder, person(first)["email"], [me], subject, body,
+        rows.append((rng.choice(older), clock(), folder, sender["email"], [me], subject, body,
                      int(folder == "archive" or rng.random() < 0.6)))
-    for first, subject in rng.sample([("Chloe", "PRJ-118 timeline"), ("Hugo", "Deploy window"),
-                                      ("Bruno", "March invoices"), ("Elena", "Slides for Thursday")], 3):
-        rows.append((rng.choice(older), clock(), "sent", me, [person(first)["email"]], subject,
-                     f"Hi {first},\n\nQuick note about {subject.lower()}; let's discuss tomorrow.\n\nSam", 1))
+    cast = plan["cast"]
+    for person, subject in rng.sample([(cast["product"], f"{plan['projects']['kickoff']['code']} timeline"),
+                                       (cast["engineer"], "Deploy window"), (cast["finance"], "Open invoices"),
+                                       (cast["designer"], "Slides for Thursday")], 3):
+        rows.append((rng.choice(older), clock(), "sent", me, [person["email"]], subject,
+                     f"Hi {person['first']},\n\nQuick note about {subject.lower()}; let's discuss tomorrow.\n\n"
+                     f"{world['user']['first']}", 1))
     rows.sort(key=lambda r: (r[0], r[1], r[5]))
     for n, (date, time, folder, sender, rcpts, subject, body, is_read) in enumerate(rows, start=1):
         conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,NULL)",
@@ -212,8 +261,8 @@ def _store_sent(conn: sqlite3.Connection, to: list[str], subject: str, body: str
                 reply_to: str | None) -> dict[str, Any]:
     ident = next_id(conn, "mail_messages", "m")
     conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,?)",
-                 (ident, "sent", USER["email"], json.dumps(to), subject, body, TODAY.isoformat(), NOW_TIME,
-                  1, reply_to))
+                 (ident, "sent", world_user(conn)["email"], json.dumps(to), subject, body,
+                  world_today(conn).isoformat(), NOW_TIME, 1, reply_to))
     return _message(_get(conn, ident))
 
 
@@ -242,7 +291,7 @@ def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
     if tool == "reply_to_message":
         original = _message(_get(conn, req_str(args, "id")))
         body = req_str(args, "body")
-        to = original["recipients"] if original["sender"] == USER["email"] else [original["sender"]]
+        to = original["recipients"] if original["sender"] == world_user(conn)["email"] else [original["sender"]]
         subject = original["subject"]
         if not subject.lower().startswith("re:"):
             subject = f"Re: {subject}"
