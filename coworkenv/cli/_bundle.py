@@ -55,7 +55,7 @@ def hash_command(
 def export_command(
     out: Annotated[Path, typer.Option("--out", help="The folder bundles are written under, one per workspace.")],
     store: StoreOpt = Path(DEFAULT_STORE),
-    workspace: Annotated[list[str] | None, typer.Option(help="Only this workspace (repeatable).")] = None,
+    workspace: Annotated[list[str] | None, typer.Option(metavar="ID", help="Only this workspace (repeatable).")] = None,
     status: Annotated[list[str] | None, typer.Option(
         metavar="STATUS", help=f"Tasks of this status (repeatable; default: admitted): {', '.join(TASK_STATUSES)}.")] = None,
     as_json: JsonOpt = False,

@@ -21,6 +21,7 @@ from ..workspace import (
     dump_state,
     dump_state_changes,
     state_hashes,
+    workspace_hash,
     write_initial_state,
 )
 from ._episode import Episode, Toolbox
@@ -61,7 +62,8 @@ class EpisodeHost:
         self._flushing: set[asyncio.Task] = set()
         self.owner = owner_label()
         self._bundle_hashes: dict[tuple[str, str], str] = {}
-        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # workspace id -> its state base and table hashes
+        self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
+        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # workspace hash -> its state base and table hashes
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
@@ -107,7 +109,9 @@ class EpisodeHost:
         return self.store.task_spec(task_id)
 
     def initial_state(self, workspace: Workspace) -> Path:
-        path = self.cache_dir / workspace.id / STATE_FILE
+        """The workspace's initial state, built once from its spec (seed, apps, overrides) and kept
+        in the cache folder under its content hash: a changed spec or app code builds a new one."""
+        path = self.cache_dir / f"{workspace.id}-{self._workspace_hash(workspace)}" / STATE_FILE
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(".partial")
@@ -138,16 +142,24 @@ class EpisodeHost:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
         Large blobs (images, PDFs) go to the store by content too."""
-        if workspace.id not in self._bases:
+        key = self._workspace_hash(workspace)
+        if key not in self._bases:
             initial = self.initial_state(workspace)
             dump = dump_state(initial, blob_sink=self._blob)
             reference = self.store.put_state_base(dump)
-            self._bases[workspace.id] = (reference, state_hashes(initial))
-        reference, hashes = self._bases[workspace.id]
+            self._bases[key] = (reference, state_hashes(initial))
+        reference, hashes = self._bases[key]
         return dump_state_changes(final, reference, hashes, blob_sink=self._blob)
 
     def _blob(self, data: bytes) -> str:
         return self.store.put_blob(data, "application/octet-stream")
+
+    def _workspace_hash(self, workspace: Workspace) -> str:
+        """The workspace's content hash, worked out once per spec object (the store parses each once)."""
+        known = self._workspace_hashes.get(workspace.id)
+        if known is None or known[0] is not workspace:
+            known = self._workspace_hashes[workspace.id] = (workspace, workspace_hash(workspace))
+        return known[1]
 
     def bundle_hash(self, workspace: Workspace, task: Task) -> str:
         """The hash of an episode's bundle (its workspace, the apps' code included, and its task), kept

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import inspect
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from pydantic import BaseModel
 
 from . import _world
 from ._spec import SpecError, Task, Workspace, load_task, load_workspace, save_task, save_workspace
-from ._state import app_module
+from ._state import app_module, write_initial_state
 
 HASH_FORMAT = 1
 MANIFEST = "bundle.json"
@@ -106,13 +107,16 @@ def save(bundle: Bundle, directory: str | Path) -> Path:
 def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
     """Read and validate a bundle; ``SpecError`` names the file, the field and the reason.
 
-    Validated: every file parses as its spec; task ids are unique and match their file names;
+    Validated: every file parses as its spec; the workspace's data overrides apply to its seeded
+    state; task ids are unique and match their file names;
     every task belongs to the workspace and uses only tools the workspace has; and, when
     ``bundle.json`` is there, the contents still hash to what it says."""
     directory = Path(directory)
     if not directory.is_dir():
         raise SpecError(f"{directory}: not a bundle folder")
     workspace = load_workspace(directory / "workspace.yaml")
+    if workspace.overrides:
+        _check_overrides(workspace, directory / "workspace.yaml")
     tools = {tool.name for tool in workspace.tools} | {"submit_answer"}
     tasks = []
     for path in sorted((directory / "tasks").glob("*.yaml")):
@@ -139,6 +143,15 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
             raise SpecError(f"{manifest}: hash: the bundle says {recorded} but its contents hash to {bundle.hash} "
                             "(edited since it was saved, or made by other app code)")
     return bundle
+
+
+def _check_overrides(workspace: Workspace, source: Path) -> None:
+    """Build the workspace's state once, so that an override that does not fit it is named now."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            write_initial_state(workspace, Path(tmp) / "state.db")
+        except SpecError as exc:
+            raise SpecError(f"{source}: overrides: {exc}") from None
 
 
 def save_bundle(workspace: Workspace, tasks: list[Task], directory: str | Path) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Effect = Literal["read", "write", "destructive"]
 """What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
@@ -72,15 +72,54 @@ class WorldEvent(_Model):
     description: str = ""
 
 
+class DataOverride(_Model):
+    """A change to the generated initial state, applied in order after every app is seeded: either
+    ``insert`` rows (a row with the same key is replaced), or ``set`` columns of the rows matching
+    ``where``, or ``delete`` the rows matching ``where``. ``set`` and ``delete`` must match at least
+    one row (an override that changes nothing is a mistake)."""
+
+    table: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    where: dict[str, Any] = Field(default_factory=dict)
+    set: dict[str, Any] | None = None
+    insert: list[dict[str, Any]] | None = None
+    delete: bool = False
+
+    @model_validator(mode="after")
+    def _one_action(self) -> DataOverride:
+        actions = [name for name, given in (("insert", self.insert is not None), ("set", self.set is not None),
+                                            ("delete", self.delete)) if given]
+        if len(actions) != 1:
+            raise ValueError(f"an override of {self.table} needs exactly one of insert, set, delete "
+                             f"(got {', '.join(actions) or 'none'})")
+        if self.insert is not None and (self.where or not self.insert or not all(self.insert)):
+            raise ValueError(f"an insert into {self.table} takes non-empty rows and no where")
+        if self.set is not None and not self.set:
+            raise ValueError(f"a set on {self.table} names no column")
+        if self.delete and not self.where:
+            raise ValueError(f"a delete from {self.table} needs a where (deleting every row is not an override)")
+        return self
+
+
 class Workspace(_Model):
     """A workspace: a set of apps whose initial state is generated deterministically from ``seed``,
-    and the events that happen in it during every episode."""
+    changed by ``overrides`` (data of its own: a record a task needs, a row left out), and the
+    events that happen in it during every episode."""
 
     id: str
     name: str
     seed: int
     apps: list[App]
+    overrides: list[DataOverride] = Field(default_factory=list)
     events: list[WorldEvent] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _overrides_in_its_apps(self) -> Workspace:
+        prefixes = tuple(f"{app.name}_" for app in self.apps) + ("world_",)
+        for number, override in enumerate(self.overrides, 1):
+            if not override.table.startswith(prefixes):
+                raise ValueError(f"override {number}: table {override.table!r} belongs to none of the workspace's "
+                                 f"apps ({', '.join(app.name for app in self.apps)}) nor to its world")
+        return self
 
     def tool(self, name: str) -> ToolSpec | None:
         for app in self.apps:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import random
 import sqlite3
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import apps as _apps
-from ._spec import App, ResourceSpec, ToolSpec, Workspace
+from ._spec import App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace
 from ._registry import registered_apps
 from ._world import build_world, write_world
 
@@ -79,10 +80,49 @@ def write_initial_state(workspace: Workspace, path: str | Path) -> Path:
                 module.seed(conn, rng, world)
             else:  # an app written before worlds: it draws its own data
                 module.seed(conn, rng)
+        for number, override in enumerate(workspace.overrides, 1):
+            apply_override(conn, override, f"override {number}")
         conn.commit()
     finally:
         conn.close()
     return path
+
+
+def apply_override(conn: sqlite3.Connection, override: DataOverride, label: str) -> int:
+    """Apply one data override to a seeded state; the rows it changed. ``SpecError`` naming the
+    override, the table and the column when it does not fit the state."""
+    columns = [row[1] for row in conn.execute(f"select * from pragma_table_info('{override.table}')")]
+    if not columns:
+        raise SpecError(f"{label}: the state has no table {override.table!r}")
+    named = [*override.where, *(override.set or {}), *(k for row in override.insert or [] for k in row)]
+    for column in named:
+        if column not in columns:
+            raise SpecError(f"{label}: {override.table} has no column {column!r}; its columns are {', '.join(columns)}")
+    where = " and ".join(f'"{column}" is ?' for column in override.where) or "1"
+    try:
+        if override.insert is not None:
+            for row in override.insert:
+                names = ", ".join(f'"{column}"' for column in row)
+                conn.execute(f"insert or replace into {override.table} ({names}) "
+                             f"values ({', '.join('?' for _ in row)})", [_cell(v) for v in row.values()])
+            return len(override.insert)
+        if override.set is not None:
+            assignments = ", ".join(f'"{column}" = ?' for column in override.set)
+            changed = conn.execute(f"update {override.table} set {assignments} where {where}",
+                                   [*map(_cell, override.set.values()), *map(_cell, override.where.values())]).rowcount
+        else:
+            changed = conn.execute(f"delete from {override.table} where {where}",
+                                   [_cell(v) for v in override.where.values()]).rowcount
+    except sqlite3.Error as exc:
+        raise SpecError(f"{label}: {override.table}: {exc}") from None
+    if not changed:
+        raise SpecError(f"{label}: no row of {override.table} matches {override.where}")
+    return changed
+
+
+def _cell(value: object) -> object:
+    """A YAML value as an SQLite cell: lists and mappings as JSON text (how apps store them)."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 BLOB_REFERENCE = "coworkenv-blob:"
