@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _world
-from ._spec import SpecError, Task, Workspace, load_task, load_workspace, save_task, save_workspace
-from ._state import app_module, write_initial_state
+from ._spec import SpecError, Task, Workspace, WorldEvent, load_task, load_workspace, save_task, save_workspace
+from ._state import app_module, event_problem, write_initial_state
 
 HASH_FORMAT = 1
 MANIFEST = "bundle.json"
@@ -108,7 +108,7 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
     """Read and validate a bundle; ``SpecError`` names the file, the field and the reason.
 
     Validated: every file parses as its spec; the workspace's data overrides apply to its seeded
-    state; task ids are unique and match their file names;
+    state; scheduled events name an app of the workspace and one of its actions; task ids are unique and match their file names;
     every task belongs to the workspace and uses only tools the workspace has; and, when
     ``bundle.json`` is there, the contents still hash to what it says."""
     directory = Path(directory)
@@ -117,6 +117,7 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
     workspace = load_workspace(directory / "workspace.yaml")
     if workspace.overrides:
         _check_overrides(workspace, directory / "workspace.yaml")
+    _check_events(workspace, workspace.events, directory / "workspace.yaml")
     tools = {tool.name for tool in workspace.tools} | {"submit_answer"}
     tasks = []
     for path in sorted((directory / "tasks").glob("*.yaml")):
@@ -131,6 +132,7 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
         for name in task.forbidden_tools:
             if name not in tools:
                 raise SpecError(f"{path}: forbidden_tools: {name!r} is not a tool of workspace {workspace.id}")
+        _check_events(workspace, task.events, path)
         tasks.append(task)
     bundle = Bundle(workspace, tasks)
     manifest = directory / MANIFEST
@@ -143,6 +145,13 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
             raise SpecError(f"{manifest}: hash: the bundle says {recorded} but its contents hash to {bundle.hash} "
                             "(edited since it was saved, or made by other app code)")
     return bundle
+
+
+def _check_events(workspace: Workspace, events: list[WorldEvent], source: Path) -> None:
+    for number, event in enumerate(events):
+        problem = event_problem(workspace, event)
+        if problem:
+            raise SpecError(f"{source}: events.{number}: {problem}")
 
 
 def _check_overrides(workspace: Workspace, source: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import apps as _apps
-from ._spec import App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace
+from ._spec import App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace, WorldEvent
 from ._registry import registered_apps
 from ._world import build_world, write_world
 
@@ -47,6 +47,19 @@ def app_spec(name: str) -> App:
         ],
         resources=[ResourceSpec(**resource) for resource in getattr(module, "RESOURCES", [])],
     )
+
+
+def event_problem(workspace: Workspace, event: WorldEvent) -> str | None:
+    """What is wrong with a scheduled event of ``workspace`` (or of a task on it), or None: its app
+    must be one of the workspace's, its action one of that app's tools or world events."""
+    apps = {app.name: app for app in workspace.apps}
+    if event.app not in apps:
+        return f"app {event.app!r} is not one of workspace {workspace.id}'s ({', '.join(apps)})"
+    actions = [tool.tool for tool in apps[event.app].tools]
+    actions += [action["name"] for action in getattr(app_module(event.app), "EVENTS", [])]
+    if event.action not in actions:
+        return f"{event.app} has no action {event.action!r}; its actions are {', '.join(actions)}"
+    return None
 
 
 def build_workspace(seed: int, apps: tuple[str, ...] | None = None) -> Workspace:

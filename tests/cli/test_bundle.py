@@ -70,6 +70,17 @@ def test_a_malformed_or_edited_bundle_is_named(exported, tmp_path):
     task_file.write_text(yaml.safe_dump(spec))
     result = run("bundle", "hash", str(broken), "--write")
     assert result.exit_code == 2 and task_file.name in result.output and "reference.0.tool" in result.output
+    spec["reference"][0]["tool"] = "mail_search_messages"
+    spec["events"] = [{"after_calls": 1, "app": "mail", "action": "teleport"}]
+    task_file.write_text(yaml.safe_dump(spec))
+    result = run("bundle", "validate", str(broken))
+    assert result.exit_code == 2 and f"{task_file.name}: events.0: mail has no action 'teleport'" in result.output
+    assert "_deliver" in result.output  # the actions it has, world events included
+    spec["events"] = [{"after_calls": 1, "app": "weather", "action": "rain"}]
+    task_file.write_text(yaml.safe_dump(spec))
+    result = run("bundle", "validate", str(broken))
+    assert result.exit_code == 2 and "events.0: app 'weather' is not one of workspace" in result.output
+    del spec["events"]
     spec["difficulty"] = 9
     task_file.write_text(yaml.safe_dump(spec))
     result = run("bundle", "validate", str(broken))

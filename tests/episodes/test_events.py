@@ -69,3 +69,54 @@ async def test_a_task_that_needs_noticing_calibrates_and_an_agent_that_does_not_
     await stale.call(SUBMIT_TOOL.name, {"answer": f"It starts at {meeting['start']}."})
     verdict = host.store.verdict(stale.id, GRADER_VERSION)
     assert not verdict.admitted and verdict.reason == "claimed_success_failing_checks"
+
+
+def arriving_mail_task(host: EpisodeHost, events: list[dict]) -> Task:
+    """A mail arrives after the agent's second call; the answer needs what it says."""
+    workspace = build_workspace(22, ("mail", "calendar", "files"))
+    task = Task.model_validate({
+        "id": "noticed-mail", "workspace_id": workspace.id, "capability": "lookup", "difficulty": 2,
+        "instruction": "Wait for the caterer's quote for the offsite (check the inbox twice) and tell me the price.",
+        "checks": [{"id": "price", "kind": "answer", "description": "gives the quoted price", "contains": ["1,840"]}],
+        "reference": [{"tool": "mail_search_messages", "arguments": {"query": "caterer"}},
+                      {"tool": "mail_search_messages", "arguments": {"query": "catering quote"}},
+                      {"tool": "mail_search_messages", "arguments": {"query": "catering quote"}}],
+        "reference_answer": "The caterer quotes 1,840.",
+        "forbidden_tools": ["mail_delete_message"],
+        "events": events,
+    })
+    host.store.put_workspace(workspace)
+    host.store.put_task(task)
+    return task
+
+
+DELIVERY = {"after_calls": 2, "app": "mail", "action": "_deliver", "description": "the caterer's quote arrives",
+            "arguments": {"sender": "orders@caterer.example", "subject": "Catering quote for the offsite",
+                          "body": "Our quote for 40 guests is 1,840, drinks included.", "time": "11:05"}}
+
+
+async def test_a_mail_arrives_during_the_episode_unread_in_the_inbox(host: EpisodeHost):
+    task = arriving_mail_task(host, [DELIVERY])
+    episode = await host.open(task, Provenance("live"))
+    before = await episode.call("mail_search_messages", {"query": "catering quote"})
+    assert before.result["messages"] == []
+    await episode.call("mail_search_messages", {"query": "catering quote"})  # the mail arrives after this call
+    after = await episode.call("mail_search_messages", {"query": "catering quote"})
+    (message,) = after.result["messages"]
+    assert message["sender"] == "orders@caterer.example" and message["folder"] == "inbox"
+    assert not message["read"]
+    read = await episode.call("mail_read_message", {"id": message["id"]})
+    assert "1,840" in read.result["body"]
+    assert "_deliver" not in {tool.name for tool in episode.workspace.tools}  # not something the agent can call
+    refused = await episode.call("mail__deliver", DELIVERY["arguments"])
+    assert not refused.ok and refused.error_kind == "unknown_tool"
+    await episode.call(SUBMIT_TOOL.name, {"answer": "1,840"})
+    assert [i.tool for i in host.store.interactions(episode.id) if i.kind == "event"] == ["mail__deliver"]
+    assert (await calibrate_task(host, task)).admitted
+
+
+async def test_a_world_event_that_fails_quarantines_its_task(host: EpisodeHost):
+    broken = {**DELIVERY, "arguments": {**DELIVERY["arguments"], "sender": "not an address"}}
+    result = await calibrate_task(host, arriving_mail_task(host, [broken]))
+    assert not result.admitted
+    assert "the world event mail__deliver failed" in result.reason and "not an address" in result.reason

@@ -15,7 +15,9 @@ one new module). An app module defines:
   organisations, projects, products and dates of ``coworkenv.workspace.build_world``, as plain
   data) and ``rng``;
 - ``handle(conn, tool, args)``: run one tool call, returning its result or raising ``ToolFailure``;
-- optionally ``RESOURCES``: records readable as MCP resources.
+- optionally ``RESOURCES``: records readable as MCP resources;
+- optionally ``EVENTS``: what the world may do to the app during an episode beside its tools (names
+  start with ``_``, e.g. mail's ``_deliver``), run by ``handle`` like a tool but never offered to agents.
 
 See ``mail.py`` for an example. Apps from other packages register through the ``coworkenv.apps``
 entry point group (``coworkenv.workspace.app_registry``).

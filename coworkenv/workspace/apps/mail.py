@@ -7,7 +7,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (NOW_TIME, ToolFailure, check_emails, days_from, next_id, office_plan, opt_bool, opt_int, opt_str,
+from ._base import (NOW_TIME, ToolFailure, check_args, check_emails, days_from, next_id, office_plan, opt_bool, opt_int, opt_str,
                     req_str, today, tool_args, world_today, world_user)
 from ._base import object_schema as _obj
 
@@ -86,6 +86,15 @@ TOOLS: list[dict[str, Any]] = [
      "input_schema": _obj({"id": _ID_ARG}, ["id"]),
      "output_schema": _obj({"id": {"type": "string"}, "subject": {"type": "string"},
                             "deleted": {"const": True}}, ["id", "subject", "deleted"])},
+]
+
+# What the world can do to the mailbox during an episode (``events`` of a workspace or task), beside
+# the tools: not offered to agents
+EVENTS: list[dict[str, Any]] = [
+    {"name": "_deliver", "description": "A message arrives in the inbox, unread, dated today.",
+     "input_schema": _obj({"sender": {"type": "string"}, "subject": {"type": "string"},
+                           "body": {"type": "string"}, "time": {"type": "string"}},
+                          ["sender", "subject", "body"])},
 ]
 
 # Records an agent may read as MCP resources (coworkenv://mail/<collection>/<id>), read with the
@@ -267,7 +276,16 @@ def _store_sent(conn: sqlite3.Connection, to: list[str], subject: str, body: str
 
 
 def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one mail tool; raises ToolFailure on a domain error."""
+    """Run one mail tool (or world event); raises ToolFailure on a domain error."""
+    if tool == "_deliver":
+        args = check_args(args, list(EVENTS[0]["input_schema"]["properties"]))
+        sender = check_emails([req_str(args, "sender", 300)], "sender")[0]
+        ident = next_id(conn, "mail_messages", "m")
+        conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (ident, "inbox", sender, json.dumps([world_user(conn)["email"]]), req_str(args, "subject", 300),
+                       req_str(args, "body"), world_today(conn).isoformat(), opt_str(args, "time") or NOW_TIME, 0,
+                       None))
+        return _message(_get(conn, ident))
     args = tool_args(TOOLS, tool, args)
     if tool == "search_messages":
         query, folder = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "folder")
