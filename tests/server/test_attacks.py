@@ -117,7 +117,7 @@ async def test_text_that_cannot_be_stored_is_a_tool_error_and_the_episode_still_
 
 
 async def test_open_episodes_are_bounded_and_idle_fresh_ones_end_sooner(host: EpisodeHost, tasks: list[str]):
-    settings = ServeSettings(max_episodes_per_client=2, episode_idle_timeout=60, fresh_idle_timeout=0.3)
+    settings = ServeSettings(max_episodes_per_client=2, episode_idle_timeout=60, fresh_idle_timeout=1.5)
     task = tasks[0]
     with anyio.fail_after(60):
         async with running_http_server(host, settings) as base:
@@ -128,7 +128,7 @@ async def test_open_episodes_are_bounded_and_idle_fresh_ones_end_sooner(host: Ep
                     async with modern(f"{base}/t/{task}/e/c/mcp") as c:
                         await c.list_tools()
                 assert refused.group_contains(Exception, match="too many open episodes")
-                while len(host.open_episodes) > 1:  # b, which made no call, ends after 0.3 s idle
+                while len(host.open_episodes) > 1:  # b, which made no call, ends after 1.5 s idle
                     await anyio.sleep(0.05)
                 (left,) = host.open_episodes.values()
                 assert left.calls == 1

@@ -152,7 +152,7 @@ async def test_delete_ends_a_key_episode_and_idle_episodes_end_by_themselves(hos
     # An abandoned episode (no submit, no DELETE) ends after the idle timeout, graded.
     idle = EpisodeHost(host.store, EpisodeSettings(cache_dir=tmp_path / "idle"))
     with anyio.fail_after(30):
-        async with running_http_server(idle, ServeSettings(episode_idle_timeout=0.3)) as base:
+        async with running_http_server(idle, ServeSettings(episode_idle_timeout=1.5)) as base:
             async with Client(f"{base}/t/{task}/e/abandoned/mcp") as client:
                 await client.call_tool("mail_search_messages", {"query": "budget"})
             (abandoned,) = [r.id for r in host.store.episodes(source="live", task_id=task) if r.id != deleted]

@@ -140,7 +140,7 @@ async def test_idle_timeout_writes_every_call_before_the_end(store: Store, tasks
     task = tasks[0]
     idle = EpisodeHost(store, EpisodeSettings(cache_dir=tmp_path / "idle"))
     with anyio.fail_after(45):
-        async with running_http_server(idle, ServeSettings(episode_idle_timeout=0.3)) as base:
+        async with running_http_server(idle, ServeSettings(episode_idle_timeout=2.0)) as base:
             async with Client(f"{base}/t/{task}/e/abandoned/mcp") as client:
                 tools = await make_calls(client)
                 episode_id = the_episode(idle, task)
