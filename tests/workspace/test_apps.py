@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 import re
 import sqlite3
@@ -149,6 +150,20 @@ def test_seed_is_deterministic(app):
         return dump(fresh(seed, (app,)), f"{app}_")
     assert seeded(3) == seeded(3)
     assert seeded(3) != seeded(4)
+
+
+def test_a_seed_builds_the_same_state_in_every_process():
+    """Not only within a process: the string hashes that order sets change from one Python process to
+    the next, and a workspace built from a seed must not depend on them (a cached state, a task's
+    guard digest and a bundle hash are all compared across processes)."""
+    code = ("import sqlite3, sys, tempfile; from pathlib import Path; "
+            "from coworkenv.workspace import build_workspace, write_initial_state, state_digest; "
+            "d = tempfile.mkdtemp(); "
+            "print([state_digest(sqlite3.connect(write_initial_state(build_workspace(s), Path(d) / f'{s}.db')), {}) "
+            "for s in (0, 1)])")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(h)},
+                              capture_output=True, text=True, check=True).stdout for h in (1, 2, 3)}
+    assert len(digests) == 1, digests
 
 
 def test_seed_sizes():
