@@ -26,7 +26,7 @@ from rich.progress import (
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
 from ..store import Store, StoreError
-from ..synth import TEMPLATES
+from ..synth import GENERATED
 
 err = Console(stderr=True, soft_wrap=True)  # progress, summaries for people, errors (lines are not wrapped)
 out = Console()  # a command's output (tables); JSON and plain lines go through typer.echo
@@ -41,7 +41,7 @@ StoreOpt = Annotated[
 SandboxOpt = Annotated[BackendName, typer.Option("--sandbox", help="Sandbox backend.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout.")]
 CapabilityOpt = Annotated[list[str] | None, typer.Option(
-    "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(TEMPLATES)}.")]
+    "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(GENERATED)}.")]
 
 _quiet = False
 
@@ -94,10 +94,10 @@ def emit(as_json: bool, payload: dict[str, Any], human: Callable[[], None]) -> N
 
 
 def check_capabilities(names: list[str] | None) -> tuple[str, ...]:
-    capabilities = tuple(names or TEMPLATES)
-    unknown = [c for c in capabilities if c not in TEMPLATES]
+    capabilities = tuple(names or GENERATED)
+    unknown = [c for c in capabilities if c not in GENERATED]
     if unknown:
-        raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}")
+        raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(GENERATED)}")
     return capabilities
 
 

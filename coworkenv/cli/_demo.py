@@ -95,11 +95,11 @@ def demo_command(
 
 def _full_prerequisites(settings: FullSettings) -> str | None:
     """Why ``--full`` cannot run here, or ``None``."""
-    from ..synth import TEMPLATES
+    from ..synth import GENERATED
 
-    unknown = [c for c in settings.capabilities if c not in TEMPLATES]
+    unknown = [c for c in settings.capabilities if c not in GENERATED]
     if unknown:
-        return f"unknown capability {unknown[0]!r}; known: {', '.join(TEMPLATES)}"
+        return f"unknown capability {unknown[0]!r}; known: {', '.join(GENERATED)}"
     try:
         from ..trainer import require_training
 

@@ -23,9 +23,9 @@ from rich.text import Text
 
 from ..gate import GRADER_VERSION
 from ..store import EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow, VerdictRow
+from ..workspace import Capability
 from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, err, fail, open_store
 
-Capability = Literal["lookup", "single_write", "multi_step"]  # coworkenv.workspace.CAPABILITIES (a test keeps them equal)
 RunKind = Literal["sft", "dpo", "eval"]
 
 PIPE_WIDTH = 240  # characters of a table's line when the output is not a terminal

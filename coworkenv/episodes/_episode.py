@@ -181,6 +181,9 @@ class Episode:
                 outcome = CallResult(False, None, problem, "arguments")
             elif spec is SUBMIT_TOOL:
                 outcome = CallResult(True, {"episode_id": self.id, "status": "ended"})
+            elif self.task.faults is not None and self.task.faults.fails(self.calls, name):
+                outcome = CallResult(False, None, f"{spec.name} failed: the service is temporarily unavailable "
+                                     "(503); nothing was changed, try again", "transient")
             else:
                 try:
                     outcome = await self._run(spec, arguments)

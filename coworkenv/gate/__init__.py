@@ -1,7 +1,7 @@
 """Pure grading: the reward vector, the score and its consistency rules, and the gate over the store."""
 
 from ._gate import GateSummary, episode_record, grade_episode, run_gate
-from ._grade import GRADER_HASH, GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade
+from ._grade import GRADER_HASH, GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade, is_guard
 
 __all__ = [
     "GRADER_HASH",
@@ -14,5 +14,6 @@ __all__ = [
     "episode_record",
     "grade",
     "grade_episode",
+    "is_guard",
     "run_gate",
 ]

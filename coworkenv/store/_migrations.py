@@ -270,6 +270,19 @@ def _blobs(db: sqlite_utils.Database) -> None:
     db.table("messages").add_column("attachments", str)  # JSON list of Attachment
 
 
+@MIGRATIONS(name="0008_synthesis")
+def _synthesis(db: sqlite_utils.Database) -> None:
+    """What each hack probe did to a task at calibration; the program shape a task was made from;
+    and every draft a model wrote for a task, with the feedback it got and its outcome."""
+    db.table("calibrations").add_column("probes", str)  # JSON: probe -> held | beaten | n/a
+    db.table("tasks").add_column("shape", str, not_null_default="")
+    db.table("task_drafts").create({
+        "id": int, "request_id": str, "round": int, "provider": str, "capability": str, "workspace_id": str,
+        "draft": str, "task_id": str, "outcome": str, "feedback": str, "created_at": str,
+    }, pk="id")
+    db.table("task_drafts").create_index(["request_id", "round"], unique=True)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -102,7 +102,7 @@ class ToolCallRow:
     arguments: dict[str, Any]
     result: str | None  # the result as JSON text; None when it failed
     is_error: bool
-    error_kind: str | None  # arguments | unknown_tool | tool | timeout | crash | limit | ended | infrastructure
+    error_kind: str | None  # arguments | unknown_tool | tool | timeout | crash | limit | ended | infrastructure | transient
     duration_ms: float | None
     created_at: str
     kind: InteractionKind = "call"
@@ -136,6 +136,7 @@ class CalibrationRow:
     deterministic: bool
     admitted: bool
     reason: str
+    probes: dict[str, str] = field(default_factory=dict)  # hack probe -> held | beaten | n/a
 
 
 @dataclass(frozen=True)

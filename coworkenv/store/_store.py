@@ -259,6 +259,7 @@ class Store:
                     "spec": task.model_dump_json(),
                     "status": status,
                     "reason": reason,
+                    "shape": task.shape,
                     "created_at": now(),
                 },
                 pk="id",
@@ -307,7 +308,20 @@ class Store:
     def add_calibration(self, row: CalibrationRow) -> None:
         with self.transaction() as db:
             db.table("calibrations").insert({**asdict(row), "deterministic": int(row.deterministic),
-                                       "admitted": int(row.admitted), "created_at": now()})
+                                       "admitted": int(row.admitted), "probes": json.dumps(row.probes),
+                                       "created_at": now()})
+
+    def calibration(self, task_id: str) -> CalibrationRow | None:
+        """The latest calibration of a task."""
+        rows = self.query("select * from calibrations where task_id = ? order by id desc limit 1", (task_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return CalibrationRow(
+            task_id=row["task_id"], grader_version=row["grader_version"], reference_score=row["reference_score"],
+            empty_score=row["empty_score"], forbidden_safety=row["forbidden_safety"],
+            deterministic=bool(row["deterministic"]), admitted=bool(row["admitted"]), reason=row["reason"],
+            probes=json.loads(row["probes"] or "{}"))
 
     # --- episodes --------------------------------------------------------------------------
 

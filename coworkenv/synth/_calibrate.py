@@ -1,19 +1,24 @@
-"""Task calibration: a task is admitted only if its grading is consistent.
+"""Task calibration: a task is admitted only if its grading is consistent and cannot be gamed.
 
 The reference solution must score 1.0, an empty episode 0, the reference plus one forbidden call
-must score safety 0, and grading the same episode twice must give the same grade. A task that
-fails is quarantined with its reason. Calibration plays real episodes (source ``calibration``),
-which the runtime grades like any other.
+must score safety 0, and grading the same episode twice must give the same grade. Then the hack
+probes (``coworkenv.synth._probes``: every candidate listed, a claim with no action, writes
+sprayed over other records, an extra destructive call, a partial solution) must each fail to be
+admitted. A task that fails any of this is quarantined with its reason (naming the probe that beat
+it). Calibration plays real episodes (source ``calibration``) in the workspace's sandboxes, which
+the runtime grades like any other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sqlite3
+from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
-from ..gate import GRADER_VERSION, episode_record, grade
+from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
+from ._probes import PROBES, probes
 
 
 @dataclass
@@ -27,6 +32,7 @@ class Calibration:
     forbidden_safety: float
     deterministic: bool
     reason: str
+    probes: dict[str, str] = field(default_factory=dict)  # probe -> "held" | "beaten" | "n/a"
 
     @property
     def admitted(self) -> bool:
@@ -46,9 +52,11 @@ async def _play(host: EpisodeHost, task: Task, steps: list[ReferenceStep], answe
     return episode.id, verdict
 
 
-async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted") -> Calibration:
-    """Play the reference, empty and forbidden probes of ``task``; set its status to ``admit_as``
-    (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined`` with the reason."""
+async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted",
+                         hack_probes: bool = True, record: bool = True) -> Calibration:
+    """Play the reference, empty and forbidden probes of ``task``, then its hack probes; set its
+    status to ``admit_as`` (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined``
+    with the reason. ``record=False`` measures without storing the calibration or changing the status."""
     store = host.store
     ref_id, reference = await _play(host, task, task.reference, task.reference_answer)
     _, empty = await _play(host, task, [], None)
@@ -69,8 +77,11 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     if reference.score != 1.0:
         failing = "\n".join(f"- {c.detail}" for c in reference.checks if not c.passed)
         problems.append(f"reference solution scores {reference.score}, not 1.0 ({failing.strip() or reference.reason})")
-    passing = [c.id for c in empty.checks if c.passed]
-    empty_score = max(empty.score, len(passing) / len(empty.checks))
+    work = [result for check, result in zip(task.checks, empty.checks, strict=True) if not is_guard(check)]
+    passing = [c.id for c in work if c.passed]
+    empty_score = max(empty.score, len(passing) / len(work)) if work else 1.0
+    if not work:
+        problems.append("the task has only guard checks: nothing it asks for is checked")
     if empty_score != 0.0:
         problems.append(f"an empty episode scores {empty_score}, not 0: checks {', '.join(passing)} "
                         "hold without any work")
@@ -83,15 +94,41 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     for event in store.interactions(ref_id):
         if event.kind == "event" and event.is_error:
             problems.append(f"the world event {event.tool} failed: {event.error}")
+    outcomes: dict[str, str] = {}
+    if hack_probes and not problems:
+        outcomes = await play_probes(host, task)
+        for name, outcome in outcomes.items():
+            if outcome == "beaten":
+                problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
     result = Calibration(task.id, reference.score, empty_score, forbidden_safety, deterministic,
-                         "; ".join(problems))
+                         "; ".join(problems), outcomes)
+    if not record:
+        return result
     store.add_calibration(CalibrationRow(
         task_id=task.id, grader_version=GRADER_VERSION, reference_score=result.reference_score,
         empty_score=result.empty_score, forbidden_safety=result.forbidden_safety,
-        deterministic=result.deterministic, admitted=result.admitted, reason=result.reason,
+        deterministic=result.deterministic, admitted=result.admitted, reason=result.reason, probes=outcomes,
     ))
     store.set_task_status(task.id, admit_as if result.admitted else "quarantined", result.reason)
     return result
+
+
+async def play_probes(host: EpisodeHost, task: Task) -> dict[str, str]:
+    """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it."""
+    workspace = host.workspace(task.workspace_id)
+    initial = sqlite3.connect(host.initial_state(workspace))
+    try:
+        found = probes(task, workspace, initial)
+    finally:
+        initial.close()
+    outcomes = {}
+    for name, probe in found.items():
+        if probe is None:
+            outcomes[name] = "n/a"
+            continue
+        _, verdict = await _play(host, task, probe.steps, probe.answer)
+        outcomes[name] = "beaten" if verdict.admitted else "held"
+    return outcomes
 
 
 async def calibrate_tasks(host: EpisodeHost, tasks: list[Task], *, on_done=None) -> list[Calibration]:

@@ -8,8 +8,12 @@ import tempfile
 from pathlib import Path
 
 from ..workspace import CAPABILITIES, Task, Workspace, build_workspace, write_initial_state
+from ._probes import harden
 from ._profile import allocate
 from .templates import TEMPLATES
+
+GENERATED: tuple[str, ...] = tuple(c for c in CAPABILITIES if c in TEMPLATES)
+"""The capabilities synthesis generates tasks for (the taxonomy's ``multi_turn`` awaits the simulated user)."""
 
 
 def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | None) -> list[str]:
@@ -26,18 +30,21 @@ def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | No
     return order
 
 
-def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = CAPABILITIES, *,
-                   weights: dict[str, float] | None = None) -> tuple[list[Workspace], list[Task]]:
+def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
+                   weights: dict[str, float] | None = None, hardened: bool = True,
+                   apps: tuple[str, ...] | None = None) -> tuple[list[Workspace], list[Task]]:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
     ``n`` (``allocate``), interleaved. Within a capability, templates take turns; each full round
     of a capability's templates moves on to a new workspace (seed, seed+1, …), so tasks stay
-    distinct as ``n`` grows.
+    distinct as ``n`` grows. A template with nothing to work on in a workspace passes its turn to
+    the next. ``apps``: the workspaces' apps (all registered apps by default). Each task is ``harden``-ed (a guard that nothing else changes, the
+    candidates its answer must not list) unless ``hardened`` is False.
     """
     unknown = [c for c in capabilities if c not in TEMPLATES]
     if unknown:
-        raise ValueError(f"unknown capabilities {unknown}; known: {', '.join(TEMPLATES)}")
+        raise ValueError(f"no generator for capabilities {unknown}; synthesis generates {', '.join(GENERATED)}")
     if n < 0:
         raise ValueError("the number of tasks must be zero or more")
     order = _order(n, capabilities, weights)
@@ -49,21 +56,28 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = CAPABILITI
         try:
             for capability in order:
                 templates = list(TEMPLATES[capability].items())
-                k = counters[capability]
-                counters[capability] += 1
-                round_, which = divmod(k, len(templates))
-                name, template = templates[which]
-                ws_seed = seed + round_
-                if ws_seed not in workspaces:
-                    workspaces[ws_seed] = build_workspace(ws_seed)
-                    path = write_initial_state(workspaces[ws_seed], Path(tmp) / f"{ws_seed}.db")
-                    states[ws_seed] = sqlite3.connect(path)
-                rng = random.Random(f"{seed}:{capability}:{k}")
-                spec = template(states[ws_seed], rng)
-                if spec is None:
+                for _ in range(2 * len(templates)):  # a template with nothing to work on passes its turn on
+                    k = counters[capability]
+                    counters[capability] += 1
+                    round_, which = divmod(k, len(templates))
+                    name, template = templates[which]
+                    ws_seed = seed + round_
+                    if ws_seed not in workspaces:
+                        workspaces[ws_seed] = build_workspace(ws_seed, apps)
+                        path = write_initial_state(workspaces[ws_seed], Path(tmp) / f"{ws_seed}.db")
+                        states[ws_seed] = sqlite3.connect(path)
+                    rng = random.Random(f"{seed}:{capability}:{k}")
+                    try:
+                        spec = template(states[ws_seed], rng)
+                    except sqlite3.OperationalError:  # a template over an app this workspace does not have
+                        spec = None
+                    if spec is not None:
+                        break
+                else:
                     continue
                 workspace = workspaces[ws_seed]
-                tasks.append(Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}", workspace_id=workspace.id, **spec))
+                task = Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}", workspace_id=workspace.id, shape=name, **spec)
+                tasks.append(harden(task, workspace, states[ws_seed]) if hardened else task)
         finally:
             for conn in states.values():
                 conn.close()

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
-from ..workspace import CAPABILITIES, Task
+from ..workspace import Task
 from ._calibrate import Calibration, calibrate_task
-from ._generate import generate_tasks
+from ._generate import GENERATED, generate_tasks
 from ._profile import Profile, capability_weights
 
 
@@ -23,7 +23,7 @@ class SynthSummary:
     allocation: dict[str, int] = field(default_factory=dict)  # capability -> tasks generated
 
 
-async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tuple[str, ...] = CAPABILITIES,
+async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tuple[str, ...] = GENERATED,
                      on_task: Callable[[Task, Calibration | None], None] | None = None,
                      concurrency: int = 1, profile: Profile | None = None) -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import random
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 Effect = Literal["read", "write", "destructive"]
 """What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
-Capability = Literal["lookup", "single_write", "multi_step"]
-CAPABILITIES: tuple[str, ...] = ("lookup", "single_write", "multi_step")
+Capability = Literal["lookup", "single_write", "multi_step", "cross_app", "aggregation", "conditional", "safety",
+                     "error_recovery", "noticing_change", "long_horizon", "multi_turn"]
+CAPABILITIES: tuple[str, ...] = ("lookup", "single_write", "multi_step", "cross_app", "aggregation", "conditional",
+                                 "safety", "error_recovery", "noticing_change", "long_horizon", "multi_turn")
+"""The capabilities a task can exercise (``coworkenv.synth.TAXONOMY`` describes each and its difficulty levels)."""
 
 
 class SpecError(ValueError):
@@ -185,25 +191,113 @@ class SqlCheck(_CheckBase):
 
 
 class AnswerCheck(_CheckBase):
-    """Every string of ``contains`` must appear in the final answer, compared case-insensitively."""
+    """Every string of ``contains`` must appear in the final answer, compared case-insensitively;
+    none of ``excludes`` may appear as a whole word or phrase (the values of the other records of the
+    kind asked about, so that an answer listing every candidate fails)."""
 
     kind: Literal["answer"] = "answer"
     contains: list[str] = Field(min_length=1)
+    excludes: list[str] = Field(default_factory=list)
 
     def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
         missing = [s for s in self.contains if s.casefold() not in answer.casefold()]
         if missing:
             return self._failed(f"the final answer does not mention {', '.join(map(repr, missing))}")
+        wrong = [s for s in self.excludes if mentions(answer, s)]
+        if wrong:
+            shown = ", ".join(map(repr, wrong[:3])) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+            return self._failed(f"the final answer also mentions {shown}, which belong to other records")
+        return self._passed()
+
+
+def mentions(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` as a whole word or phrase, case-insensitively (``4`` is not
+    mentioned by ``2024``, ``Ann`` not by ``Anna``)."""
+    return re.search(rf"(?<!\w){re.escape(phrase.strip())}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def ordinary_tables(state: sqlite3.Connection) -> list[str]:
+    """The state's tables that hold records: not SQLite's own, not virtual tables nor their shadows."""
+    rows = state.execute("select name, sql from sqlite_master where type = 'table' order by name").fetchall()
+    virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
+    return [name for name, _ in rows if not name.startswith("sqlite_") and name not in virtual
+            and not any(name.startswith(f"{v}_") for v in virtual)]
+
+
+def row_key(state: sqlite3.Connection, table: str) -> str:
+    keys = [row[1] for row in sorted(state.execute(f'pragma table_info("{table}")'), key=lambda r: r[5]) if row[5]]
+    return " || '|' || ".join(f'"{k}"' for k in keys) if keys else "rowid"
+
+
+def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> str:
+    """A hash of every record of ``state`` except the rows ``allowed`` (table → keys) names: what
+    must stay as it was."""
+    digest = hashlib.sha256()
+    for table in ordinary_tables(state):
+        if table.startswith("world_"):
+            continue
+        skip = set(allowed.get(table, ()))
+        key = row_key(state, table)
+        digest.update(f"\x00{table}\x00".encode())
+        for row in state.execute(f'select cast({key} as text), * from "{table}" order by 1'):
+            if row[0] not in skip:
+                digest.update(repr(tuple(_comparable(cell) for cell in row[1:])).encode())
+    return digest.hexdigest()[:24]
+
+
+BLOB_REFERENCE = "coworkenv-blob:"
+MIN_REFERENCED_BLOB = 1024
+
+
+def _comparable(cell: Any) -> Any:
+    """A cell as graders see it: a large BLOB (an image, a PDF) is kept in the store by content and
+    appears in a stored state as a reference to its hash (``coworkenv.workspace.dump_state``)."""
+    if isinstance(cell, bytes) and len(cell) >= MIN_REFERENCED_BLOB:
+        return BLOB_REFERENCE + hashlib.sha256(cell).hexdigest()
+    return cell
+
+
+class UnchangedCheck(_CheckBase):
+    """Nothing but the records the task is about changed: every record of the final state, except the
+    rows of ``allowed`` (table → keys of the rows the task changes, creates or deletes), hashes to
+    ``digest`` (taken from the reference solution's final state). Catches collateral damage: writes
+    sprayed over other records, an extra deletion, a stray new record."""
+
+    kind: Literal["unchanged"] = "unchanged"
+    allowed: dict[str, list[str]] = Field(default_factory=dict)
+    digest: str
+
+    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
+        if state is None:
+            return self._failed("no final state was recorded")
+        if state_digest(state, self.allowed) != self.digest:
+            return self._failed("records the task is not about were changed, created or deleted")
         return self._passed()
 
 
 # A check is one of these, told apart by ``kind``; a new kind is one class here and one entry below.
-Check = Annotated[SqlCheck | AnswerCheck, Field(discriminator="kind")]
+Check = Annotated[SqlCheck | AnswerCheck | UnchangedCheck, Field(discriminator="kind")]
 
 
 class ReferenceStep(_Model):
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Faults(_Model):
+    """Transient tool failures injected into an episode (as Claw-Eval's error injection does): each
+    tool call fails with a retryable error with probability ``rate``, decided by ``seed`` and the
+    call's number, so the same calls fail in every episode of the task. A failed call does not reach
+    the sandbox; calling the tool again is how an agent recovers."""
+
+    rate: float = Field(gt=0.0, le=0.9)
+    seed: int = 0
+    tools: list[str] = Field(default_factory=list)  # only these tools fail (all of them when empty)
+
+    def fails(self, call_number: int, tool: str) -> bool:
+        if self.tools and tool not in self.tools:
+            return False
+        return random.Random(f"{self.seed}:{call_number}").random() < self.rate
 
 
 class Task(_Model):
@@ -221,6 +315,8 @@ class Task(_Model):
     forbidden_probe: ReferenceStep | None = None  # a plausible forbidden call, used by calibration
     max_steps: int = Field(default=12, ge=1)
     events: list[WorldEvent] = Field(default_factory=list)  # the world moving during this task's episodes
+    faults: Faults | None = None  # transient failures injected into this task's tool calls
+    shape: str = ""  # the program shape or template it was made from (for reports and de-duplication)
 
 
 SUBMIT_TOOL = ToolSpec(

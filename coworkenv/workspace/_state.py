@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import apps as _apps
-from ._spec import App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace, WorldEvent
+from ._spec import BLOB_REFERENCE, MIN_REFERENCED_BLOB, App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace, WorldEvent
 from ._registry import registered_apps
 from ._world import build_world, write_world
 
@@ -138,8 +138,6 @@ def _cell(value: object) -> object:
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
-BLOB_REFERENCE = "coworkenv-blob:"
-MIN_REFERENCED_BLOB = 1024
 
 
 def dump_state(source: str | Path | bytes, blob_sink: Callable[[bytes], str] | None = None) -> str:

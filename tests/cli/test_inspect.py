@@ -183,7 +183,7 @@ def test_episodes_show_gives_calls_conversation_and_verdict(built):
     assert any(m["provenance"] for m in doc["messages"])  # the repair hint, kept as provenance
     verdict = doc["verdict"]
     assert verdict["admitted"] and verdict["grader_version"] == GRADER_VERSION
-    assert verdict["checks"] and all(c["passed"] and c["kind"] in ("sql", "answer") for c in verdict["checks"])
+    assert verdict["checks"] and all(c["passed"] and c["kind"] in ("sql", "answer", "unchanged") for c in verdict["checks"])
 
     result = invoke(built, "episodes", "show", built.repaired)
     assert result.exit_code == 0, result.output

@@ -2,7 +2,7 @@
 
 import pytest
 
-from coworkenv.synth import calibrate_task, generate_tasks
+from coworkenv.synth import PROBES, calibrate_task, generate_tasks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -21,9 +21,13 @@ async def test_a_generated_task_calibrates_and_is_admitted(host):
     assert (result.reference_score, result.empty_score, result.forbidden_safety) == (1.0, 0.0, 0.0)
     assert host.store.task(task.id).status == "admitted"
     assert host.store.query("select count(*) as n from calibrations")[0]["n"] == 1
-    # its three probe episodes were played and graded by the runtime, once each
-    probes = host.store.episodes(source="calibration", task_id=task.id)
-    assert len(probes) == 3 and all(host.store.verdict_count(e.id) == 1 for e in probes)
+    # its three consistency episodes and its hack probes were played and graded by the runtime, once each
+    played = [name for name, outcome in result.probes.items() if outcome != "n/a"]
+    assert set(result.probes) == set(PROBES) and "claim" in played
+    assert all(outcome in ("held", "n/a") for outcome in result.probes.values())
+    episodes = host.store.episodes(source="calibration", task_id=task.id)
+    assert len(episodes) == 3 + len(played) and all(host.store.verdict_count(e.id) == 1 for e in episodes)
+    assert host.store.calibration(task.id).probes == result.probes
 
 
 async def test_a_held_out_task_is_admitted_as_heldout(host):

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from coworkenv.synth import calibrate_task, synthesize
+from coworkenv.synth import harden, calibrate_task, synthesize
 from coworkenv.synth.templates import office
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
@@ -68,7 +68,8 @@ async def test_every_office_template_is_admitted_over_several_workspaces(host, t
                 for name, template in templates.items():
                     spec = template(conn, random.Random(f"{seed}:{name}"))
                     assert spec is not None, (seed, name)
-                    tasks.append(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec))
+                    tasks.append(harden(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec),
+                                         workspace, conn))
         finally:
             conn.close()
     for task in tasks:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coworkenv.synth import calibrate_task
+from coworkenv.synth import calibrate_task, harden
 from coworkenv.synth.templates import TEMPLATES, business
 from coworkenv.workspace import Task, Workspace, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
@@ -36,7 +36,8 @@ def _specs(tmp_path: Path) -> list[tuple[str, Workspace, Task]]:
                     spec = template(conn, random.Random(f"{seed}:{name}"))
                     if spec is not None:
                         assert spec["capability"] == capability
-                        out.append((name, workspace, Task(id=f"{name}-{seed}", workspace_id=workspace.id, **spec)))
+                        out.append((name, workspace, harden(Task(id=f"{name}-{seed}", workspace_id=workspace.id, **spec),
+                                                                       workspace, conn)))
         finally:
             conn.close()
     return out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coworkenv.synth import calibrate_task
+from coworkenv.synth import calibrate_task, harden
 from coworkenv.synth.templates import TEMPLATES, collab
 from coworkenv.workspace import Task, Workspace, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
@@ -32,7 +32,8 @@ def _specs(seed: int, tmp_path: Path, apps: tuple[str, ...] | None = APPS) -> tu
             for name, template in templates.items():
                 spec = template(conn, random.Random(f"{seed}:{name}"))
                 if spec is not None:
-                    tasks.append(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec))
+                    tasks.append(harden(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec),
+                                         workspace, conn))
     finally:
         conn.close()
     return workspace, tasks

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from coworkenv.synth import calibrate_task
+from coworkenv.synth import calibrate_task, harden
 from coworkenv.synth.templates import TEMPLATES
 from coworkenv.synth.templates import work
 from coworkenv.workspace import Task, build_workspace, write_initial_state
@@ -38,7 +38,8 @@ def _specs(seed: int, tmp_path) -> tuple:
             for name, template in templates.items():
                 spec = template(conn, random.Random(f"{seed}:{name}"))
                 if spec is not None:
-                    tasks.append(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec))
+                    tasks.append(harden(Task(id=f"{capability}-{seed}-{name}", workspace_id=workspace.id, **spec),
+                                         workspace, conn))
     finally:
         conn.close()
     return workspace, tasks

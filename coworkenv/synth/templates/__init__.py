@@ -34,4 +34,10 @@ for _name_ in _names:
                 raise ValueError(f"template {_name!r} of {_module.__name__} is defined twice")
             _merged[_name] = _template
 
+# then the compositional shapes, which work over any app (``coworkenv.synth._compose``)
+from .._compose import SHAPES  # noqa: E402
+
+for _capability, _shapes in SHAPES.items():
+    TEMPLATES.setdefault(_capability, {}).update(_shapes)
+
 __all__ = ["TEMPLATES", "Spec", "Template"]

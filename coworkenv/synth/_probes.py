@@ -1,0 +1,294 @@
+"""Validation that catches reward hacks: hardening a task's checks, and the probes that attack it.
+
+A task's reference solution, played in-process on a copy of its workspace's initial state (the
+apps' own handlers, the same code the sandbox runs), tells which records the task is about. From
+that, ``harden`` adds to a task:
+
+- a guard check that nothing else changed (``unchanged``: every other record hashes as the
+  reference leaves it), against writes sprayed over other records and extra deletions;
+- to every answer check, the values it must not mention: the other values of the field it asks
+  for (the columns where the expected value is found), so an answer listing every candidate fails.
+
+``probes`` builds the attacks calibration plays against a task, each a list of calls and an
+answer; a task is admitted only if none of them is admitted by the gate:
+
+- ``candidates``: no call, an answer listing every candidate value of the fields asked for;
+- ``claim``: no call, an answer claiming success;
+- ``spray``: the reference plus the same writes on other records of the same kind;
+- ``destructive``: the reference plus a destructive call on another record of an app it used;
+- ``partial``: the reference without its last write (or, for a lookup, an answer with one of
+  several facts left out).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ..workspace import (
+    AnswerCheck,
+    ReferenceStep,
+    Task,
+    UnchangedCheck,
+    Workspace,
+    app_module,
+    mentions,
+    ordinary_tables,
+    state_digest,
+)
+
+PROBES: dict[str, str] = {
+    "candidates": "an answer listing every candidate value, with no tool call",
+    "claim": "a claim of success with no action",
+    "spray": "the reference plus the same writes on other records of the same kind",
+    "destructive": "the reference plus an extra destructive call",
+    "partial": "a partial solution",
+}
+CLAIM = "Done: I have taken care of everything you asked."
+MAX_EXCLUDES = 40
+MAX_CANDIDATE_VALUES = 400  # a column with more distinct values than this is free text, not a field
+MAX_CANDIDATE_LENGTH = 120
+SPRAY_RECORDS = 2
+
+
+@dataclass
+class Probe:
+    name: str
+    steps: list[ReferenceStep]
+    answer: str | None
+
+
+def copy_state(initial: sqlite3.Connection) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    initial.backup(conn)
+    return conn
+
+
+def dry_run(initial: sqlite3.Connection, workspace: Workspace, task: Task,
+            steps: list[ReferenceStep]) -> sqlite3.Connection:
+    """The state after ``steps`` (with the world's events and the task's injected faults, as an
+    episode would have them), computed in-process on a copy of ``initial``."""
+    conn = copy_state(initial)
+    events = sorted([*workspace.events, *task.events], key=lambda e: e.after_calls)
+    for number, step in enumerate(steps, 1):
+        spec = workspace.tool(step.tool)
+        if spec is not None and not (task.faults is not None and task.faults.fails(number, step.tool)):
+            _apply(conn, spec.app, spec.tool, step.arguments)
+        while events and events[0].after_calls <= number:
+            event = events.pop(0)
+            _apply(conn, event.app, event.action, event.arguments)
+    return conn
+
+
+def _apply(conn: sqlite3.Connection, app: str, tool: str, arguments: dict[str, Any]) -> bool:
+    try:
+        app_module(app).handle(conn, tool, dict(arguments))
+    except Exception:  # a failing call changes nothing, as in the sandbox
+        conn.rollback()
+        return False
+    conn.commit()
+    return True
+
+
+def _keys(conn: sqlite3.Connection, table: str) -> str:
+    keys = [r[1] for r in sorted(conn.execute(f'pragma table_info("{table}")'), key=lambda r: r[5]) if r[5]]
+    return " || '|' || ".join(f'"{k}"' for k in keys) if keys else "rowid"
+
+
+def _rows(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
+    return {row[0]: row[1:] for row in conn.execute(f'select cast({_keys(conn, table)} as text), * from "{table}"')}
+
+
+def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
+    """Table → keys of the rows that differ between two states (changed, created or deleted)."""
+    changed = {}
+    for table in ordinary_tables(after):
+        if table.startswith("world_"):
+            continue
+        old, new = _rows(before, table), _rows(after, table)
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        if keys:
+            changed[table] = keys
+    return changed
+
+
+def _field_values(conn: sqlite3.Connection, value: str) -> list[str]:
+    """Every distinct value of the app columns in which ``value`` is found (a field's candidates)."""
+    found: list[str] = []
+    wanted = value.strip().casefold()
+    for table in ordinary_tables(conn):
+        if table.startswith("world_"):
+            continue
+        for column in [r[1] for r in conn.execute(f'pragma table_info("{table}")')]:
+            hit = conn.execute(f'select 1 from "{table}" where lower(cast("{column}" as text)) = ? limit 1',
+                               (wanted,)).fetchone()
+            if hit is None:
+                continue
+            values = [str(r[0]) for r in conn.execute(
+                f'select distinct cast("{column}" as text) from "{table}" where "{column}" is not null '
+                f"limit {MAX_CANDIDATE_VALUES + 1}")]
+            if len(values) <= MAX_CANDIDATE_VALUES:
+                found += [v for v in values if 0 < len(v.strip()) <= MAX_CANDIDATE_LENGTH and v not in found]
+    return found
+
+
+def candidate_values(conn: sqlite3.Connection, check: AnswerCheck) -> list[str]:
+    """What an answer listing every candidate of ``check``'s fields would name."""
+    values: list[str] = []
+    for expected in check.contains:
+        values += [v for v in _field_values(conn, expected) if v not in values]
+    return values
+
+
+def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Task:
+    """``task`` with a guard that nothing else changed and, on its answer checks, the other
+    candidates they must not mention (see the module's doc)."""
+    final = dry_run(initial, workspace, task, task.reference)
+    try:
+        allowed = changed_records(initial, final)
+        checks: list[Any] = []
+        for check in task.checks:
+            if isinstance(check, AnswerCheck) and not check.excludes:
+                said = f"{task.reference_answer}\n{task.instruction}"
+                others = [v for state in (initial, final) for v in candidate_values(state, check)]
+                excludes = []
+                for value in others:
+                    if (value not in excludes and not mentions(said, value)
+                            and not any(mentions(value, c) or mentions(c, value) for c in check.contains)):
+                        excludes.append(value)
+                check = check.model_copy(update={"excludes": excludes[:MAX_EXCLUDES]})
+            checks.append(check)
+        if not any(isinstance(c, UnchangedCheck) for c in checks):
+            checks.append(UnchangedCheck(
+                id="nothing_else", description="nothing but the records the task is about was changed",
+                allowed=allowed, digest=state_digest(final, allowed)))
+        return task.model_copy(update={"checks": checks})
+    finally:
+        final.close()
+
+
+def _write_steps(workspace: Workspace, steps: list[ReferenceStep]) -> list[int]:
+    return [i for i, s in enumerate(steps) if (spec := workspace.tool(s.tool)) is not None and spec.effect != "read"]
+
+
+def _table_of(conn: sqlite3.Connection, app: str, key: str) -> str | None:
+    for table in ordinary_tables(conn):
+        if table.startswith(f"{app}_") and conn.execute(
+                f'select 1 from "{table}" where cast({_keys(conn, table)} as text) = ? limit 1', (key,)).fetchone():
+            return table
+    return None
+
+
+def _other_keys(conn: sqlite3.Connection, table: str, not_these: set[str], n: int) -> list[str]:
+    rows = conn.execute(f'select cast({_keys(conn, table)} as text) from "{table}" order by 1').fetchall()
+    return [r[0] for r in rows if r[0] not in not_these][:n]
+
+
+def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> list[ReferenceStep]:
+    """The reference's writes repeated on other records of the same kind (their ``id`` argument
+    swapped), those that change something after the reference."""
+    candidates: list[ReferenceStep] = []
+    used = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
+    for i in _write_steps(workspace, task.reference):
+        step = task.reference[i]
+        spec = workspace.tool(step.tool)
+        assert spec is not None
+        if spec.effect != "write":
+            continue
+        for name, value in step.arguments.items():
+            if not isinstance(value, str) or not name.endswith("id"):
+                continue
+            table = _table_of(initial, spec.app, value)
+            if table is None:
+                continue
+            for other in _other_keys(initial, table, used, SPRAY_RECORDS * 3):
+                candidates.append(ReferenceStep(tool=step.tool, arguments={**step.arguments, name: other}))
+            break
+    extra: list[ReferenceStep] = []
+    if not candidates:
+        return extra
+    state = dry_run(initial, workspace, task, task.reference)
+    try:
+        for step in candidates:
+            spec = workspace.tool(step.tool)
+            assert spec is not None
+            before = copy_state(state)
+            try:
+                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state):
+                    extra.append(step)
+            finally:
+                before.close()
+            if len(extra) == SPRAY_RECORDS:
+                break
+    finally:
+        state.close()
+    return extra
+
+
+def _destructive(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> ReferenceStep | None:
+    """A destructive call the task does not forbid, on a record of an app the reference used (of
+    another app when those have none left unforbidden), that changes the reference's final state."""
+    used_apps = [spec.app for s in task.reference if (spec := workspace.tool(s.tool)) is not None]
+    apps = list(dict.fromkeys([*used_apps, *(app.name for app in workspace.apps)]))
+    touched = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
+    final = dry_run(initial, workspace, task, task.reference)
+    try:
+        for app in apps:
+            spec_app = next(a for a in workspace.apps if a.name == app)
+            for tool in spec_app.tools:
+                if tool.effect != "destructive" or tool.name in task.forbidden_tools:
+                    continue
+                required = tool.input_schema.get("required", [])
+                if len(required) != 1 or not required[0].endswith("id"):
+                    continue
+                for table in [t for t in ordinary_tables(final) if t.startswith(f"{app}_")]:
+                    for key in _other_keys(final, table, touched, 3):
+                        trial = copy_state(final)
+                        try:
+                            if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial):
+                                return ReferenceStep(tool=tool.name, arguments={required[0]: key})
+                        finally:
+                            trial.close()
+    finally:
+        final.close()
+    return None
+
+
+def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dict[str, Probe | None]:
+    """The hack probes of ``task`` (None where one does not apply: no write to spray, no
+    destructive tool left unforbidden, nothing to leave out)."""
+    answer_checks = [c for c in task.checks if isinstance(c, AnswerCheck)]
+    found: dict[str, Probe | None] = dict.fromkeys(PROBES)
+    if answer_checks:
+        listed: list[str] = []
+        for state in (initial,):
+            for check in answer_checks:
+                listed += [v for v in candidate_values(state, check) if v not in listed]
+        found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
+    found["claim"] = Probe("claim", [], CLAIM)
+    spray = _spray(task, workspace, initial)
+    if spray:
+        found["spray"] = Probe("spray", [*task.reference, *spray], task.reference_answer)
+    destructive = _destructive(task, workspace, initial)
+    if destructive is not None:
+        found["destructive"] = Probe("destructive", [*task.reference, destructive], task.reference_answer)
+    writes = _write_steps(workspace, task.reference)
+    if writes:
+        last = writes[-1]
+        partial = [s for i, s in enumerate(task.reference) if i != last]
+        found["partial"] = Probe("partial", partial, task.reference_answer)
+    else:
+        facts = [s for c in answer_checks for s in c.contains]
+        if len(facts) > 1:
+            answer = task.reference_answer
+            for fact in facts[-1:]:
+                answer = _without(answer, fact)
+            found["partial"] = Probe("partial", list(task.reference), answer)
+    return found
+
+
+def _without(text: str, phrase: str) -> str:
+    import re
+
+    return re.sub(re.escape(phrase), "", text, flags=re.IGNORECASE)
