@@ -56,7 +56,7 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
         try:
             for capability in order:
                 templates = list(TEMPLATES[capability].items())
-                for _ in range(2 * len(templates)):  # a template with nothing to work on passes its turn on
+                for _ in range(max(6, 2 * len(templates))):  # a template with nothing to work on passes its turn on
                     k = counters[capability]
                     counters[capability] += 1
                     round_, which = divmod(k, len(templates))
