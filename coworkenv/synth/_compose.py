@@ -27,7 +27,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workspace import Faults, app_module, load_world, ordinary_tables, row_key
+from ..workspace import Faults, ReferenceStep, app_module, load_world, ordinary_tables, row_key
+from ._probes import with_retries
 
 Spec = dict[str, Any]
 MIN_RECORDS = 3
@@ -743,19 +744,11 @@ def error_recovery(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
     if base is None:
         return None
     faults = Faults(rate=rng.choice((0.3, 0.4, 0.5)), seed=rng.randrange(10**6))
-    steps, number = [], 0
-    for step in base["reference"]:
-        number += 1
-        tries = 0
-        while faults.fails(number, step["tool"]):
-            steps.append(step)
-            number += 1
-            tries += 1
-            if tries > 4:
-                return None
-        steps.append(step)
-    if len(steps) == len(base["reference"]):
-        return None  # no failure lands on the reference: nothing to recover from
+    intended = [ReferenceStep.model_validate(step) for step in base["reference"]]
+    played = with_retries(faults, intended)
+    if len(played) == len(intended) or len(played) > 3 * len(intended):
+        return None  # no failure lands on the reference (nothing to recover from), or too many
+    steps = [step.model_dump() for step in played]
     return {**base, "capability": "error_recovery", "difficulty": base["difficulty"] + 1, "reference": steps,
             "faults": faults.model_dump(),
             "instruction": base["instruction"] + " (The services are flaky today; if a call fails, try again.)"
@@ -810,9 +803,12 @@ def long_horizon(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
         return None
     target = rng.choice(targets)
     steps = [_list_step(collection)]
-    for ident in hits:
-        steps += [_get_step(collection, ident),
-                  {"tool": setter.tool, "arguments": {setter.id_arg: ident, setter.argument: target}}]
+    for ident in hits:  # read each; write those not already so
+        steps.append(_get_step(collection, ident))
+        if collection.records[ident][setter.field] != target:
+            steps.append({"tool": setter.tool, "arguments": {setter.id_arg: ident, setter.argument: target}})
+    if len(steps) < 10:
+        return None
     key = f"cast({collection.key} as text)"
     marks = ", ".join("?" for _ in hits)
     return {"capability": "long_horizon", "difficulty": 4,

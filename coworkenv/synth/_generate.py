@@ -5,12 +5,16 @@ from __future__ import annotations
 import random
 import sqlite3
 import tempfile
+from typing import Literal
 from pathlib import Path
 
 from ..workspace import CAPABILITIES, Task, Workspace, build_workspace, write_initial_state
 from ._probes import harden
 from ._profile import allocate
+from ._compose import SHAPES
 from .templates import TEMPLATES
+
+Generator = Literal["all", "composed", "templates"]
 
 GENERATED: tuple[str, ...] = tuple(c for c in CAPABILITIES if c in TEMPLATES)
 """The capabilities synthesis generates tasks for (the taxonomy's ``multi_turn`` awaits the simulated user)."""
@@ -30,19 +34,33 @@ def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | No
     return order
 
 
+def _within(workspace: Workspace, spec: dict) -> bool:
+    """Whether every tool a task spec names is one of the workspace's (a template may know apps it lacks)."""
+    names = [step["tool"] for step in spec.get("reference", [])] + list(spec.get("forbidden_tools", []))
+    probe = spec.get("forbidden_probe")
+    names += [probe["tool"]] if probe else []
+    return all(workspace.tool(name) is not None for name in names)
+
+
 def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                    weights: dict[str, float] | None = None, hardened: bool = True,
-                   apps: tuple[str, ...] | None = None) -> tuple[list[Workspace], list[Task]]:
+                   apps: tuple[str, ...] | None = None, generator: Generator = "all",
+                   ) -> tuple[list[Workspace], list[Task]]:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
     ``n`` (``allocate``), interleaved. Within a capability, templates take turns; each full round
     of a capability's templates moves on to a new workspace (seed, seed+1, …), so tasks stay
     distinct as ``n`` grows. A template with nothing to work on in a workspace passes its turn to
-    the next. ``apps``: the workspaces' apps (all registered apps by default). Each task is ``harden``-ed (a guard that nothing else changes, the
-    candidates its answer must not list) unless ``hardened`` is False.
+    the next. ``apps``: the workspaces' apps (all registered apps by default). ``generator``: the
+    hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of them. Each task is
+    ``harden``-ed (a guard that nothing else changes, the candidates its answer must not list)
+    unless ``hardened`` is False.
     """
-    unknown = [c for c in capabilities if c not in TEMPLATES]
+    sources = {c: {name: t for name, t in TEMPLATES[c].items()
+                   if generator == "all" or (name in SHAPES.get(c, {})) == (generator == "composed")}
+               for c in capabilities if c in TEMPLATES}
+    unknown = [c for c in capabilities if not sources.get(c)]
     if unknown:
         raise ValueError(f"no generator for capabilities {unknown}; synthesis generates {', '.join(GENERATED)}")
     if n < 0:
@@ -55,7 +73,7 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
     with tempfile.TemporaryDirectory(prefix="coworkenv-synth-") as tmp:
         try:
             for capability in order:
-                templates = list(TEMPLATES[capability].items())
+                templates = list(sources[capability].items())
                 for _ in range(max(6, 2 * len(templates))):  # a template with nothing to work on passes its turn on
                     k = counters[capability]
                     counters[capability] += 1
@@ -71,7 +89,7 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
                         spec = template(states[ws_seed], rng)
                     except sqlite3.OperationalError:  # a template over an app this workspace does not have
                         spec = None
-                    if spec is not None:
+                    if spec is not None and _within(workspaces[ws_seed], spec):
                         break
                 else:
                     continue

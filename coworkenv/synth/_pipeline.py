@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..episodes import EpisodeHost
 from ..workspace import Task
 from ._calibrate import Calibration, calibrate_task
-from ._generate import GENERATED, generate_tasks
+from ._generate import GENERATED, Generator, generate_tasks
 from ._profile import Profile, capability_weights
 
 
@@ -25,19 +25,21 @@ class SynthSummary:
 
 async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tuple[str, ...] = GENERATED,
                      on_task: Callable[[Task, Calibration | None], None] | None = None,
-                     concurrency: int = 1, profile: Profile | None = None) -> SynthSummary:
+                     concurrency: int = 1, profile: Profile | None = None,
+                     apps: tuple[str, ...] | None = None, generator: Generator = "all") -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
     With a ``profile`` (from ``eval``) the budget goes to capabilities by what the model still
     fails (``capability_weights``); without one it is spread evenly. Up to ``concurrency`` tasks
     calibrate at once (each in episodes of its own); the summary and the stored statuses do not
-    depend on it.
+    depend on it. ``apps``: the workspaces' apps (every registered app by default);
+    ``generator``: templates, composed shapes or all (``generate_tasks``).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
-    workspaces, tasks = generate_tasks(n, seed, capabilities, weights=weights)
+    workspaces, tasks = generate_tasks(n, seed, capabilities, weights=weights, apps=apps, generator=generator)
     for workspace in workspaces:
         store.put_workspace(workspace)
     summary = SynthSummary(generated=len(tasks))

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..workspace import (
     AnswerCheck,
+    Faults,
     ReferenceStep,
     Task,
     UnchangedCheck,
@@ -275,8 +276,8 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
         found["destructive"] = Probe("destructive", [*task.reference, destructive], task.reference_answer)
     writes = _write_steps(workspace, task.reference)
     if writes:
-        last = writes[-1]
-        partial = [s for i, s in enumerate(task.reference) if i != last]
+        last = task.reference[writes[-1]]  # every try of it, when the task injects faults
+        partial = [s for s in task.reference if s != last]
         found["partial"] = Probe("partial", partial, task.reference_answer)
     else:
         facts = [s for c in answer_checks for s in c.contains]
@@ -285,7 +286,24 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
             for fact in facts[-1:]:
                 answer = _without(answer, fact)
             found["partial"] = Probe("partial", list(task.reference), answer)
+    for name, probe in found.items():
+        if probe is not None and probe.steps:
+            found[name] = Probe(probe.name, with_retries(task.faults, probe.steps), probe.answer)
     return found
+
+
+def with_retries(faults: Faults | None, steps: list[ReferenceStep]) -> list[ReferenceStep]:
+    """``steps`` as an agent that retries would play them under a task's injected ``faults``: each
+    call repeated until it goes through (a step already repeated is taken as its retry)."""
+    if faults is None:
+        return steps
+    intended = [s for i, s in enumerate(steps) if i == 0 or s != steps[i - 1]]
+    played: list[ReferenceStep] = []
+    for step in intended:
+        played.append(step)
+        while faults.fails(len(played), step.tool) and len(played) < 10 * len(intended):
+            played.append(step)
+    return played
 
 
 def _without(text: str, phrase: str) -> str:

@@ -101,3 +101,42 @@ def test_score_follows_claw_eval_formula():
     calls = [call("calendar_create_event", True, "tool")]
     result, _ = grade(TASK, EpisodeRecord(calls, "I was unable to add Standup", NOT_DONE))
     assert result.robustness == 0.0 and result.score == 0.4
+
+
+GUARDED = Task.model_validate({
+    **TASK.model_dump(), "id": "t2",
+    "checks": [TASK.checks[0].model_dump(),
+               {"id": "nothing_else", "kind": "unchanged", "description": "nothing else changed",
+                "allowed": {"events": ["1"]}, "digest": ""}],
+})
+
+
+def test_a_guard_earns_nothing_by_holding_and_costs_when_broken():
+    from coworkenv.workspace import load_state, state_digest
+
+    # the digest of a state where only the allowed row (rowid 1) changed
+    conn = load_state(DONE)
+    guard = GUARDED.checks[1].model_copy(update={"digest": state_digest(conn, {"events": ["1"]})})
+    task = GUARDED.model_copy(update={"checks": [GUARDED.checks[0], guard]})
+    # nothing done, but an answer: the guard holds and earns nothing
+    result, verdict = grade(task, EpisodeRecord([call("calendar_list_events")], "Done.", NOT_DONE))
+    assert result.completion == 0.0 and not verdict.admitted
+    # done, and nothing else touched: complete
+    result, verdict = grade(task, EpisodeRecord([call("calendar_create_event")], "Done.", DONE))
+    assert result.score == 1.0 and verdict.admitted
+    # done, plus another event created: the guard fails and counts as a failed check
+    sprayed = DONE + "\nINSERT INTO events VALUES('Other');"
+    result, verdict = grade(task, EpisodeRecord([call("calendar_create_event")] * 2, "Done.", sprayed))
+    assert result.completion == 0.5 and not verdict.admitted
+    assert "not about were changed" in next(c.detail for c in result.checks if not c.passed)
+
+
+def test_an_answer_check_fails_an_answer_that_also_names_other_records():
+    task = Task.model_validate({
+        **TASK.model_dump(), "id": "t3",
+        "checks": [{"id": "room", "kind": "answer", "description": "the room", "contains": ["Room 4"],
+                    "excludes": ["Room 1", "Room 2", "5"]}]})
+    assert grade(task, EpisodeRecord([call("x")], "It is in Room 4.", None))[1].admitted
+    assert grade(task, EpisodeRecord([call("x")], "It is in Room 4 on 2025-01-15.", None))[1].admitted  # not a word
+    listed, verdict = grade(task, EpisodeRecord([call("x")], "Room 1, Room 2, Room 4", None))
+    assert not verdict.admitted and "other records" in listed.checks[0].detail

@@ -1,0 +1,79 @@
+"""Validation that catches reward hacks: tasks as the templates write them are beaten by the probes,
+hardened ones are not; and injected faults that an agent must retry through."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.store import Provenance
+from coworkenv.synth import PROBES, calibrate_task, generate_tasks, harden, probes
+from coworkenv.workspace import SUBMIT_TOOL, write_initial_state
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+
+
+def _store(host, workspaces, tasks):
+    for workspace in workspaces:
+        host.store.put_workspace(workspace)
+    for task in tasks:
+        host.store.put_task(task)
+
+
+async def test_unhardened_tasks_are_beaten_by_the_probes_and_quarantined_naming_the_probe(host):
+    workspaces, tasks = generate_tasks(24, seed=0, capabilities=("lookup", "single_write"), hardened=False)
+    _store(host, workspaces, tasks)
+    beaten: dict[str, int] = {}
+    for task in tasks:
+        result = await calibrate_task(host, task)
+        for name, outcome in result.probes.items():
+            if outcome == "beaten":
+                beaten[name] = beaten.get(name, 0) + 1
+                assert f"hack probe {name!r}" in result.reason
+                assert host.store.task(task.id).status == "quarantined"
+    assert beaten.get("candidates") and beaten.get("spray"), beaten
+
+
+async def test_the_same_tasks_hardened_hold_against_every_probe(host, tmp_path):
+    workspaces, raw = generate_tasks(24, seed=0, capabilities=("lookup", "single_write"), hardened=False)
+    conn = sqlite3.connect(write_initial_state(workspaces[0], tmp_path / "s.db"))
+    try:
+        tasks = [harden(task, workspaces[0], conn) for task in raw if task.workspace_id == workspaces[0].id]
+        found = {name for task in tasks for name, probe in probes(task, workspaces[0], conn).items() if probe}
+    finally:
+        conn.close()
+    assert found == set(PROBES)  # every probe applies to some of them
+    _store(host, workspaces, tasks)
+    for task in tasks:
+        result = await calibrate_task(host, task)
+        assert result.admitted, (task.id, result.reason)
+        assert set(result.probes) == set(PROBES) and "beaten" not in result.probes.values()
+
+
+async def test_injected_faults_fail_calls_before_the_sandbox_and_an_agent_that_retries_passes(host):
+    workspaces, tasks = generate_tasks(4, seed=3, capabilities=("error_recovery",))
+    _store(host, workspaces, tasks)
+    task = tasks[0]
+    assert task.faults is not None and len(task.reference) > len({(s.tool, str(s.arguments)) for s in task.reference})
+    assert (await calibrate_task(host, task)).admitted
+
+    # an agent that gives up at the first failure
+    episode = await host.open(task, Provenance("live"))
+    for step in task.reference:
+        outcome = await episode.call(step.tool, step.arguments)
+        if not outcome.ok:
+            assert outcome.error_kind == "transient" and "try again" in outcome.error
+            break
+    await episode.call(SUBMIT_TOOL.name, {"answer": "The service failed, so I stopped there."})
+    calls = [c for c in host.store.tool_calls(episode.id) if c.tool != SUBMIT_TOOL.name]
+    assert calls[-1].is_error and calls[-1].error_kind == "transient"
+    assert not host.store.verdict(episode.id, GRADER_VERSION).admitted
+
+    # the reference retries: every failure recovered, robustness 1
+    reference = host.store.episodes(source="calibration", task_id=task.id)[0]
+    recorded = host.store.tool_calls(reference.id)
+    assert any(c.error_kind == "transient" for c in recorded)
+    grade = host.store.verdict(reference.id, GRADER_VERSION)
+    assert grade.admitted
