@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         provider_usage,
     )
     from ._rollout import Rollout, build_agent_graph, repair_hint, rollout
+    from ._scripted import ScriptedChatModel, ScriptExhausted, load_replies
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_hf": ("LocalChatModel", "check_local_model", "parse_reply"),
@@ -38,4 +39,5 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "parse_provider", "provider_help", "provider_problem", "provider_usage",
     ),
     "_rollout": ("Rollout", "build_agent_graph", "repair_hint", "rollout"),
+    "_scripted": ("ScriptExhausted", "ScriptedChatModel", "load_replies"),
 })

@@ -1,8 +1,9 @@
 """Chat-model providers, chosen by name from one table: ``oracle``, ``anthropic:MODEL``,
-``openai:MODEL[@URL]`` and ``hf:PATH``.
+``openai:MODEL[@URL]``, ``hf:PATH`` and ``scripted:FILE``.
 
 A provider is one entry of ``PROVIDERS``: its name, how it is written, a line of help (the CLI's
-help texts are generated from the table) and the factory that builds its chat model for a task.
+help texts are generated from the table) and the factory that builds its chat model, for a task
+(an agent playing it) or for no task (a model drafting tasks, ``coworkenv.synth.draft_tasks``).
 Factories import their chat model's package when called, so reading the table stays cheap.
 """
 
@@ -48,7 +49,8 @@ class ProviderSpec:
         return f"{self.kind}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
 
 
-Factory = Callable[[ProviderSpec, Task, Workspace, ProviderSettings], "BaseChatModel"]
+Factory = Callable[[ProviderSpec, Task | None, Workspace | None, ProviderSettings], "BaseChatModel"]
+"""Builds a provider's chat model: for ``task`` in ``workspace``, or for drafting tasks when both are None."""
 
 
 @dataclass(frozen=True)
@@ -56,29 +58,37 @@ class Provider:
     name: str
     usage: str  # how a spec of it is written
     help: str
-    model: str  # what follows ``name:``: "" (nothing), "a model name" or "a local model folder"
+    model: str  # what follows ``name:``: "" (nothing), "a model name", "a local model folder" or "a replies file"
     takes_url: bool
     build: Factory
     package: str | None = None  # the module its chat model needs, and the extra that installs it
     extra: str | None = None
     key_env: str | None = None  # the environment variable its client reads the API key from (not with a URL)
+    local: bool = False  # what follows ``name:`` is a local path, taken whole (``@`` included)
+    check: Callable[[ProviderSpec], None] | None = None  # raises ProviderError when the spec cannot be played here
 
 
-def _oracle(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+def _oracle(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
+            settings: ProviderSettings) -> BaseChatModel:
     from ._oracle import OracleChatModel
 
+    if task is None or workspace is None:
+        raise ProviderError("the oracle provider only replays the reference solutions of existing tasks; it cannot "
+                            "draft tasks: use anthropic:MODEL, openai:MODEL[@URL] or scripted:FILE")
     return OracleChatModel(task=task, error_rate=settings.error_rate, seed=settings.seed,
                            write_tools=frozenset(t.name for t in workspace.tools if t.effect != "read"))
 
 
-def _hf(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+def _hf(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
+        settings: ProviderSettings) -> BaseChatModel:
     from ._hf import LocalChatModel
 
     return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,
                           seed=settings.seed)
 
 
-def _anthropic(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+def _anthropic(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
+               settings: ProviderSettings) -> BaseChatModel:
     try:
         from langchain_anthropic import ChatAnthropic  # pyright: ignore[reportMissingImports]  # the providers extra
     except ImportError:
@@ -87,7 +97,8 @@ def _anthropic(spec: ProviderSpec, task: Task, workspace: Workspace, settings: P
                          max_tokens=settings.max_tokens)
 
 
-def _openai(spec: ProviderSpec, task: Task, workspace: Workspace, settings: ProviderSettings) -> BaseChatModel:
+def _openai(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
+            settings: ProviderSettings) -> BaseChatModel:
     try:
         from langchain_openai import ChatOpenAI
     except ImportError:
@@ -102,6 +113,25 @@ def _openai(spec: ProviderSpec, task: Task, workspace: Workspace, settings: Prov
                       **options)
 
 
+def _hf_check(spec: ProviderSpec) -> None:
+    from ._hf import check_local_model
+
+    check_local_model(spec.model)
+
+
+def _scripted(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
+              settings: ProviderSettings) -> BaseChatModel:
+    from ._scripted import ScriptedChatModel, load_replies
+
+    return ScriptedChatModel(path=spec.model, replies=load_replies(spec.model))
+
+
+def _scripted_check(spec: ProviderSpec) -> None:
+    from ._scripted import load_replies
+
+    load_replies(spec.model)
+
+
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     Provider("oracle", "oracle", "offline; follows each task's reference solution (with --error-rate, makes "
              "mistakes that repair fixes)", "", False, _oracle),
@@ -111,7 +141,10 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
              "coworkenv serve-model (the providers extra; OPENAI_API_KEY)", "a model name", True, _openai,
              "langchain_openai", "providers", "OPENAI_API_KEY"),
     Provider("hf", "hf:PATH", "a local transformers model folder, played in process (the train extra)",
-             "a local model folder", False, _hf, "transformers", "train"),
+             "a local model folder", False, _hf, "transformers", "train", local=True, check=_hf_check),
+    Provider("scripted", "scripted:FILE", "offline; replays the replies of FILE (a YAML or JSON list of strings), "
+             "one per model call, in order: task drafts for coworkenv draft, text-only answers for an agent",
+             "a replies file", False, _scripted, local=True, check=_scripted_check),
 )}
 
 
@@ -135,7 +168,7 @@ def parse_provider(spec: str) -> ProviderSpec:
         if rest:
             raise ProviderError(f"the {kind} provider takes nothing after its name (got {spec!r})")
         return ProviderSpec(kind)
-    model, _, url = rest.partition("@") if provider.model != "a local model folder" else (rest, "", "")
+    model, _, url = (rest, "", "") if provider.local else rest.partition("@")
     if url and not provider.takes_url:
         takers = ", ".join(p.usage for p in PROVIDERS.values() if p.takes_url)
         raise ProviderError(f"the {kind} provider takes no URL (got {spec!r}); providers that do: {takers}")
@@ -148,24 +181,24 @@ def parse_provider(spec: str) -> ProviderSpec:
 
 def provider_problem(spec: ProviderSpec, environ: Mapping[str, str]) -> str | None:
     """Why ``spec`` cannot be played here, before any episode opens: its package is not installed,
-    its API key is not in ``environ`` (the caller's environment), or its model folder is missing."""
+    its API key is not in ``environ`` (the caller's environment), or its local model folder or
+    replies file is missing or unusable."""
     provider = PROVIDERS[spec.kind]
     if provider.package is not None and importlib.util.find_spec(provider.package) is None:
         return (f"the {spec.kind} provider needs the {provider.package} package: "
                 f"pip install 'coworkenv[{provider.extra}]'")
     if provider.key_env is not None and spec.base_url is None and not environ.get(provider.key_env):
         return f"the {spec.kind} provider needs an API key in ${provider.key_env}"
-    if provider.model == "a local model folder":
-        from ._hf import check_local_model
-
+    if provider.check is not None:
         try:
-            check_local_model(spec.model)
+            provider.check(spec)
         except ProviderError as exc:
             return str(exc)
     return None
 
 
-def chat_model(spec: ProviderSpec, task: Task, workspace: Workspace,
+def chat_model(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
                settings: ProviderSettings | None = None) -> BaseChatModel:
-    """The chat model that will play ``task``."""
+    """The chat model that will play ``task`` in ``workspace``; with neither, a model that drafts
+    tasks (a provider that cannot, the oracle, raises ``ProviderError`` saying so)."""
     return PROVIDERS[spec.kind].build(spec, task, workspace, settings or ProviderSettings())

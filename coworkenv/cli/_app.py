@@ -17,7 +17,7 @@ from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
 from ..server import ServeSettings, bind_socket, serve_conformance, serve_http, serve_stdio
-from ..synth import ProfileError, load_profile, synthesize
+from ..synth import Generator, ProfileError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
     DEFAULT_STORE,
@@ -39,6 +39,7 @@ from ._common import (
 )
 from ._bundle import bundle_app
 from ._demo import demo_command
+from ._draft import draft_command
 from ._eval import eval_command
 from ._inspect import register as register_inspect
 from ._sandbox import sandbox_app
@@ -62,6 +63,7 @@ register_inspect(app)  # tasks, episodes, runs
 app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)
 app.command("eval")(eval_command)
+app.command("draft")(draft_command)
 
 
 def _version(value: bool) -> None:
@@ -86,17 +88,29 @@ def main(
 @app.command()
 def synth(
     store: StoreOpt = Path(DEFAULT_STORE),
-    n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="How many tasks to generate.")] = 12,
+    n: Annotated[int, typer.Option("-n", "--tasks", "--budget", min=1, help="How many tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
     capability: CapabilityOpt = None,
+    generator: Annotated[Generator, typer.Option(
+        help="Hand-written templates, shapes composed over any app's tools, or all of them.")] = "all",
+    app_name: Annotated[list[str] | None, typer.Option(
+        "--app", metavar="APP", help="Workspaces of these apps only (repeatable; default: every app).")] = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
     profile: Annotated[Path | None, typer.Option(
-        help="A capability profile written by `coworkenv eval`: spend the tasks where the model fails most.")] = None,
+        help="A capability profile written by `coworkenv eval`: spend the budget by capability and difficulty "
+             "where the model fails most.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Generate tasks deterministically from a seed and admit those that calibrate."""
+    """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
+    probe beats."""
+    from ..workspace import registered_apps
+
     capabilities = check_capabilities(capability)
+    apps = tuple(app_name) if app_name else None
+    unknown_apps = [a for a in apps or () if a not in registered_apps()]
+    if unknown_apps:
+        raise fail(f"unknown app {unknown_apps[0]!r}; the apps are: {', '.join(sorted(registered_apps()))}")
     try:
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
@@ -108,7 +122,8 @@ def synth(
             job = bar.add_task("calibrating tasks", total=n)
             try:
                 return await synthesize(host, n, seed, capabilities=capabilities, profile=measured,
-                                        on_task=lambda *_: bar.advance(job), concurrency=concurrency)
+                                        on_task=lambda *_: bar.advance(job), concurrency=concurrency, apps=apps,
+                                        generator=generator)
             finally:
                 await host.close()
 
@@ -119,13 +134,23 @@ def synth(
             err.print("tasks per capability (from the profile): "
                       + ", ".join(f"{c} {k}" for c, k in summary.allocation.items()))
         err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
-                  f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped})")
+                  f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped}; "
+                  f"near-duplicates dropped: {summary.duplicates})")
         for task_id, reason in summary.quarantined.items():
             err.print(f"  [yellow]quarantined[/yellow] {task_id}: {escape(reason)}")
+        if summary.admitted:
+            table = Table("admitted by", "counts")
+            for key, counts in summary.admitted_by.items():
+                table.add_row(key, ", ".join(f"{name} {k}" for name, k in counts.items()))
+            out.print(table)
+            err.print(f"distinct instructions: {summary.distinct_instructions:.0%} of the admitted tasks"
+                      + (f"; hack probes that beat a task: {summary.beaten}" if summary.beaten else ""))
 
     emit(as_json, {"store": str(store), "generated": summary.generated, "admitted": summary.admitted,
                    "quarantined": summary.quarantined, "skipped": summary.skipped,
-                   "allocation": summary.allocation}, human)
+                   "allocation": summary.allocation, "duplicates": summary.duplicates,
+                   "admitted_by": summary.admitted_by, "distinct_instructions": summary.distinct_instructions,
+                   "beaten": summary.beaten}, human)
 
 
 @app.command()

@@ -5,10 +5,12 @@ Every SQL statement of coworkenv lives in this package.
 
 from ._migrations import MIGRATIONS, apply_migrations
 from ._rows import (
+    DRAFT_OUTCOMES,
     SOURCES,
     TASK_STATUSES,
     TRAINING_SOURCES,
     CalibrationRow,
+    DraftOutcome,
     EpisodeRow,
     EpisodeStatus,
     EvalRunRow,
@@ -17,6 +19,7 @@ from ._rows import (
     Provenance,
     Source,
     TaskRow,
+    TaskDraftRow,
     TaskStatus,
     ToolCallRow,
     TrainingRunRow,
@@ -26,11 +29,13 @@ from ._rows import (
 from ._store import Store, StoreError, new_id
 
 __all__ = [
+    "DRAFT_OUTCOMES",
     "MIGRATIONS",
     "SOURCES",
     "TASK_STATUSES",
     "TRAINING_SOURCES",
     "CalibrationRow",
+    "DraftOutcome",
     "EpisodeRow",
     "EpisodeStatus",
     "EvalRunRow",
@@ -40,6 +45,7 @@ __all__ = [
     "Source",
     "Store",
     "StoreError",
+    "TaskDraftRow",
     "TaskRow",
     "TaskStatus",
     "ToolCallRow",

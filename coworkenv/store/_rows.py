@@ -19,6 +19,10 @@ TRAINING_SOURCES: tuple[Source, ...] = ("teacher", "live")
 TaskStatus = Literal["pending", "admitted", "quarantined", "heldout"]
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
 EpisodeStatus = Literal["running", "ended", "failed"]
+DraftOutcome = Literal["invalid", "quarantined", "admitted"]
+"""What became of a model-written task draft: it did not parse or check out against the workspace
+(``invalid``), it parsed but calibration quarantined it, or calibration admitted it."""
+DRAFT_OUTCOMES: tuple[str, ...] = get_args(DraftOutcome)
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,24 @@ class CalibrationRow:
     admitted: bool
     reason: str
     probes: dict[str, str] = field(default_factory=dict)  # hack probe -> held | beaten | n/a
+
+
+@dataclass(frozen=True)
+class TaskDraftRow:
+    """One attempt of a model at writing a task: round ``round`` of request ``request_id``, the
+    reply verbatim, what became of it and the feedback it was given (empty once admitted)."""
+
+    id: int
+    request_id: str
+    round: int
+    provider: str
+    capability: str
+    workspace_id: str
+    draft: str
+    task_id: str | None  # the task stored from it; None when it did not parse
+    outcome: DraftOutcome
+    feedback: str
+    created_at: str
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,14 @@ from ._migrations import applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
     CalibrationRow,
+    DraftOutcome,
     EpisodeRow,
     EpisodeStatus,
     EvalRunRow,
     EvalTrialRow,
     Provenance,
     Source,
+    TaskDraftRow,
     TaskRow,
     TaskStatus,
     ToolCallRow,
@@ -322,6 +324,26 @@ class Store:
             empty_score=row["empty_score"], forbidden_safety=row["forbidden_safety"],
             deterministic=bool(row["deterministic"]), admitted=bool(row["admitted"]), reason=row["reason"],
             probes=json.loads(row["probes"] or "{}"))
+
+    # --- task drafts ----------------------------------------------------------------------
+
+    def add_task_draft(self, *, request_id: str, round: int, provider: str, capability: str, workspace_id: str,
+                       draft: str, outcome: DraftOutcome, feedback: str = "",
+                       task_id: str | None = None) -> TaskDraftRow:
+        """Record one attempt of a model at writing a task (round ``round`` of ``request_id``, which
+        must not be recorded yet) and return it as stored."""
+        with self.transaction() as db:
+            table = db.table("task_drafts")
+            table.insert({"request_id": request_id, "round": round, "provider": provider, "capability": capability,
+                          "workspace_id": workspace_id, "draft": draft, "task_id": task_id, "outcome": outcome,
+                          "feedback": feedback, "created_at": now()})
+            row_id = table.last_pk
+        return _task_draft(self.query("select * from task_drafts where id = ?", (row_id,))[0])
+
+    def task_drafts(self, request_id: str | None = None) -> list[TaskDraftRow]:
+        """Every recorded draft (of ``request_id`` when given), request by request, round by round."""
+        where, params = _where(request_id=request_id)
+        return [_task_draft(r) for r in self.query(f"select * from task_drafts{where} order by id", params)]
 
     # --- episodes --------------------------------------------------------------------------
 
@@ -687,6 +709,11 @@ def _verdict(r: dict[str, Any]) -> VerdictRow:
 def _task(r: dict[str, Any]) -> TaskRow:
     return TaskRow(r["id"], r["workspace_id"], r["capability"], r["difficulty"], r["instruction"],
                    Task.model_validate_json(r["spec"]), r["status"], r["reason"] or "", r["created_at"])
+
+
+def _task_draft(r: dict[str, Any]) -> TaskDraftRow:
+    return TaskDraftRow(r["id"], r["request_id"], r["round"], r["provider"], r["capability"], r["workspace_id"],
+                        r["draft"], r["task_id"], r["outcome"], r["feedback"] or "", r["created_at"])
 
 
 def _episode(r: dict[str, Any]) -> EpisodeRow:

@@ -2,23 +2,30 @@
 
 from ._calibrate import Calibration, calibrate_task, calibrate_tasks, play_probes
 from ._compose import SHAPES, Catalog, catalog
-from ._generate import GENERATED, generate_tasks
+from ._draft import DraftError, DraftSummary, draft_tasks, parse_draft
+from ._generate import GENERATED, Generation, Generator, generate, generate_tasks, signature
 from ._probes import PROBES, Probe, dry_run, harden, probes
 from ._taxonomy import TAXONOMY, CapabilitySpec
 from ._pipeline import SynthSummary, synthesize
-from ._profile import Profile, ProfileCell, ProfileError, allocate, capability_weights, load_profile
+from ._profile import (Profile, ProfileCell, ProfileError, allocate, capability_weights, difficulty_weights,
+                       load_profile)
 from .templates import TEMPLATES
 
 __all__ = [
     "GENERATED",
+    "Generation",
+    "Generator",
     "PROBES",
     "SHAPES",
     "TAXONOMY",
     "TEMPLATES",
     "CapabilitySpec",
     "Catalog",
+    "DraftError",
+    "DraftSummary",
     "Probe",
     "catalog",
+    "draft_tasks",
     "dry_run",
     "harden",
     "play_probes",
@@ -32,7 +39,11 @@ __all__ = [
     "calibrate_task",
     "calibrate_tasks",
     "capability_weights",
+    "difficulty_weights",
+    "generate",
     "generate_tasks",
+    "signature",
     "load_profile",
+    "parse_draft",
     "synthesize",
 ]

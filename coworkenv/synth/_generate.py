@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import tempfile
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 from pathlib import Path
 
-from ..workspace import CAPABILITIES, Task, Workspace, build_workspace, write_initial_state
+from ..workspace import CAPABILITIES, AnswerCheck, Task, Workspace, build_workspace, write_initial_state
 from ._probes import harden
 from ._profile import allocate
 from ._compose import SHAPES
 from .templates import TEMPLATES
 
 Generator = Literal["all", "composed", "templates"]
+TURNS_PER_WORKSPACE = 12  # a capability with fewer templates than this draws several tasks from each workspace
 
 GENERATED: tuple[str, ...] = tuple(c for c in CAPABILITIES if c in TEMPLATES)
 """The capabilities synthesis generates tasks for (the taxonomy's ``multi_turn`` awaits the simulated user)."""
@@ -42,20 +45,49 @@ def _within(workspace: Workspace, spec: dict) -> bool:
     return all(workspace.tool(name) is not None for name in names)
 
 
-def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
-                   weights: dict[str, float] | None = None, hardened: bool = True,
-                   apps: tuple[str, ...] | None = None, generator: Generator = "all",
+@dataclass
+class Generation:
+    """What a generation made: its workspaces and tasks, and what it dropped on the way."""
+
+    workspaces: list[Workspace]
+    tasks: list[Task]
+    duplicates: int = 0  # near-duplicates dropped: the same shape over the same records
+    passed: int = 0  # turns passed on by a template with nothing to work on
+
+
+def signature(task: Task) -> str:
+    """What makes two tasks the same task: their shape and the records and values their program
+    touches (the reference's calls and the answers asked for), whatever the phrasing."""
+    asked = sorted(value for check in task.checks if isinstance(check, AnswerCheck) for value in check.contains)
+    steps = sorted(json.dumps([step.tool, step.arguments], sort_keys=True) for step in task.reference)
+    return json.dumps([task.shape, steps, asked])
+
+
+def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, **options: Any,
                    ) -> tuple[list[Workspace], list[Task]]:
+    """``generate``'s workspaces and tasks."""
+    made = generate(n, seed, capabilities, **options)
+    return made.workspaces, made.tasks
+
+
+def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
+             weights: dict[str, float] | None = None, difficulty_weights: dict[str, dict[int, float]] | None = None,
+             hardened: bool = True, apps: tuple[str, ...] | None = None, generator: Generator = "all",
+             ) -> Generation:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
-    ``n`` (``allocate``), interleaved. Within a capability, templates take turns; each full round
-    of a capability's templates moves on to a new workspace (seed, seed+1, …), so tasks stay
-    distinct as ``n`` grows. A template with nothing to work on in a workspace passes its turn to
-    the next. ``apps``: the workspaces' apps (all registered apps by default). ``generator``: the
-    hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of them. Each task is
-    ``harden``-ed (a guard that nothing else changes, the candidates its answer must not list)
-    unless ``hardened`` is False.
+    ``n`` (``allocate``), interleaved; ``difficulty_weights`` (capability → difficulty → weight)
+    split a capability's share over its difficulties the same way (a task of a difficulty whose
+    share is spent passes its turn, while another of that capability's is not). Within a
+    capability, templates take turns; each full round of a capability's templates (at least
+    ``TURNS_PER_WORKSPACE`` turns) moves on to a new workspace (seed, seed+1, …), so tasks stay
+    distinct as ``n`` grows. A template with nothing
+    to work on in a workspace passes its turn to the next, and so does a near-duplicate (same shape,
+    same records: ``signature``). ``apps``: the workspaces' apps (all registered apps by default).
+    ``generator``: the hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of
+    them. Each task is ``harden``-ed (a guard that nothing else changes, the candidates its answer
+    must not list) unless ``hardened`` is False.
     """
     sources = {c: {name: t for name, t in TEMPLATES[c].items()
                    if generator == "all" or (name in SHAPES.get(c, {})) == (generator == "composed")}
@@ -66,18 +98,22 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
     if n < 0:
         raise ValueError("the number of tasks must be zero or more")
     order = _order(n, capabilities, weights)
+    quotas = {c: allocate(order.count(c), difficulty_weights[c]) for c in capabilities
+              if difficulty_weights and difficulty_weights.get(c)}
+    made = Generation([], [])
     workspaces: dict[int, Workspace] = {}
     states: dict[int, sqlite3.Connection] = {}
-    tasks: list[Task] = []
+    seen: set[str] = set()
     counters = dict.fromkeys(capabilities, 0)
     with tempfile.TemporaryDirectory(prefix="coworkenv-synth-") as tmp:
         try:
             for capability in order:
                 templates = list(sources[capability].items())
-                for _ in range(max(6, 2 * len(templates))):  # a template with nothing to work on passes its turn on
+                tries = max(12, 2 * len(templates))
+                for attempt in range(tries):  # a template with nothing to work on passes its turn on
                     k = counters[capability]
                     counters[capability] += 1
-                    round_, which = divmod(k, len(templates))
+                    round_, which = k // max(len(templates), TURNS_PER_WORKSPACE), k % len(templates)
                     name, template = templates[which]
                     ws_seed = seed + round_
                     if ws_seed not in workspaces:
@@ -89,14 +125,26 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
                         spec = template(states[ws_seed], rng)
                     except sqlite3.OperationalError:  # a template over an app this workspace does not have
                         spec = None
-                    if spec is not None and _within(workspaces[ws_seed], spec):
-                        break
-                else:
-                    continue
-                workspace = workspaces[ws_seed]
-                task = Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}", workspace_id=workspace.id, shape=name, **spec)
-                tasks.append(harden(task, workspace, states[ws_seed]) if hardened else task)
+                    if spec is None or not _within(workspaces[ws_seed], spec):
+                        made.passed += 1
+                        continue
+                    workspace = workspaces[ws_seed]
+                    task = Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}", workspace_id=workspace.id, shape=name,
+                                **spec)
+                    if signature(task) in seen:
+                        made.duplicates += 1
+                        continue
+                    quota = quotas.get(capability)
+                    if quota is not None and attempt < tries - 1 and quota.get(task.difficulty, 0) <= 0 \
+                            and any(left > 0 for left in quota.values()):
+                        continue  # this difficulty's share is spent; another of this capability's is not
+                    if quota is not None:
+                        quota[task.difficulty] = quota.get(task.difficulty, 0) - 1
+                    seen.add(signature(task))
+                    made.tasks.append(harden(task, workspace, states[ws_seed]) if hardened else task)
+                    break
         finally:
             for conn in states.values():
                 conn.close()
-    return list(workspaces.values()), tasks
+    made.workspaces = list(workspaces.values())
+    return made

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from ..episodes import EpisodeHost
 from ..workspace import Task
 from ._calibrate import Calibration, calibrate_task
-from ._generate import GENERATED, Generator, generate_tasks
-from ._profile import Profile, capability_weights
+from ._generate import GENERATED, Generator, generate
+from ._profile import Profile, capability_weights, difficulty_weights
 
 
 @dataclass
@@ -21,6 +21,26 @@ class SynthSummary:
     quarantined: dict[str, str] = field(default_factory=dict)  # task id -> reason
     skipped: int = 0  # already calibrated by an earlier run
     allocation: dict[str, int] = field(default_factory=dict)  # capability -> tasks generated
+    duplicates: int = 0  # near-duplicates dropped (same shape, same records)
+    beaten: dict[str, int] = field(default_factory=dict)  # hack probe -> tasks it beat (quarantined for it)
+    admitted_by: dict[str, dict[str, int]] = field(default_factory=dict)  # capability|difficulty|app|shape -> counts
+    distinct_instructions: float = 0.0  # distinct instructions / admitted tasks
+
+
+def _report(summary: SynthSummary, admitted: list[Task]) -> None:
+    def count(keys) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for key in keys:
+            found[key] = found.get(key, 0) + 1
+        return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
+
+    summary.admitted_by = {
+        "capability": count(t.capability for t in admitted),
+        "difficulty": count(str(t.difficulty) for t in admitted),
+        "app": count(app for t in admitted for app in sorted({s.tool.split("_", 1)[0] for s in t.reference})),
+        "shape": count(t.shape or "unnamed" for t in admitted),
+    }
+    summary.distinct_instructions = round(len({t.instruction for t in admitted}) / len(admitted), 4) if admitted else 0.0
 
 
 async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tuple[str, ...] = GENERATED,
@@ -29,8 +49,11 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
                      apps: tuple[str, ...] | None = None, generator: Generator = "all") -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
-    With a ``profile`` (from ``eval``) the budget goes to capabilities by what the model still
-    fails (``capability_weights``); without one it is spread evenly. Up to ``concurrency`` tasks
+    With a ``profile`` (from ``eval``) the budget goes to capabilities and, within them, to
+    difficulties by what the model still fails (``capability_weights``, ``difficulty_weights``; the
+    rule is in ``coworkenv.synth._profile``); without one it is spread evenly. The summary counts
+    the admitted tasks per capability, difficulty, app and shape, the distinct-instruction ratio,
+    the near-duplicates dropped and the tasks each hack probe beat. Up to ``concurrency`` tasks
     calibrate at once (each in episodes of its own); the summary and the stored statuses do not
     depend on it. ``apps``: the workspaces' apps (every registered app by default);
     ``generator``: templates, composed shapes or all (``generate_tasks``).
@@ -39,10 +62,13 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
-    workspaces, tasks = generate_tasks(n, seed, capabilities, weights=weights, apps=apps, generator=generator)
-    for workspace in workspaces:
+    made = generate(n, seed, capabilities, weights=weights, difficulty_weights=difficulty_weights(profile, capabilities),
+                    apps=apps, generator=generator)
+    tasks = made.tasks
+    for workspace in made.workspaces:
         store.put_workspace(workspace)
-    summary = SynthSummary(generated=len(tasks))
+    summary = SynthSummary(generated=len(tasks), duplicates=made.duplicates)
+    admitted: list[Task] = []
     for task in tasks:
         summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
     semaphore = asyncio.Semaphore(concurrency)
@@ -60,12 +86,17 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         assert row is not None
         if row.status == "admitted":
             summary.admitted += 1
+            admitted.append(task)
         else:
             summary.quarantined[task.id] = row.reason
+            for name, outcome in (calibration.probes if calibration else {}).items():
+                if outcome == "beaten":
+                    summary.beaten[name] = summary.beaten.get(name, 0) + 1
         if on_task is not None:
             on_task(task, calibration)
 
     async with asyncio.TaskGroup() as group:  # a failing calibration cancels the others
         for task in tasks:
             group.create_task(one(task))
+    _report(summary, admitted)
     return summary

@@ -2,16 +2,25 @@
 synthesis spends its task budget by it.
 
 ``coworkenv eval`` writes a profile (``profile.json`` beside the store); ``coworkenv synth
---profile FILE`` reads it and weights capabilities by how much the model still has to learn:
-a capability's weight is ``1 − pass_rate`` plus a floor, so a capability the model has mastered
-still gets a few tasks (it must not be forgotten) and one it fails gets the most. A capability the
-profile does not cover gets the weight of a pass rate of 0.5 (nothing known either way).
+--profile FILE --budget N`` reads it and spends the N tasks by how much the model still has to
+learn, in two steps:
+
+1. Capabilities: a capability's weight is ``1 − pass_rate`` plus a floor of 0.1, so a capability
+   the model has mastered still gets a few tasks (it must not be forgotten) and one it fails gets
+   the most. A capability the profile does not cover gets the weight of a pass rate of 0.5
+   (nothing known either way). The budget is split by these weights (largest remainders).
+2. Difficulties, within a capability's share: each difficulty the profile measured for it weighs
+   ``1 − pass_rate`` plus the floor; where the model passes every measured difficulty (≥ 0.8), the
+   next harder level gets the weight of an unmeasured one, so the budget moves up as the model
+   learns. A generated task whose difficulty's share is spent passes its turn.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -78,7 +87,27 @@ def capability_weights(profile: Profile | None, capabilities: tuple[str, ...]) -
     return weights
 
 
-def allocate(n: int, weights: dict[str, float]) -> dict[str, int]:
+MASTERED = 0.8
+
+
+def difficulty_weights(profile: Profile | None, capabilities: tuple[str, ...]) -> dict[str, dict[int, float]]:
+    """Capability → difficulty → weight (empty for a capability the profile did not measure)."""
+    weights: dict[str, dict[int, float]] = {}
+    if profile is None:
+        return weights
+    for capability in capabilities:
+        cells = {int(d): c.pass_rate for d, c in profile.pass_rates.get(capability, {}).items()
+                 if c.pass_rate is not None and c.trials and str(d).isdigit()}
+        if not cells:
+            continue
+        weights[capability] = {d: (1.0 - rate) + WEIGHT_FLOOR for d, rate in sorted(cells.items())}
+        top = max(cells)
+        if all(rate >= MASTERED for rate in cells.values()) and top < 5:
+            weights[capability][top + 1] = (1.0 - UNKNOWN_PASS_RATE) + WEIGHT_FLOOR
+    return weights
+
+
+def allocate(n: int, weights: Mapping[Any, float]) -> dict[Any, int]:
     """``n`` tasks split in proportion to ``weights`` (largest remainders; ties in the given order)."""
     total = sum(weights.values())
     if n <= 0 or total <= 0:

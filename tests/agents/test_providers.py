@@ -2,7 +2,17 @@
 
 import pytest
 
-from coworkenv.agents import PROVIDERS, OracleChatModel, ProviderError, parse_provider, provider_help, provider_usage
+from coworkenv.agents import (
+    PROVIDERS,
+    OracleChatModel,
+    ProviderError,
+    ScriptExhausted,
+    chat_model,
+    parse_provider,
+    provider_help,
+    provider_problem,
+    provider_usage,
+)
 from coworkenv.workspace import Task
 
 
@@ -26,7 +36,7 @@ def test_only_providers_that_take_a_url_accept_one():
 
 
 def test_help_texts_come_from_the_one_table():
-    assert list(PROVIDERS) == ["oracle", "anthropic", "openai", "hf"]
+    assert list(PROVIDERS) == ["oracle", "anthropic", "openai", "hf", "scripted"]
     for provider in PROVIDERS.values():
         assert provider.usage in provider_usage() and provider.help in provider_help()
     with pytest.raises(ProviderError) as refused:
@@ -48,3 +58,38 @@ def test_oracle_is_a_chat_model_that_follows_the_reference():
     assert first.tool_calls[0]["name"] == "mail_search_messages"
     assert first.tool_calls[0]["args"] == {"query": "x"}
     assert model.invoke([HumanMessage("?"), first]).content == "x"
+
+
+def test_the_scripted_provider_replays_its_file_in_order(tmp_path):
+    from langchain_core.messages import HumanMessage
+
+    replies = tmp_path / "at@home.yaml"  # a path is taken whole, @ included
+    replies.write_text('["first draft", "second draft"]')  # JSON is YAML too
+    spec = parse_provider(f"scripted:{replies}")
+    assert (spec.model, spec.base_url) == (str(replies), None)
+    assert provider_problem(spec, {}) is None
+    model = chat_model(spec, None, None)  # no task: a model that drafts
+    assert [model.invoke([HumanMessage("?")]).content for _ in range(2)] == ["first draft", "second draft"]
+    with pytest.raises(ScriptExhausted, match="has 2 replies and all were given; call 3"):
+        model.invoke([HumanMessage("?")])
+    assert chat_model(spec, None, None).invoke([HumanMessage("?")]).content == "first draft"  # each model starts over
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (None, "no replies file"), ("[unclosed", "is not YAML or JSON"), ("a: mapping", "non-empty list of strings"),
+    ("[]", "non-empty list of strings"), ("[1, 2]", "non-empty list of strings"),
+])
+def test_a_scripted_file_that_cannot_be_replayed_is_named(tmp_path, content, problem):
+    path = tmp_path / "replies.yaml"
+    if content is not None:
+        path.write_text(content)
+    spec = parse_provider(f"scripted:{path}")
+    found = provider_problem(spec, {})
+    assert found is not None and problem in found and str(path) in found
+    with pytest.raises(ProviderError, match=problem):
+        chat_model(spec, None, None)
+
+
+def test_the_oracle_refuses_to_draft():
+    with pytest.raises(ProviderError, match="cannot draft tasks"):
+        chat_model(parse_provider("oracle"), None, None)

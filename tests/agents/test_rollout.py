@@ -98,3 +98,16 @@ async def test_an_episode_address_that_refuses_connections_is_a_protocol_failure
         await rollout(_model(host, task), f"http://127.0.0.1:{closed_port()}/e/ep_x/mcp", task=task,
                       max_steps=task.max_steps)
     assert failed.value.boundary == "protocol"
+
+
+async def test_a_scripted_agent_answers_in_text_and_the_episode_grades_it(host, tasks, tmp_path):
+    task = host.store.task_spec(tasks[0])
+    replies = tmp_path / "replies.yaml"
+    replies.write_text('["I could not find it."]')
+    episode = await host.open(task, Provenance("teacher", provider=f"scripted:{replies}"))
+    with anyio.fail_after(60):
+        played = await rollout(_model(host, task, f"scripted:{replies}"), build_server(OpenEpisode(episode)),
+                               task=task, max_steps=task.max_steps)
+    assert played.steps == 1 and played.messages[-1].content == "I could not find it."
+    assert host.store.episode(episode.id).final_answer == "I could not find it."
+    assert not host.store.verdict(episode.id, GRADER_VERSION).admitted

@@ -137,3 +137,20 @@ def test_a_store_of_the_old_migration_table_upgrades_and_keeps_its_history(tmp_p
             if app.name in ("mail", "calendar", "files")} == {"mail": "messages", "calendar": "events", "files": "files"}
     assert store.episode("ep1").boundary is None
     store.close()
+
+
+def test_task_drafts_are_stored_round_by_round(store):
+    stored(store)
+    first = store.add_task_draft(request_id="draft_a", round=1, provider="scripted:r.yaml", capability="lookup",
+                                 workspace_id=WORKSPACE.id, draft="not: [yaml", outcome="invalid",
+                                 feedback="the reply is not valid YAML")
+    store.add_task_draft(request_id="draft_b", round=1, provider="p", capability="lookup", workspace_id=WORKSPACE.id,
+                         draft="d", outcome="admitted", task_id="t")
+    second = store.add_task_draft(request_id="draft_a", round=2, provider="scripted:r.yaml", capability="lookup",
+                                  workspace_id=WORKSPACE.id, draft="d", outcome="admitted", task_id="t")
+    assert (first.round, first.outcome, first.task_id, first.draft) == (1, "invalid", None, "not: [yaml")
+    assert store.task_drafts("draft_a") == [first, second]
+    assert [d.request_id for d in store.task_drafts()] == ["draft_a", "draft_b", "draft_a"]
+    with pytest.raises(sqlite3.IntegrityError):  # one attempt per round of a request
+        store.add_task_draft(request_id="draft_a", round=2, provider="p", capability="lookup",
+                             workspace_id=WORKSPACE.id, draft="again", outcome="invalid")

@@ -44,3 +44,27 @@ def test_a_bad_profile_is_named(tmp_path):
     bad.write_text(json.dumps({"pass_rates": {"lookup": {"1": {"pass_rate": 7}}}}))
     with pytest.raises(ProfileError, match="pass_rates.lookup.1.pass_rate"):
         load_profile(bad)
+
+
+def test_within_a_capability_the_budget_goes_to_the_difficulties_it_fails_and_moves_up_once_mastered():
+    from coworkenv.synth import difficulty_weights, generate
+
+    profile = Profile.model_validate({"pass_rates": {
+        "lookup": {"1": {"pass_rate": 1.0, "tasks": 4, "trials": 4}, "2": {"pass_rate": 0.0, "tasks": 4, "trials": 4}},
+        "single_write": {"2": {"pass_rate": 0.9, "tasks": 4, "trials": 4}}}})
+    weights = difficulty_weights(profile, ("lookup", "single_write", "multi_step"))
+    assert weights["lookup"][2] > weights["lookup"][1] > 0  # a floor for what is mastered
+    assert set(weights["single_write"]) == {2, 3}  # mastered: the next level up gets a share
+    assert "multi_step" not in weights  # unmeasured: any difficulty
+    made = generate(12, seed=0, capabilities=("lookup",), difficulty_weights=weights, generator="composed")
+    levels = [t.difficulty for t in made.tasks]
+    assert len(levels) == 12 and levels.count(2) > levels.count(1) >= 1
+
+
+def test_near_duplicates_are_dropped_and_the_budget_is_still_met():
+    from coworkenv.synth import generate, signature
+
+    made = generate(40, seed=5, capabilities=("aggregation",), generator="composed")
+    assert len(made.tasks) == 40
+    assert len({signature(t) for t in made.tasks}) == 40
+    assert made.duplicates > 0  # counts over a few collections repeat, and were drawn again
