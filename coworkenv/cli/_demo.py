@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_STEPS, FULL_TASKS
+from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_STEPS, FULL_TASKS, SPLITS
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import JsonOpt, emit, fail, open_store, out, progress
 
@@ -117,14 +117,20 @@ def _full_prerequisites(settings: FullSettings) -> str | None:
 
 
 def _full_table(summary: dict) -> Table:
-    table = Table(title="held-out pass rate (new seeds), before → after training")
+    table = Table(title="held-out pass rate, base → trained, per split (new seeds; unseen combinations)")
     table.add_column("capability")
-    table.add_column("tasks", justify="right")
-    table.add_column("base", justify="right")
-    table.add_column("trained", justify="right")
+    splits = list(SPLITS)
+    for split in splits:
+        table.add_column(f"{split.replace('_', ' ')}: tasks", justify="right")
+        table.add_column("base → trained", justify="right")
+    table.add_column("all: base → trained", justify="right")
     pct = lambda x: "-" if x is None else f"{x:.0%}"
     for capability, row in summary["capabilities"].items():
-        table.add_row(capability, str(row["tasks"]), pct(row["base"]), pct(row["trained"]))
+        cells = []
+        for split in splits:
+            cell = row.get("splits", {}).get(split, {})
+            cells += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
+        table.add_row(capability, *cells, f"{pct(row['base'])} → {pct(row['trained'])}")
     overall = summary["overall"]
-    table.add_row("overall", str(overall["tasks"]), pct(overall["base"]), pct(overall["trained"]))
+    table.add_row("overall", *([""] * 2 * len(splits)), f"{pct(overall['base'])} → {pct(overall['trained'])}")
     return table

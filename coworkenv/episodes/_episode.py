@@ -143,6 +143,7 @@ class Episode:
         self.tools = self.toolbox.tools
         self.ended = False
         self.calls = 0  # tool calls made so far (any outcome)
+        self.touched = False  # whether a call or an event may have changed the state
         self.events = sorted([*workspace.events, *task.events], key=lambda e: e.after_calls)  # yet to happen
         self.final_answer: str | None = None
         self.failure: InfrastructureError | None = None
@@ -217,7 +218,9 @@ class Episode:
             try:
                 outcome = await self.sandbox.call_tool(event.app, event.action, event.arguments)
             except SandboxError as exc:
+                self.touched = True
                 return exc
+            self.touched = self.touched or outcome.changed
             self.host.record(self.id, {
                 "tool": f"{event.app}_{event.action}", "kind": "event", "arguments": json.dumps(event.arguments),
                 "result": json.dumps(outcome.result) if outcome.ok else None, "is_error": int(not outcome.ok),
@@ -229,7 +232,12 @@ class Episode:
         return None
 
     async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallResult:
-        outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)
+        try:
+            outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)
+        except BaseException:
+            self.touched = True  # it may have written before it failed
+            raise
+        self.touched = self.touched or outcome.changed
         if not outcome.ok:
             return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
         result = outcome.result or {}
@@ -286,6 +294,8 @@ class Episode:
                                    "is_error": int(error is not None), "error": error, "duration_ms": None})
 
     async def final_state(self) -> str | None:
+        if not self.touched:  # nothing wrote it: the initial state, without reading it back
+            return self.host.unchanged_state(self.workspace)
         try:
             return self.host.state_changes(self.workspace, await self.sandbox.read_file(STATE_FILE))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file

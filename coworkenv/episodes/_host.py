@@ -18,6 +18,7 @@ from ..workspace import (
     Workspace,
     apps_dir,
     bundle_hash,
+    STATE_BASE,
     dump_state,
     dump_state_changes,
     state_hashes,
@@ -142,14 +143,22 @@ class EpisodeHost:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
         Large blobs (images, PDFs) go to the store by content too."""
+        reference, hashes = self._base(workspace)
+        return dump_state_changes(final, reference, hashes, blob_sink=self._blob)
+
+    def unchanged_state(self, workspace: Workspace) -> str:
+        """What an episode keeps of a final state equal to its workspace's initial state."""
+        return f"{STATE_BASE}{self._base(workspace)[0]}"
+
+    def _base(self, workspace: Workspace) -> tuple[str, dict[str, str]]:
+        """The reference of the workspace's initial state dump in the store, and its table hashes."""
         key = self._workspace_hash(workspace)
         if key not in self._bases:
             initial = self.initial_state(workspace)
             dump = dump_state(initial, blob_sink=self._blob)
             reference = self.store.put_state_base(dump)
             self._bases[key] = (reference, state_hashes(initial))
-        reference, hashes = self._bases[key]
-        return dump_state_changes(final, reference, hashes, blob_sink=self._blob)
+        return self._bases[key]
 
     def _blob(self, data: bytes) -> str:
         return self.store.put_blob(data, "application/octet-stream")

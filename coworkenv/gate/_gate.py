@@ -18,7 +18,8 @@ def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
     return EpisodeRecord(
         tool_calls=store.tool_calls(episode.id),
         final_answer=episode.final_answer,
-        final_state=store.final_state(episode.id),
+        final_state=store.stored_state(episode.id),
+        base_dump=store.state_base,
         truncated=episode.truncated,
         error=episode.error,
     )

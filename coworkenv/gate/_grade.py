@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..store import ToolCallRow
-from ..workspace import SUBMIT_TOOL, Check, CheckResult, Task, load_state
+from ..workspace import SUBMIT_TOOL, Check, CheckResult, Task, load_state, open_state
 
 GRADER_VERSION = "1.1"
 PASS_THRESHOLD = 0.75
@@ -64,7 +65,8 @@ class EpisodeRecord:
 
     tool_calls: list[ToolCallRow]  # every interaction; the gate grades the calls
     final_answer: str | None
-    final_state: str | None  # SQL dump
+    final_state: str | None  # SQL dump, or changes over a state base (``base_dump`` gives the base's dump)
+    base_dump: Callable[[str], str] | None = None
     truncated: bool = False
     error: str | None = None
 
@@ -88,7 +90,10 @@ def _robustness(calls: list[ToolCallRow]) -> float:
 def grade(task: Task, episode: EpisodeRecord) -> tuple[Grade, Verdict]:
     answer = (episode.final_answer or "").strip()
     calls = [c for c in episode.tool_calls if c.kind == "call" and c.tool not in CONTROL_TOOLS]
-    state_db = load_state(episode.final_state) if episode.final_state else None
+    state_db = None
+    if episode.final_state:
+        state_db = (open_state(episode.final_state, episode.base_dump) if episode.base_dump is not None
+                    else load_state(episode.final_state))
     try:
         checks = [check.evaluate(state_db, answer) for check in task.checks]
     finally:

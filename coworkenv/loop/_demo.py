@@ -20,13 +20,14 @@ from ..gate import GRADER_VERSION, run_gate
 from ..server import running_http_server
 from ..store import Store
 from ..synth import synthesize
-from ..workspace import CAPABILITIES, PromptStyle
+from ..synth import GENERATED
+from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
 from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_STEPS
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
-                   capabilities: tuple[str, ...] = CAPABILITIES, concurrency: int = 4) -> dict:
+                   capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4) -> dict:
     """Run the loop into ``directory`` (resumable: what the store holds is kept and reused).
 
     Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
@@ -161,10 +162,14 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
             after = await _evaluate(host, run_dir / "model", "trained", settings, directory)
     finally:
         await host.close()
+    def rates(base: dict, trained: dict) -> dict:
+        return {"base": base.get("pass_rate"), "trained": trained.get("pass_rate"), "tasks": trained.get("tasks", 0)}
+
     capabilities = {
-        c: {"base": before["capabilities"].get(c, {}).get("pass_rate"),
-            "trained": after["capabilities"].get(c, {}).get("pass_rate"),
-            "tasks": after["capabilities"].get(c, {}).get("tasks", 0)}
+        c: {**rates(before["capabilities"].get(c, {}), after["capabilities"].get(c, {})),
+            "splits": {split: rates(before["split_capabilities"][split].get(c, {}),
+                                    after["split_capabilities"][split].get(c, {}))
+                       for split in after["split_capabilities"]}}
         for c in settings.capabilities
     }
     return {

@@ -37,8 +37,8 @@ from ..agents import ProviderSettings, chat_model, parse_provider
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION
 from ..store import EvalTrialRow, Provenance, Store
-from ..synth import Profile, ProfileCell, calibrate_task, generate_tasks
-from ..workspace import CAPABILITIES, PromptStyle, Task, check_style
+from ..synth import GENERATED, Profile, ProfileCell, calibrate_task, generate_tasks
+from ..workspace import PromptStyle, Task, check_style
 from ._episodes import LocalEpisodes
 from ._defaults import DEFAULT_EVAL_SEED, SPLITS
 from ._play import Played, play
@@ -53,7 +53,7 @@ class EvalSettings(BaseModel):
     model: str  # a provider spec: openai:NAME@URL for a served model
     tasks: int = Field(default=12, ge=1)  # held-out tasks to generate
     seed: int = DEFAULT_EVAL_SEED  # seed of the held-out tasks (their workspaces must be new)
-    capabilities: tuple[str, ...] = CAPABILITIES
+    capabilities: tuple[str, ...] = GENERATED
     trials: int = Field(default=3, ge=1)  # n: episodes per task
     k: int | None = Field(default=None, ge=1)  # pass@k and pass^k; ``trials`` when unset
     prompt_style: PromptStyle = "full"  # the agent view the model was trained on

@@ -62,6 +62,7 @@ class ToolOutcome:
     kind: str = ""  # tool | timeout | limit | crash
     duration_ms: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    changed: bool = True  # whether the call may have written the state (False only when the runner knows it did not)
 
 
 class Sandbox(abc.ABC):

@@ -437,6 +437,7 @@ def _run(request, state):
     except Exception as exc:
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
+        before = _file_identity(STATE_FILE)
         try:
             conn, ok = state.open(), False
             try:
@@ -445,7 +446,8 @@ def _run(request, state):
                 ok = True
             finally:
                 state.release(ok)
-            reply = {"ok": True, "result": result}
+            # whether the state file was written: the host need not read back a state no call changed
+            reply = {"ok": True, "result": result, "changed": _file_identity(STATE_FILE) != before}
         except tool_failure as exc:
             reply = {"ok": False, "kind": "tool", "error": str(exc)}
         except MemoryError:

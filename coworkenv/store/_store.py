@@ -552,6 +552,16 @@ class Store:
             return None
         return resolve_state(rows[0]["final_state"], self._state_base)
 
+    def stored_state(self, episode_id: str) -> str | None:
+        """An episode's final state as kept: a whole dump, or its changes over a state base
+        (``coworkenv.workspace.open_state`` opens either, with ``state_base``)."""
+        rows = self.query("select final_state from episodes where id = ?", (episode_id,))
+        return rows[0]["final_state"] if rows else None
+
+    def state_base(self, reference: str) -> str:
+        """The dump of a state base (a workspace's initial state) by its reference."""
+        return self._state_base(reference)
+
     def _state_base(self, reference: str) -> str:
         if reference not in self._bases:
             found = self.blob(reference)

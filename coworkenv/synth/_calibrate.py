@@ -18,7 +18,7 @@ from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
-from ._probes import PROBES, probes
+from ._probes import PROBES, harden, probes
 
 
 @dataclass
@@ -56,8 +56,21 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
                          hack_probes: bool = True, record: bool = True) -> Calibration:
     """Play the reference, empty and forbidden probes of ``task``, then its hack probes; set its
     status to ``admit_as`` (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined``
-    with the reason. ``record=False`` measures without storing the calibration or changing the status."""
+    with the reason. ``record=False`` measures without storing the calibration or changing the status.
+
+    A task without a guard check (one written by hand, or imported) is ``harden``-ed first, and the
+    hardened spec replaces the stored one: the probes would beat most tasks without it.
+    """
     store = host.store
+    if hack_probes and not any(is_guard(check) for check in task.checks):
+        workspace = host.workspace(task.workspace_id)
+        initial = sqlite3.connect(host.initial_state(workspace))
+        try:
+            task = harden(task, workspace, initial)
+        finally:
+            initial.close()
+        if record:
+            store.put_task(task)
     ref_id, reference = await _play(host, task, task.reference, task.reference_answer)
     _, empty = await _play(host, task, [], None)
     probe = task.forbidden_probe or (

@@ -237,11 +237,14 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> st
         if table.startswith("world_"):
             continue
         skip = set(allowed.get(table, ()))
-        key = row_key(state, table)
-        digest.update(f"\x00{table}\x00".encode())
-        for row in state.execute(f'select cast({key} as text), * from "{table}" order by 1'):
-            if row[0] not in skip:
-                digest.update(repr(tuple(_comparable(cell) for cell in row[1:])).encode())
+        columns = [row[1] for row in state.execute(f'pragma table_info("{table}")')]
+        blobs = " or ".join(f"typeof(\"{c}\") = 'blob'" for c in columns)
+        has_blobs = state.execute(f'select exists(select 1 from "{table}" where {blobs})').fetchone()[0]
+        rows = [row[1:] for row in state.execute(
+            f'select cast({row_key(state, table)} as text), * from "{table}" order by 1') if row[0] not in skip]
+        if has_blobs:
+            rows = [tuple(_comparable(cell) for cell in row) for row in rows]
+        digest.update(f"\x00{table}\x00{rows!r}".encode())
     return digest.hexdigest()[:24]
 
 

@@ -7,6 +7,7 @@ import inspect
 import json
 import random
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -234,6 +235,34 @@ def _reference_blobs(conn: sqlite3.Connection, sink: Callable[[bytes], str]) -> 
             for rowid, data in rows:
                 conn.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE rowid = ?',
                              (BLOB_REFERENCE + sink(data), rowid))
+
+
+_OPEN_BASES: dict[str, sqlite3.Connection] = {}
+_OPEN_BASES_LOCK = threading.Lock()
+OPEN_BASES = 8  # state bases kept loaded in memory by ``open_state``
+
+
+def open_state(stored: str, base_dump: Callable[[str], str]) -> sqlite3.Connection:
+    """An in-memory database holding a state as an episode keeps it (``dump_state_changes``: its
+    changes over a state base, or a whole dump): the same database ``load_state(resolve_state(...))``
+    gives, without parsing the base's dump again for every episode (each base is loaded once and
+    copied page by page)."""
+    if not stored.startswith(STATE_BASE):
+        return load_state(stored)
+    header, _, changes = stored.partition("\n")
+    reference = header[len(STATE_BASE):].strip()
+    with _OPEN_BASES_LOCK:
+        base = _OPEN_BASES.get(reference)
+        if base is None:
+            base = sqlite3.connect(":memory:", check_same_thread=False)
+            base.executescript(base_dump(reference))
+            if len(_OPEN_BASES) >= OPEN_BASES:
+                _OPEN_BASES.pop(next(iter(_OPEN_BASES))).close()
+            _OPEN_BASES[reference] = base
+        conn = sqlite3.connect(":memory:")
+        base.backup(conn)
+    conn.executescript(changes)
+    return conn
 
 
 def load_state(dump: str) -> sqlite3.Connection:
