@@ -53,16 +53,17 @@ async def _play(host: EpisodeHost, task: Task, steps: list[ReferenceStep], answe
 
 
 async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted",
-                         hack_probes: bool = True, record: bool = True) -> Calibration:
+                         hack_probes: bool = True, record: bool = True, as_written: bool = False) -> Calibration:
     """Play the reference, empty and forbidden probes of ``task``, then its hack probes; set its
     status to ``admit_as`` (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined``
     with the reason. ``record=False`` measures without storing the calibration or changing the status.
 
     A task without a guard check (one written by hand, or imported) is ``harden``-ed first, and the
-    hardened spec replaces the stored one: the probes would beat most tasks without it.
+    hardened spec replaces the stored one: the probes would beat most tasks without it
+    (``as_written=True`` calibrates it as it is, to measure what the probes catch).
     """
     store = host.store
-    if hack_probes and not any(is_guard(check) for check in task.checks):
+    if hack_probes and not as_written and not any(is_guard(check) for check in task.checks):
         workspace = host.workspace(task.workspace_id)
         initial = sqlite3.connect(host.initial_state(workspace))
         try:

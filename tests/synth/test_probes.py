@@ -27,7 +27,7 @@ async def test_unhardened_tasks_are_beaten_by_the_probes_and_quarantined_naming_
     _store(host, workspaces, tasks)
     beaten: dict[str, int] = {}
     for task in tasks:
-        result = await calibrate_task(host, task)
+        result = await calibrate_task(host, task, as_written=True)
         for name, outcome in result.probes.items():
             if outcome == "beaten":
                 beaten[name] = beaten.get(name, 0) + 1
