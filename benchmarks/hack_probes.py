@@ -20,14 +20,15 @@ from pathlib import Path
 
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
-from coworkenv.synth import PROBES, calibrate_task, generate
+from coworkenv.synth import GENERATED, PROBES, SHAPES, TEMPLATES, calibrate_task, generate
 
 
 async def beaten(tasks: int, seed: int, hardened: bool, generator: str, directory: Path,
                  ) -> tuple[dict[str, int], int, int, float]:
     store = Store(directory / f"{'hard' if hardened else 'raw'}.db")
     host = EpisodeHost(store, EpisodeSettings(cache_dir=directory / "cache"))
-    made = generate(tasks, seed, hardened=hardened, generator=generator)  # type: ignore[arg-type]
+    capabilities = tuple(c for c in GENERATED if generator != "templates" or set(TEMPLATES[c]) - set(SHAPES.get(c, {})))
+    made = generate(tasks, seed, capabilities, hardened=hardened, generator=generator)  # type: ignore[arg-type]
     for workspace in made.workspaces:
         store.put_workspace(workspace)
     counts = dict.fromkeys(PROBES, 0)
