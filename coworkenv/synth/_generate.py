@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pathlib import Path
 
 from ..workspace import CAPABILITIES, AnswerCheck, Task, Workspace, build_workspace, write_initial_state
-from ._probes import harden
+from ._probes import harden, reference_holds
 from ._profile import allocate
 from ._compose import SHAPES
 from .templates import TEMPLATES
@@ -133,6 +133,9 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                                 **spec)
                     if signature(task) in seen:
                         made.duplicates += 1
+                        continue
+                    if not reference_holds(task, workspace, states[ws_seed]):
+                        made.passed += 1  # a reference the state refuses (a closed ticket, say): not a task
                         continue
                     quota = quotas.get(capability)
                     if quota is not None and attempt < tries - 1 and quota.get(task.difficulty, 0) <= 0 \

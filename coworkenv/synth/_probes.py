@@ -169,6 +169,16 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
         final.close()
 
 
+def reference_holds(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> bool:
+    """Whether the reference solution, played in-process, passes every check of ``task`` (what
+    calibration will demand of it in a sandbox): a generator drops a task whose does not."""
+    final = dry_run(initial, workspace, task, task.reference)
+    try:
+        return all(check.evaluate(final, task.reference_answer).passed for check in task.checks)
+    finally:
+        final.close()
+
+
 def _write_steps(workspace: Workspace, steps: list[ReferenceStep]) -> list[int]:
     return [i for i, s in enumerate(steps) if (spec := workspace.tool(s.tool)) is not None and spec.effect != "read"]
 
