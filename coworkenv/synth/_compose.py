@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..workspace import Faults, ReferenceStep, app_module, load_world, ordinary_tables, row_key
-from ._probes import with_retries
+from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]
 MIN_RECORDS = 3
@@ -146,12 +146,6 @@ def _singular(name: str) -> str:
     return name[:-1] if name.endswith("s") else name
 
 
-def _copy(conn: sqlite3.Connection) -> sqlite3.Connection:
-    copy = sqlite3.connect(":memory:")
-    conn.backup(copy)
-    return copy
-
-
 def _table_with(conn: sqlite3.Connection, app: str, ids: list[str]) -> str | None:
     for table in ordinary_tables(conn):
         if not table.startswith(f"{app}_"):
@@ -220,7 +214,7 @@ def _setters(conn: sqlite3.Connection, collection: Collection, tools: list[dict[
                 choices = [not current]
             if not choices:
                 continue
-            trial = _copy(conn)
+            trial = copy_state(conn)
             try:
                 _call(trial, collection.app, tool["name"], {id_args[0]: ident, argument: choices[0]})
                 trial.commit()
@@ -241,7 +235,7 @@ def _destroyers(conn: sqlite3.Connection, collection: Collection, tools: list[di
         required = tool["input_schema"].get("required", [])
         if tool["effect"] != "destructive" or len(required) != 1:
             continue
-        trial = _copy(conn)
+        trial = copy_state(conn)
         try:
             _call(trial, collection.app, tool["name"], {required[0]: next(iter(collection.records))})
             found.append((f"{collection.app}_{tool['name']}", required[0]))
@@ -296,7 +290,7 @@ def _notifiers(conn: sqlite3.Connection, collections: list[Collection], world: d
                     break
             if not ok:
                 continue
-            trial = _copy(conn)
+            trial = copy_state(conn)
             try:
                 _call(trial, app, tool["name"], {**fixed, text_arg: _TEXT})
                 trial.commit()

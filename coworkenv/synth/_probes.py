@@ -36,6 +36,7 @@ from ..workspace import (
     app_module,
     mentions,
     ordinary_tables,
+    row_key,
     state_digest,
 )
 
@@ -92,13 +93,8 @@ def _apply(conn: sqlite3.Connection, app: str, tool: str, arguments: dict[str, A
     return True
 
 
-def _keys(conn: sqlite3.Connection, table: str) -> str:
-    keys = [r[1] for r in sorted(conn.execute(f'pragma table_info("{table}")'), key=lambda r: r[5]) if r[5]]
-    return " || '|' || ".join(f'"{k}"' for k in keys) if keys else "rowid"
-
-
 def _rows(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
-    return {row[0]: row[1:] for row in conn.execute(f'select cast({_keys(conn, table)} as text), * from "{table}"')}
+    return {row[0]: row[1:] for row in conn.execute(f'select cast({row_key(conn, table)} as text), * from "{table}"')}
 
 
 def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
@@ -186,13 +182,13 @@ def _write_steps(workspace: Workspace, steps: list[ReferenceStep]) -> list[int]:
 def _table_of(conn: sqlite3.Connection, app: str, key: str) -> str | None:
     for table in ordinary_tables(conn):
         if table.startswith(f"{app}_") and conn.execute(
-                f'select 1 from "{table}" where cast({_keys(conn, table)} as text) = ? limit 1', (key,)).fetchone():
+                f'select 1 from "{table}" where cast({row_key(conn, table)} as text) = ? limit 1', (key,)).fetchone():
             return table
     return None
 
 
 def _other_keys(conn: sqlite3.Connection, table: str, not_these: set[str], n: int) -> list[str]:
-    rows = conn.execute(f'select cast({_keys(conn, table)} as text) from "{table}" order by 1').fetchall()
+    rows = conn.execute(f'select cast({row_key(conn, table)} as text) from "{table}" order by 1').fetchall()
     return [r[0] for r in rows if r[0] not in not_these][:n]
 
 
