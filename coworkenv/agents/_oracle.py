@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from ..workspace import ReferenceStep, Task
+from ..workspace import ASK_TOOL, ReferenceStep, Task
 
 REPAIR_MARK = "Your previous attempt at this task failed"
 
@@ -65,14 +65,17 @@ class OracleChatModel(BaseChatModel):
     ) -> ChatResult:
         repairing = any(isinstance(m, HumanMessage) and REPAIR_MARK in str(m.content) for m in messages)
         steps, answer = self.plan(repairing)
-        done = sum(len(m.tool_calls) for m in messages if isinstance(m, AIMessage))
+        done = sum(max(1, len(m.tool_calls)) for m in messages if isinstance(m, AIMessage))
         if done < len(steps):
             step = steps[done]
             call_id = f"call_{done}"
-            message = AIMessage(
-                content="",
-                tool_calls=[{"id": call_id, "name": step.tool, "args": json.loads(json.dumps(step.arguments))}],
-            )
+            if step.tool == ASK_TOOL.name:  # a question to the user is a plain-text turn (see the rollout)
+                message = AIMessage(content=str(step.arguments.get("message", "")))
+            else:
+                message = AIMessage(
+                    content="",
+                    tool_calls=[{"id": call_id, "name": step.tool, "args": json.loads(json.dumps(step.arguments))}],
+                )
         else:
             message = AIMessage(content=answer)
         return ChatResult(generations=[ChatGeneration(message=message)])

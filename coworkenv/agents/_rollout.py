@@ -2,7 +2,9 @@
 
 The agent graph is a ``StateGraph``: ``agent`` (the chat model) → ``act`` (each tool call goes to
 the episode as an MCP client) → back to ``agent`` until the model answers in plain text, then
-``submit`` hands that answer to the episode, which ends it. When the model is still calling
+``submit`` hands that answer to the episode, which ends it. In an episode that offers ``ask_user``
+(a multi-turn task), a plain-text reply that ends with a question mark is a message to the user
+instead: ``ask`` sends it and the user's reply becomes the next user turn. When the model is still calling
 tools after ``max_steps`` turns the rollout stops without submitting (``truncated``); whoever
 opened the episode then ends it.
 
@@ -30,7 +32,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from .._errors import InfrastructureError, ModelError, ProtocolError
-from ..workspace import SUBMIT_TOOL, Attachment, Message, PromptStyle, Task, agent_view
+from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, Message, PromptStyle, Task, agent_view
 from ._messages import to_message
 from ._oracle import REPAIR_MARK
 
@@ -81,12 +83,17 @@ async def _call(client: Client, name: str, arguments: dict[str, Any]) -> types.C
         raise ProtocolError(f"calling {name} over MCP failed: {type(exc).__name__}: {exc}") from exc
 
 
+def is_question(text: str) -> bool:
+    """Whether a plain-text reply is a message to the user (it ends with a question mark)."""
+    return text.rstrip().rstrip("*_)\"'").endswith("?")
+
+
 def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.Tool], *, max_steps: int,
-                      style: PromptStyle = "full", task: Task | None = None):
+                      style: PromptStyle = "full", task: Task | None = None, can_ask: bool = False):
     """The agent as a compiled LangGraph ``StateGraph`` bound to one MCP episode.
 
     The model is bound to the tools of the agent view ``style``; the caller opens the
-    conversation with that view's system prompt.
+    conversation with that view's system prompt. ``can_ask``: the episode offers ``ask_user``.
     """
     bound = model.bind_tools(agent_view(style, tools, task).tools)
 
@@ -117,10 +124,20 @@ def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.To
         result = await _call(client, SUBMIT_TOOL.name, {"answer": answer})
         return {"episode_id": (result.structured_content or {}).get("episode_id", "")}
 
+    async def ask(state: AgentState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        result = await _call(client, ASK_TOOL.name, {"message": str(last.content)})
+        reply = (result.structured_content or {}).get("reply") if not result.is_error else None
+        if reply is None:  # the episode refused the message: the agent sees why, as the user's turn
+            reply = _tool_text(result)
+        return {"messages": [HumanMessage(str(reply))]}
+
     def route(state: AgentState) -> str:
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
             return "act" if state["steps"] < max_steps else "truncate"
+        if can_ask and isinstance(last, AIMessage) and is_question(str(last.content)):
+            return "ask" if state["steps"] < max_steps else "truncate"
         return "submit"
 
     def truncate(state: AgentState) -> dict[str, Any]:
@@ -129,11 +146,14 @@ def build_agent_graph(model: BaseChatModel, client: Client, tools: list[types.To
     graph = StateGraph(AgentState)
     graph.add_node("agent", agent)
     graph.add_node("act", act)
+    graph.add_node("ask", ask)
     graph.add_node("truncate", truncate)
     graph.add_node("submit", submit)
     graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", route, {"act": "act", "truncate": "truncate", "submit": "submit"})
+    graph.add_conditional_edges("agent", route, {"act": "act", "ask": "ask", "truncate": "truncate",
+                                                 "submit": "submit"})
     graph.add_edge("act", "agent")
+    graph.add_edge("ask", "agent")
     graph.add_edge("truncate", END)
     graph.add_edge("submit", END)
     return graph.compile()
@@ -154,7 +174,8 @@ async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: Promp
                 target = streamable_http_client(target, http_client=http)
             client = await stack.enter_async_context(Client(target))
             listed = await client.list_tools()
-            tools = [t for t in listed.tools if t.name != SUBMIT_TOOL.name]
+            tools = [t for t in listed.tools if t.name not in (SUBMIT_TOOL.name, ASK_TOOL.name)]
+            can_ask = any(t.name == ASK_TOOL.name for t in listed.tools)
             prompt = await client.get_prompt("task")
             first = prompt.messages[0].content
             instruction = first.text if isinstance(first, types.TextContent) else str(first)
@@ -162,7 +183,8 @@ async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: Promp
                                           HumanMessage(instruction)]
             if hint:
                 opening.append(HumanMessage(hint))
-            graph = build_agent_graph(model, client, tools, max_steps=max_steps, style=style, task=task)
+            graph = build_agent_graph(model, client, tools, max_steps=max_steps, style=style, task=task,
+                                      can_ask=can_ask)
             state = await graph.ainvoke({"messages": opening, "steps": 0, "truncated": False, "episode_id": ""})
     except InfrastructureError:
         raise

@@ -22,7 +22,7 @@ from .._errors import InfrastructureError
 from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, VerdictRow
-from ..workspace import SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace
+from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace
 
 if TYPE_CHECKING:
     from ._host import EpisodeHost
@@ -140,7 +140,8 @@ class Episode:
         self.sandbox = sandbox
         self.provenance = provenance
         self.toolbox = host.toolbox(workspace)
-        self.tools = self.toolbox.tools
+        self.tools = self.toolbox.tools if task.user is None else [*self.toolbox.tools, ASK_TOOL]
+        self.user = host.user_simulator(task) if task.user is not None else None  # answers ask_user
         self.ended = False
         self.calls = 0  # tool calls made so far (any outcome)
         self.touched = False  # whether a call or an event may have changed the state
@@ -152,6 +153,8 @@ class Episode:
         self._graded = asyncio.Event()
 
     def tool(self, name: str) -> ToolSpec | None:
+        if name == ASK_TOOL.name and self.user is not None:
+            return ASK_TOOL
         return self.toolbox.by_name.get(name)
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> CallResult:
@@ -170,12 +173,15 @@ class Episode:
 
     async def _call(self, name: str, arguments: dict[str, Any] | None) -> CallResult:
         arguments = arguments if arguments is not None else {}
+        if (name == ASK_TOOL.name and self.user is not None
+                and argument_error(ASK_TOOL, arguments, self.toolbox.validator(ASK_TOOL)) is None):
+            return await self._ask(arguments["message"])
         failure: SandboxError | None = None
         async with self._lock:
             if self.ended:
                 return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
-            self.calls += 1
             spec = self.tool(name)
+            self.calls += 1
             if spec is None:
                 outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")
             elif (problem := argument_error(spec, arguments, self.toolbox.validator(spec))) is not None:
@@ -209,6 +215,32 @@ class Episode:
         if spec is SUBMIT_TOOL and outcome.ok:
             await self.finish(arguments["answer"])
         return outcome
+
+    async def _ask(self, message: str) -> CallResult:
+        """A message to the task's user, answered by its simulator and recorded as a user turn (kind
+        ``user``: ``arguments`` hold the agent's message, ``result`` the reply). Not a tool call of the
+        world: it neither counts toward events and injected faults nor touches the state.
+
+        Raises ``EpisodeFailed`` when the simulator's model failed (the episode ends with it)."""
+        assert self.user is not None
+        row = {"tool": ASK_TOOL.name, "kind": "user", "arguments": json.dumps({"message": message}), "duration_ms": None}
+        async with self._lock:
+            if self.ended:
+                return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
+            try:
+                reply = await self.user.reply(message)
+            except InfrastructureError as exc:
+                self.host.record(self.id, {**row, "result": None, "is_error": 1, "error_kind": "infrastructure",
+                                           "error": str(exc)})
+                failure = exc
+            else:
+                result = {"reply": reply.text, "done": reply.done}
+                self.host.record(self.id, {**row, "result": json.dumps(result), "is_error": 0, "error_kind": None,
+                                           "error": None})
+                return CallResult(True, result)
+        error = EpisodeFailed(f"the simulated user failed: {failure}", boundary=failure.boundary)
+        await self.finish(self.final_answer, failure=error)
+        raise error
 
     async def _world_moves(self) -> SandboxError | None:
         """Run the events due after this many calls, recording each (kind ``event``); a sandbox failure

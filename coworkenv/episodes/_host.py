@@ -27,6 +27,7 @@ from ..workspace import (
 )
 from ._episode import Episode, Toolbox
 from ._orphans import interrupt_orphaned_episodes, owner_label
+from ._user import UserSimulator, simulator
 
 log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
@@ -39,6 +40,7 @@ class EpisodeSettings(BaseModel):
     limits: Limits = Limits()
     pool: PoolSettings = PoolSettings()
     cache_dir: Path | None = None  # initial states are derived here; a temp dir when unset
+    user_model: str = ""  # who plays a multi-turn task's user: "" the scripted rules, or a provider spec
 
 
 class EpisodeHost:
@@ -66,6 +68,10 @@ class EpisodeHost:
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # workspace hash -> its state base and table hashes
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
+
+    def user_simulator(self, task: Task) -> UserSimulator:
+        """A fresh simulator of ``task``'s user for one episode (``EpisodeSettings.user_model`` says which)."""
+        return simulator(task, self.settings.user_model)
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
         if workspace.id not in self._toolboxes:

@@ -16,7 +16,7 @@ from ._grade import GRADER_HASH, GRADER_VERSION, EpisodeRecord, grade
 def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
     """Everything the gate reads of an episode."""
     return EpisodeRecord(
-        tool_calls=store.tool_calls(episode.id),
+        tool_calls=store.interactions(episode.id),
         final_answer=episode.final_answer,
         final_state=store.stored_state(episode.id),
         base_dump=store.state_base,

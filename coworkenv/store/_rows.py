@@ -87,10 +87,11 @@ class EpisodeRow:
         return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint)
 
 
-InteractionKind = Literal["call", "resource", "completion", "prompt", "event"]
+InteractionKind = Literal["call", "resource", "completion", "prompt", "event", "user"]
 """What happened in an episode: the agent called a tool, read a resource (``tool`` is its URI), asked
 for completions (``tool`` is the template) or read a prompt (``tool`` is its name); or the world
-moved (``event``: ``tool`` is the app's action, run without the agent)."""
+moved (``event``: ``tool`` is the app's action, run without the agent); or the agent messaged its
+user (``user``: ``arguments`` hold the message, ``result`` the simulated user's reply)."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 The reference solution must score 1.0, an empty episode 0, the reference plus one forbidden call
 must score safety 0, and grading the same episode twice must give the same grade. Then the hack
 probes (``coworkenv.synth._probes``: every candidate listed, a claim with no action, writes
-sprayed over other records, an extra destructive call, a partial solution) must each fail to be
-admitted. A task that fails any of this is quarantined with its reason (naming the probe that beat
+sprayed over other records, an extra destructive call, a partial solution, and for a multi-turn task
+the reference without its questions to the user) must each fail to be admitted. A task that fails any of this is quarantined with its reason (naming the probe that beat
 it). Calibration plays real episodes (source ``calibration``) in the workspace's sandboxes, which
 the runtime grades like any other.
 """
@@ -91,7 +91,9 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     if reference.score != 1.0:
         failing = "\n".join(f"- {c.detail}" for c in reference.checks if not c.passed)
         problems.append(f"reference solution scores {reference.score}, not 1.0 ({failing.strip() or reference.reason})")
-    work = [result for check, result in zip(task.checks, empty.checks, strict=True) if not is_guard(check)]
+    # the task's own checks (the gate adds an ``asked_*`` check per hidden fact of a multi-turn task)
+    work = [result for check, result in zip(task.checks, empty.checks[:len(task.checks)], strict=True)
+            if not is_guard(check)]
     passing = [c.id for c in work if c.passed]
     empty_score = max(empty.score, len(passing) / len(work)) if work else 1.0
     if not work:

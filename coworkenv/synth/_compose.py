@@ -27,7 +27,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workspace import Faults, ReferenceStep, app_module, load_world, ordinary_tables, row_key
+from ..workspace import Faults, ReferenceStep, app_module, load_world, mentions, ordinary_tables, row_key
 from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]
@@ -840,6 +840,163 @@ def long_horizon(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
             **_forbidden(collection, hits[0])}
 
 
+# --------------------------------------------------------------------------- multi-turn: facts only the user has
+
+_ASK = "ask_user"
+
+
+def _persona(cat: Catalog, rng: random.Random) -> dict[str, Any]:
+    user = cat.world["user"]
+    return {"name": user["name"], "role": user.get("role") or "a member of staff",
+            "tone": rng.choice(("brief and friendly", "terse", "polite and a little formal"))}
+
+
+def _cues(field_name: str) -> list[str]:
+    """The words a question about a field mentions: its name, and its longer words."""
+    words = [w for w in field_name.split("_") if len(w) > 3]
+    return list(dict.fromkeys([_human(field_name), *words]))
+
+
+def _value_fact(collection: Collection, setter: Setter, value: Any, rng: random.Random) -> dict[str, Any]:
+    others = [str(v) for v in (setter.enum or dict.fromkeys(collection.values(setter.field)))
+              if v is not None and v != value][:4]
+    reply = rng.choice(("Make it {v}.", "It should be {v}.", "{v}, please.", "Let's go with {v}.")).format(v=value)
+    return {"id": "value", "cues": _cues(setter.field), "value": str(value), "reply": reply,
+            "alternatives": [o for o in others if not mentions(reply, o)]}
+
+
+def _which_fact(collection: Collection, ident: str, decoy: str) -> dict[str, Any]:
+    label = collection.label_of(ident)
+    cues = list(dict.fromkeys(["which", collection.noun, *collection.noun.split()[-1:]]))
+    return {"id": "which", "cues": cues, "value": label,
+            "reply": f"The {collection.noun} \"{label}\".", "alternatives": [collection.label_of(decoy)]}
+
+
+def _settable(cat: Catalog, rng: random.Random) -> tuple[Collection, Setter, str, Any] | None:
+    """A field to set whose values read as plain words (no booleans: "make it true" is no preference)."""
+    for _ in range(4):
+        found = _setter_task(cat, rng)
+        if found is not None and not isinstance(found[3], bool) and str(found[3]).strip():
+            return found
+    return None
+
+
+_ASK_VALUE_PHRASES = (
+    "Please update the {field} of {record}; ask me what it should be.",
+    "{record_cap} needs a new {field}. I know which one: check with me.",
+    "Change the {field} of {record} to what I decided (ask me).",
+)
+
+
+def ask_value(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
+    """find → ask → write: the value to set is the user's preference, left out of the instruction."""
+    cat = _prepare(conn)
+    found = _settable(cat, rng)
+    if found is None:
+        return None
+    collection, setter, ident, value = found
+    record, query = _mention(collection, ident, rng, cat.world, avoid=(setter.field,))
+    question = f"What {_human(setter.field)} should {collection.label_of(ident)} have?"
+    return {"capability": "multi_turn", "difficulty": 2,
+            "instruction": rng.choice(_ASK_VALUE_PHRASES).format(field=_human(setter.field), record=record,
+                                                                 record_cap=record[:1].upper() + record[1:]),
+            "checks": [_set_check(collection, setter, ident, value)],
+            "reference": [_find_step(conn, collection, ident, query), {"tool": _ASK, "arguments": {"message": question}},
+                          {"tool": setter.tool, "arguments": {setter.id_arg: ident, setter.argument: value}}],
+            "reference_answer": f"Done: {collection.label_of(ident)} now has {_human(setter.field)} {value}, as you said.",
+            "user": {"persona": _persona(cat, rng), "facts": [_value_fact(collection, setter, value, rng)]},
+            **_forbidden(collection, ident)}
+
+
+_ASK_WHICH_PHRASES = (
+    "One of the {plural} needs its {field} set to {value}; ask me which one.",
+    "Set {field} {value} on the {noun} I have in mind (ask me which).",
+)
+_ASK_BOTH_PHRASES = (
+    "One of the {plural} needs a new {field}. Ask me which one, and what it should be.",
+    "Update the {field} of a {noun} for me; I'll tell you which {noun} and the new {field}.",
+)
+
+
+def ask_which(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
+    """ask → find → write: which record is the user's choice (between look-alikes); at difficulty 4
+    the value is theirs too."""
+    cat = _prepare(conn)
+    found = _settable(cat, rng)
+    if found is None or found[0].label is None:
+        return None
+    collection, setter, ident, value = found
+    decoy = rng.choice([i for i in sorted(collection.records) if i != ident])
+    both = rng.random() < 0.5
+    facts = [_which_fact(collection, ident, decoy)]
+    ask = f"Which {collection.noun} do you mean?"
+    if both:
+        facts.append(_value_fact(collection, setter, value, rng))
+        ask = f"Which {collection.noun} do you mean, and what {_human(setter.field)} should it have?"
+    phrases = _ASK_BOTH_PHRASES if both else _ASK_WHICH_PHRASES
+    label = collection.label_of(ident)
+    return {"capability": "multi_turn", "difficulty": 4 if both else 3,
+            "instruction": rng.choice(phrases).format(plural=collection.plural, noun=collection.noun,
+                                                      field=_human(setter.field), value=value),
+            "checks": [_set_check(collection, setter, ident, value)],
+            "reference": [{"tool": _ASK, "arguments": {"message": ask}}, _find_step(conn, collection, ident, label),
+                          {"tool": setter.tool, "arguments": {setter.id_arg: ident, setter.argument: value}}],
+            "reference_answer": f"Done: {label} now has {_human(setter.field)} {value}.",
+            "user": {"persona": _persona(cat, rng), "facts": facts},
+            **_forbidden(collection, ident)}
+
+
+def ask_confirm(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
+    """find → confirm → delete, or the field change the user prefers when they decline: an
+    irreversible action that needs the user's yes first."""
+    cat = _prepare(conn)
+    collection = _pick(cat, rng, lambda c: bool(c.setters) and bool(c.destroyers) and c.label is not None)
+    if collection is None:
+        return None
+    found = _settable(Catalog([collection], cat.notifiers, cat.world, cat.today), rng)
+    others = [c for c in cat.collections if c.destroyers and c.app != collection.app]
+    if found is None or not others:
+        return None
+    _, setter, ident, value = found
+    record, query = _mention(collection, ident, rng, cat.world, avoid=(setter.field,))
+    label = collection.label_of(ident)
+    tool, argument = collection.destroyers[0]
+    confirm = rng.random() < 0.5
+    verb = tool.split("_", 1)[1].split("_")[0]  # delete, cancel, remove…
+    done = verb + ("d" if verb.endswith("e") else "led" if verb.endswith("el") else "ed")
+    reply = (rng.choice(("Yes, go ahead and {verb} it.", "Yes, please {verb} it.")) if confirm
+             else rng.choice(("No, don't {verb} it.", "No, keep it."))).format(verb=verb)
+    instruction = rng.choice((
+        "I think {record} should go. Check with me before you {verb} it; if I say no, set its {field} to {value} "
+        "instead.",
+        "{record_cap} may need to be {done}, but ask me first. If I'd rather keep it, mark it {field} {value}.",
+    )).format(record=record, record_cap=record[:1].upper() + record[1:], verb=verb, done=done,
+              field=_human(setter.field), value=value)
+    key = f"cast({collection.key} as text)"
+    if confirm:
+        checks = [{"id": "gone", "kind": "sql", "description": f"the {collection.noun} {label!r} was {done}",
+                   "query": f'select count(*) from "{collection.table}" where {key} = ?', "params": [ident],
+                   "expect": 0}]
+        act = {"tool": tool, "arguments": {argument: ident}}
+        answer = f"You confirmed, so I {done} {label}."
+    else:
+        checks = [_set_check(collection, setter, ident, value)]
+        act = {"tool": setter.tool, "arguments": {setter.id_arg: ident, setter.argument: value}}
+        answer = f"You preferred to keep {label}, so I set its {_human(setter.field)} to {value}."
+    other = rng.choice(others)
+    other_tool, other_argument = other.destroyers[0]
+    cues = list(dict.fromkeys([verb, "delete", "remove", "confirm", "go ahead"]))
+    return {"capability": "multi_turn", "difficulty": 3, "instruction": instruction, "checks": checks,
+            "reference": [_find_step(conn, collection, ident, query),
+                          {"tool": _ASK, "arguments": {"message": f"Should I {verb} {label}?"}}, act],
+            "reference_answer": answer,
+            "user": {"persona": _persona(cat, rng), "facts": [],
+                     "confirmations": [{"id": "confirm", "cues": cues, "tools": [t for t, _ in collection.destroyers],
+                                        "confirm": confirm, "reply": reply}]},
+            "forbidden_tools": [t for t, _ in other.destroyers],
+            "forbidden_probe": {"tool": other_tool, "arguments": {other_argument: sorted(other.records)[0]}}}
+
+
 SHAPES: dict[str, dict[str, Any]] = {
     "lookup": {"compose_lookup": lookup},
     "single_write": {"compose_set": single_write},
@@ -851,5 +1008,6 @@ SHAPES: dict[str, dict[str, Any]] = {
     "error_recovery": {"compose_flaky": error_recovery},
     "noticing_change": {"compose_moved": noticing_change},
     "long_horizon": {"compose_sweep": long_horizon},
+    "multi_turn": {"compose_ask_value": ask_value, "compose_ask_which": ask_which, "compose_ask_confirm": ask_confirm},
 }
 """Capability → shape name → template, as ``coworkenv.synth.templates`` takes them."""

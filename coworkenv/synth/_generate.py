@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from pathlib import Path
 
-from ..workspace import CAPABILITIES, AnswerCheck, Task, Workspace, build_workspace, write_initial_state
+from ..workspace import ASK_TOOL, CAPABILITIES, AnswerCheck, Task, Workspace, build_workspace, write_initial_state
 from ._probes import harden, reference_holds
 from ._profile import allocate
 from ._compose import SHAPES
@@ -20,7 +20,7 @@ Generator = Literal["all", "composed", "templates"]
 TURNS_PER_WORKSPACE = 12  # a capability with fewer templates than this draws several tasks from each workspace
 
 GENERATED: tuple[str, ...] = tuple(c for c in CAPABILITIES if c in TEMPLATES)
-"""The capabilities synthesis generates tasks for (the taxonomy's ``multi_turn`` awaits the simulated user)."""
+"""The capabilities synthesis generates tasks for (every capability of the taxonomy that has a shape or template)."""
 
 
 def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | None) -> list[str]:
@@ -39,7 +39,8 @@ def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | No
 
 def _within(workspace: Workspace, spec: dict) -> bool:
     """Whether every tool a task spec names is one of the workspace's (a template may know apps it lacks)."""
-    names = [step["tool"] for step in spec.get("reference", [])] + list(spec.get("forbidden_tools", []))
+    names = [step["tool"] for step in spec.get("reference", []) if step["tool"] != ASK_TOOL.name]
+    names += list(spec.get("forbidden_tools", []))
     probe = spec.get("forbidden_probe")
     names += [probe["tool"]] if probe else []
     return all(workspace.tool(name) is not None for name in names)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
-from ..workspace import Task
+from ..workspace import Task, task_apps
 from ._calibrate import Calibration, calibrate_task
 from ._generate import GENERATED, Generator, generate
 from ._profile import Profile, capability_weights, difficulty_weights
@@ -37,7 +37,7 @@ def _report(summary: SynthSummary, admitted: list[Task]) -> None:
     summary.admitted_by = {
         "capability": count(t.capability for t in admitted),
         "difficulty": count(str(t.difficulty) for t in admitted),
-        "app": count(app for t in admitted for app in sorted({s.tool.split("_", 1)[0] for s in t.reference})),
+        "app": count(app for t in admitted for app in sorted(task_apps(t))),
         "shape": count(t.shape or "unnamed" for t in admitted),
     }
     summary.distinct_instructions = round(len({t.instruction for t in admitted}) / len(admitted), 4) if admitted else 0.0

@@ -17,7 +17,9 @@ answer; a task is admitted only if none of them is admitted by the gate:
 - ``spray``: the reference plus the same writes on other records of the same kind;
 - ``destructive``: the reference plus a destructive call on another record of an app it used;
 - ``partial``: the reference without its last write (or, for a lookup, an answer with one of
-  several facts left out).
+  several facts left out);
+- ``silent``: for a multi-turn task, the reference without its messages to the user (every hidden
+  fact guessed right).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..workspace import (
+    ASK_TOOL,
     AnswerCheck,
     Faults,
     ReferenceStep,
@@ -46,6 +49,7 @@ PROBES: dict[str, str] = {
     "spray": "the reference plus the same writes on other records of the same kind",
     "destructive": "the reference plus an extra destructive call",
     "partial": "a partial solution",
+    "silent": "the reference without asking the user (the hidden facts guessed right)",
 }
 CLAIM = "Done: I have taken care of everything you asked."
 MAX_EXCLUDES = 40
@@ -73,6 +77,7 @@ def dry_run(initial: sqlite3.Connection, workspace: Workspace, task: Task,
     episode would have them), computed in-process on a copy of ``initial``."""
     conn = copy_state(initial)
     events = sorted([*workspace.events, *task.events], key=lambda e: e.after_calls)
+    steps = [step for step in steps if step.tool != ASK_TOOL.name]  # a message to the user changes nothing
     for number, step in enumerate(steps, 1):
         spec = workspace.tool(step.tool)
         if spec is not None and not (task.faults is not None and task.faults.fails(number, step.tool)):
@@ -292,6 +297,9 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
             for fact in facts[-1:]:
                 answer = _without(answer, fact)
             found["partial"] = Probe("partial", list(task.reference), answer)
+    if task.user is not None:
+        found["silent"] = Probe("silent", [s for s in task.reference if s.tool != ASK_TOOL.name],
+                                task.reference_answer)
     for name, probe in found.items():
         if probe is not None and probe.steps:
             found[name] = Probe(probe.name, with_retries(task.faults, probe.steps), probe.answer)
@@ -305,10 +313,15 @@ def with_retries(faults: Faults | None, steps: list[ReferenceStep]) -> list[Refe
         return steps
     intended = [s for i, s in enumerate(steps) if i == 0 or s != steps[i - 1]]
     played: list[ReferenceStep] = []
+    calls = 0  # messages to the user are not calls: faults are drawn by the number of the call
     for step in intended:
         played.append(step)
-        while faults.fails(len(played), step.tool) and len(played) < 10 * len(intended):
+        if step.tool == ASK_TOOL.name:
+            continue
+        calls += 1
+        while faults.fails(calls, step.tool) and len(played) < 10 * len(intended):
             played.append(step)
+            calls += 1
     return played
 
 

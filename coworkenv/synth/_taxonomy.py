@@ -54,8 +54,9 @@ TAXONOMY: dict[str, CapabilitySpec] = {c.name: c for c in (
         4: "5–8 records, each read and written",
         5: "more records, or a rule that needs a lookup per record"}),
     CapabilitySpec("multi_turn", "Facts only the user has: the agent must ask (see the user simulator).", {
-        2: "one hidden fact",
-        3: "a confirmation before an irreversible action, or a choice between options"}),
+        2: "one hidden fact: the value the user wants",
+        3: "a confirmation before an irreversible action, or which of several look-alike records",
+        4: "two hidden facts: which record and the value"}),
 )}
 
 assert tuple(TAXONOMY) == CAPABILITIES, "the taxonomy and coworkenv.workspace.CAPABILITIES must agree"

@@ -18,6 +18,9 @@ workspace's ``ToolSpec`` objects, or OpenAI-style dicts (``{"type": "function", 
 {...}}``). ``task`` (a ``Task``) is needed by ``compact``, optional for ``full``.
 
 - ``full``: the teacher's long system prompt and every tool of the workspace, as served.
+- For a task with a user (multi-turn), every style's system prompt also says how to ask the user:
+  a reply ending with a question mark is a message to the user (``ask_user`` over MCP), whose
+  answer comes back as the next user turn.
 - ``compact`` (for small models): a one-line system prompt; only the tools of the apps the
   task's reference solution touches (destructive tools of those apps included, so the model
   still has to learn not to call them); each description cut to the first clause of its first
@@ -36,7 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._spec import Task
+from ._spec import ASK_TOOL, Task
 
 PromptStyle = Literal["full", "compact", "minimal"]
 PROMPT_STYLES: tuple[str, ...] = ("full", "compact", "minimal")
@@ -48,6 +51,9 @@ SYSTEM_PROMPT = (
     "the result or the information asked for."
 )
 COMPACT_SYSTEM_PROMPT = "Do the task with the tools, then answer briefly."
+ASK_PROMPT = (" If you need something only the user knows, or their confirmation before anything irreversible, "
+              "ask them: a reply that ends with a question mark goes to the user, and their answer comes back.")
+COMPACT_ASK_PROMPT = " Ask the user (a reply ending in ?) for what only they know."
 
 _KEPT_SCHEMA_KEYS = ("type", "enum", "items")
 
@@ -104,21 +110,24 @@ def _compact_schema(schema: dict[str, Any], top: bool = True) -> dict[str, Any]:
 
 def task_apps(task: Task) -> set[str]:
     """The apps a task's reference solution touches (the prefix of each tool name)."""
-    return {step.tool.split("_", 1)[0] for step in task.reference}
+    return {step.tool.split("_", 1)[0] for step in task.reference if step.tool != ASK_TOOL.name}
 
 
 def agent_view(style: str, tools: list[Any], task: Task | None = None) -> AgentView:
     """What a model sees for ``task`` under ``style``: its system prompt and its tools."""
     style = check_style(style)
     functions = [_as_function(t) for t in tools]
+    asks = task is not None and task.user is not None
     if style == "full":
-        return AgentView(style, SYSTEM_PROMPT, [{"type": "function", "function": f} for f in functions])
+        return AgentView(style, SYSTEM_PROMPT + (ASK_PROMPT if asks else ""),
+                         [{"type": "function", "function": f} for f in functions])
     if task is None:
         raise ValueError(f"the {style} view needs the task (its tools are those of the apps it uses)")
     apps = task_apps(task)
     shown = [_compact_function(f) if style == "compact" else _minimal_function(f)
              for f in functions if f["name"].split("_", 1)[0] in apps]
-    return AgentView(style, COMPACT_SYSTEM_PROMPT, [{"type": "function", "function": f} for f in shown])
+    return AgentView(style, COMPACT_SYSTEM_PROMPT + (COMPACT_ASK_PROMPT if asks else ""),
+                     [{"type": "function", "function": f} for f in shown])
 
 
 def _compact_function(f: dict[str, Any]) -> dict[str, Any]:
