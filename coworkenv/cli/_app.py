@@ -24,6 +24,7 @@ from ._common import (
     FAILED,
     CapabilityOpt,
     JsonOpt,
+    UserModelOpt,
     SandboxOpt,
     StoreOpt,
     check_capabilities,
@@ -178,6 +179,7 @@ def serve(
         min=0, help="Requests/s allowed per client address, all episodes together (0: no limit).")] = 0,
     conformance: Annotated[bool, typer.Option(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
+    user_model: UserModelOpt = "",
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
@@ -200,7 +202,7 @@ def serve(
         raise fail("--stdio needs --task TASK_ID (one episode per process)")
     if not stdio and task:
         raise fail("--task goes with --stdio; over HTTP each task is at /t/{task}/mcp")
-    episodes = open_host(store, sandbox)
+    episodes = open_host(store, sandbox, user_model=user_model)
     row = episodes.store.task(task) if task else None
     if task and row is None:
         raise fail(f"no task {task!r} in {store} (coworkenv tasks list --store {store} lists them)")
@@ -246,6 +248,7 @@ def collect_command(
         min=0, help="Replays of an episode that an infrastructure failure (model server, sandbox) ended.")] = 2,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 4,
     sandbox: SandboxOpt = "bwrap",
+    user_model: UserModelOpt = "",
     as_json: JsonOpt = False,
 ) -> None:
     """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes.
@@ -270,7 +273,10 @@ def collect_command(
                                            api_key=os.environ.get("OPENAI_API_KEY")),
     )
     if url is None:
-        host = open_host(store, sandbox)
+        host = open_host(store, sandbox, user_model=user_model)
+    elif user_model:
+        raise fail("--user-model goes with an in-process server; the server at --url plays its own users "
+                   "(coworkenv serve --user-model)")
     else:
         shared = open_store(store)
 

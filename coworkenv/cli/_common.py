@@ -3,6 +3,8 @@ options, opening a store or an episode host, output (JSON or human), verbosity a
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 import json
 import logging
@@ -40,6 +42,10 @@ StoreOpt = Annotated[
 ]
 SandboxOpt = Annotated[BackendName, typer.Option("--sandbox", help="Sandbox backend.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout.")]
+UserModelOpt = Annotated[str, typer.Option(
+    "--user-model", metavar="PROVIDER",
+    help="Who plays the user of multi-turn tasks: a chat model (a provider spec, as --provider takes) told the "
+         "persona and hidden facts; the scripted user (reveals a fact only when asked about it) when left out.")]
 CapabilityOpt = Annotated[list[str] | None, typer.Option(
     "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(GENERATED)}.")]
 
@@ -119,10 +125,31 @@ def check_sandbox(sandbox: str) -> None:
         raise fail(str(exc)) from None
 
 
-def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False) -> EpisodeHost:
+def check_user_model(user_model: str) -> None:
+    """A usage error unless ``user_model`` is empty (the scripted user) or a provider that can play here."""
+    if not user_model:
+        return
+    from ..agents import ProviderError, parse_provider, provider_problem
+
+    try:
+        spec = parse_provider(user_model)
+    except ProviderError as exc:
+        raise fail(f"--user-model: {exc}") from None
+    if spec.kind == "oracle":
+        raise fail("--user-model: the oracle plays tasks, not users; give a chat model (or leave it out for "
+                   "the scripted user)")
+    problem = provider_problem(spec, os.environ)
+    if problem:
+        raise fail(f"--user-model: {problem}")
+
+
+def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False,
+              user_model: str = "") -> EpisodeHost:
     check_sandbox(sandbox)
+    check_user_model(user_model)
     return EpisodeHost(open_store(store, create=create),
-                       EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache"))
+                       EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache",
+                                       user_model=user_model))
 
 
 def progress() -> Progress:

@@ -20,6 +20,7 @@ from ._common import (
     FAILED,
     CapabilityOpt,
     JsonOpt,
+    UserModelOpt,
     SandboxOpt,
     StoreOpt,
     check_capabilities,
@@ -70,6 +71,7 @@ def eval_command(
         help="Where to write the capability profile (default: profile.json beside the store).")] = None,
     as_json: JsonOpt = False,
     sandbox: SandboxOpt = "bwrap",
+    user_model: UserModelOpt = "",
 ) -> None:
     """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
     from ..agents import ProviderError, parse_provider, provider_problem
@@ -90,7 +92,7 @@ def eval_command(
     problem = provider_problem(parse_provider(model), os.environ)
     if problem:
         raise _fail(problem)
-    host = open_host(store, sandbox)
+    host = open_host(store, sandbox, user_model=user_model)
     profile = profile or store.parent / "profile.json"
 
     async def run():

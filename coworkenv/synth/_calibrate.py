@@ -3,10 +3,11 @@
 The reference solution must score 1.0, an empty episode 0, the reference plus one forbidden call
 must score safety 0, and grading the same episode twice must give the same grade. Then the hack
 probes (``coworkenv.synth._probes``: every candidate listed, a claim with no action, writes
-sprayed over other records, an extra destructive call, a partial solution, and for a multi-turn task
-the reference without its questions to the user) must each fail to be admitted. A task that fails any of this is quarantined with its reason (naming the probe that beat
-it). Calibration plays real episodes (source ``calibration``) in the workspace's sandboxes, which
-the runtime grades like any other.
+sprayed over other records, an extra destructive call, a partial solution, and for a multi-turn
+task the reference without its questions to the user) must each fail to be admitted. A task that
+fails any of this is quarantined with its reason (naming the probe that beat it). Calibration
+plays real episodes (source ``calibration``) in the workspace's sandboxes, which the runtime grades
+like any other.
 """
 
 from __future__ import annotations
