@@ -302,6 +302,8 @@ def episodes_show(
         messages = s.messages(episode_id, include_provenance=True)
         task = s.task(row.task_id)
     kinds = {c.id: c.kind for c in task.spec.checks} if task else {}
+    if task is not None and task.spec.user is not None:  # the gate's check that the user was asked
+        kinds.update({f"asked_{item.id}": "asked" for item in [*task.spec.user.facts, *task.spec.user.confirmations]})
     doc = _episode_json(row, verdict)
     doc.update({"hint": row.hint, "owner": row.owner, "final_answer": row.final_answer, "truncated": row.truncated,
                 "error": row.error, "boundary": row.boundary,
@@ -349,6 +351,13 @@ def episodes_show(
 
     _section(console, f"interactions ({len(interactions)})")
     for c in interactions:
+        if c.kind == "user" and not c.is_error:  # a message to the user and their reply: two turns
+            reply = _result(c.result)
+            console.print(Text(f"{c.idx:>3} agent → user: ", style="bold").append(str(c.arguments.get("message", ""))))
+            console.print(Text("    user: ", style="bold cyan").append(
+                str(reply.get("reply", "") if isinstance(reply, dict) else reply)
+                + (" (done)" if isinstance(reply, dict) and reply.get("done") else "")))
+            continue
         line = Text(f"{c.idx:>3} {c.kind} ", style="bold")
         line.append(c.tool, style="bold yellow")
         line.append(f" {_cut(_compact(c.arguments))}")
