@@ -933,6 +933,8 @@ def ask_which(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
     if both:
         facts.append(_value_fact(collection, setter, value, rng))
         ask = f"Which {collection.noun} do you mean, and what {_human(setter.field)} should it have?"
+    for fact in facts:  # an alternative another reply mentions (a company in an email address) is no contradiction
+        fact["alternatives"] = [a for a in fact["alternatives"] if not any(mentions(f["reply"], a) for f in facts)]
     phrases = _ASK_BOTH_PHRASES if both else _ASK_WHICH_PHRASES
     label = collection.label_of(ident)
     return {"capability": "multi_turn", "difficulty": 4 if both else 3,
