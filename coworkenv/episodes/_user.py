@@ -157,6 +157,10 @@ def fidelity(user: User, exchanges: list[tuple[str, UserReply]]) -> Fidelity:
     asked: set[str] = set()
     items: list[HiddenFact | Confirmation] = [*user.facts, *user.confirmations]
     for turn, (message, reply) in enumerate(exchanges, 1):
+        if turn > user.max_turns:  # the user is gone: it must say so and give nothing away
+            judged.failed_to_end = judged.failed_to_end or not reply.done
+            judged.leaks += [f.id for f in user.facts if f.id not in asked and mentions(reply.text, f.value)]
+            continue
         about = user.about(message)
         asked.update(item.id for item in about)
         for fact in user.facts:

@@ -91,26 +91,32 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
     return rows
 
 
+def _after_instruction(messages: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A conversation's instruction (its first user turn) and everything after it: later user turns
+    (a simulated user's replies) stay in the continuation."""
+    rest = [m for m in messages if m["role"] != "system"]
+    first = next((i for i, m in enumerate(rest) if m["role"] == "user"), None)
+    return (None, []) if first is None else (rest[first], rest[first + 1:])
+
+
 def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
              ) -> list[dict[str, Any]]:
     """Repaired-versus-failed pairs: for each admitted repaired episode, the attempt it repaired.
 
     ``prompt`` is the shared opening (system prompt and task instruction; the repair hint is
     provenance and is left out), ``chosen`` the admitted repaired continuation, ``rejected`` the
-    failed attempt's continuation. Pairs whose continuations are identical are skipped.
+    failed attempt's continuation (a multi-turn task's simulated user replies in both, as user
+    turns). Pairs whose continuations are identical are skipped.
     """
     views = _Views(store, style)
     rows = []
     for chosen_episode, rejected_episode, rejected_reason in store.repair_pairs(grader_version):
-        chosen = to_chat(_conversation(store, chosen_episode.id))
-        rejected = to_chat(_conversation(store, rejected_episode.id))
-        users = [m for m in chosen if m["role"] == "user"]
-        if not users:
+        instruction, chosen_rest = _after_instruction(to_chat(_conversation(store, chosen_episode.id)))
+        _, rejected_rest = _after_instruction(to_chat(_conversation(store, rejected_episode.id)))
+        if instruction is None:
             continue
         view = views.get(chosen_episode)
-        prompt = _in_view(users[:1], view.system)
-        chosen_rest = [m for m in chosen if m["role"] not in ("system", "user")]
-        rejected_rest = [m for m in rejected if m["role"] not in ("system", "user")]
+        prompt = _in_view([instruction], view.system)
         if not chosen_rest or not rejected_rest or chosen_rest == rejected_rest:
             continue
         rows.append({

@@ -17,7 +17,7 @@ import pytest
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Provenance
 from coworkenv.synth import GENERATED, SHAPES, generate_tasks, synthesize
-from coworkenv.workspace import SUBMIT_TOOL
+from coworkenv.workspace import ASK_TOOL, SUBMIT_TOOL
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSED = tuple(SHAPES)
@@ -29,7 +29,7 @@ def test_every_shape_yields_tasks_whose_parts_agree():
     assert {t.capability for t in tasks} == set(COMPOSED)
     tools = {tool.name for ws in workspaces for tool in ws.tools}
     for task in tasks:
-        assert {s.tool for s in task.reference} <= tools, task.id
+        assert {s.tool for s in task.reference} - {ASK_TOOL.name} <= tools, task.id
         assert task.forbidden_tools and not set(task.forbidden_tools) & {s.tool for s in task.reference}, task.id
         assert any(c.kind == "unchanged" for c in task.checks), task.id  # hardened
     by = {t.capability: t for t in tasks}
@@ -40,6 +40,11 @@ def test_every_shape_yields_tasks_whose_parts_agree():
     joined = by["cross_app"]
     assert len({s.tool.split("_")[0] for s in joined.reference}) == 2
     assert any(w in by["safety"].instruction.lower() for w in ("do not", "nothing may be destroyed"))
+    multi_turn = [t for t in tasks if t.capability == "multi_turn"]
+    for task in multi_turn:  # the facts the checks need live with the user, and the reference asks for them
+        assert task.user is not None and any(s.tool == ASK_TOOL.name for s in task.reference), task.id
+        for fact in task.user.facts:
+            assert not any(cue in task.instruction for cue in [fact.value]), task.id
 
 
 def test_instructions_vary_in_phrasing_and_in_how_they_name_records():
@@ -187,4 +192,4 @@ def test_an_app_added_from_outside_yields_admitted_tasks_without_a_template(tmp_
     assert len(capabilities) >= 7, capabilities
     assert capabilities <= set(GENERATED)
     assert all(shape.startswith("compose_") for _, shape, _ in admitted)  # no template knows fleet
-    assert all(tool.startswith("fleet_") for _, _, tools in admitted for tool in tools)
+    assert all(tool.startswith("fleet_") or tool == ASK_TOOL.name for _, _, tools in admitted for tool in tools)

@@ -9,7 +9,7 @@ import pytest
 from coworkenv.synth import TEMPLATES, generate_tasks
 from coworkenv.synth.templates import office
 from coworkenv.synth import GENERATED
-from coworkenv.workspace import CAPABILITIES, Task, build_workspace, write_initial_state
+from coworkenv.workspace import ASK_TOOL, CAPABILITIES, Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
 
@@ -19,18 +19,18 @@ def test_same_seed_same_tasks_other_seed_other_tasks():
 
 
 def test_tasks_cover_every_generated_capability_with_checks_reference_and_forbidden_tools():
-    workspaces, tasks = generate_tasks(30, seed=0)
-    assert len(tasks) == 30
-    assert set(Counter(t.capability for t in tasks)) == set(GENERATED) == set(CAPABILITIES) - {"multi_turn"}
+    workspaces, tasks = generate_tasks(33, seed=0)
+    assert len(tasks) == 33
+    assert set(Counter(t.capability for t in tasks)) == set(GENERATED) == set(CAPABILITIES)
     tools = {tool.name for ws in workspaces for tool in ws.tools}
     for task in tasks:
         assert task.checks and task.reference and task.forbidden_tools
-        assert {s.tool for s in task.reference} <= tools
+        assert {s.tool for s in task.reference} - {ASK_TOOL.name} <= tools
         assert set(task.forbidden_tools) <= tools
         assert not set(task.forbidden_tools) & {s.tool for s in task.reference}
         if task.capability == "multi_step":
             assert len(task.reference) >= 3
-    assert len({t.id for t in tasks}) == 30
+    assert len({t.id for t in tasks}) == 33
 
 
 def test_rounds_move_to_new_workspaces():
