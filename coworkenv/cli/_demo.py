@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_STEPS, FULL_TASKS, SPLITS
+from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS, SPLITS
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import JsonOpt, emit, fail, open_store, out, progress
 
@@ -38,9 +38,9 @@ def demo_command(
                                        "trained model on held-out tasks, and print the before/after table.")] = False,
     capability: Annotated[list[str] | None, typer.Option(
         metavar="CAPABILITY", help="--full: capabilities to synthesize, train and evaluate (repeatable; default "
-        "lookup, single_write).")] = None,
+        f"{', '.join(FULL_CAPABILITIES)}).")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
-    eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = 24,
+    eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = FULL_EVAL_TASKS,
     serve: Annotated[Literal["local", "vllm"], typer.Option(
         help="--full: how models are served for evaluation: local (in process, hf:PATH) or vllm (vLLM's OpenAI "
         "server, tool parser hermes).")] = "local",

@@ -8,6 +8,7 @@ DEFAULT_EVAL_SEED = 10_000
 
 DEMO_TASKS = 24
 # demo --full (benchmarks/loop.md records what they reach on a 2-core machine)
-FULL_CAPABILITIES = ("lookup", "single_write")
+FULL_CAPABILITIES = ("lookup", "single_write", "multi_step", "multi_turn")
+FULL_EVAL_TASKS = 48  # held-out tasks of new seeds: 12 per capability
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
 FULL_STEPS = 2400  # about 16 minutes of a quiet 2-core CPU for the default tiny model (benchmarks/loop.md)

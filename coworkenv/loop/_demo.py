@@ -24,7 +24,7 @@ from ..synth import GENERATED
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
-from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_STEPS
+from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4) -> dict:
@@ -89,7 +89,7 @@ class FullSettings(BaseModel):
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
-    eval_tasks: int = Field(default=24, ge=1)
+    eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
     eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
     serve: Literal["local", "vllm"] = "local"
