@@ -18,7 +18,7 @@ from coworkenv.sandbox import PoolSettings
 from coworkenv.store import Provenance, Store
 from coworkenv.synth import generate_tasks
 from coworkenv.synth.templates import TEMPLATES
-from coworkenv.workspace import Task, Workspace
+from coworkenv.workspace import ASK_TOOL, Task, Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
@@ -26,7 +26,9 @@ _played: dict[str, dict[str, list]] = {}
 
 
 def steps(task: Task) -> list:
-    return [*task.reference, *([task.forbidden_probe] if task.forbidden_probe else [])]
+    """The calls of a task's reference and forbidden probe that reach its apps (not its messages to the user)."""
+    return [step for step in [*task.reference, *([task.forbidden_probe] if task.forbidden_probe else [])]
+            if step.tool != ASK_TOOL.name]
 
 
 @pytest.fixture(scope="module")
