@@ -1,5 +1,5 @@
-"""Agents: the LangGraph rollout used by the teacher, repair and evaluation, and the chat-model
-providers (including the offline oracle). Agents meet workspaces only over MCP.
+"""Agents: the LangGraph rollout used by the teacher, repair, evaluation and RL, the chat-model
+providers (including the offline oracle), and the RL policy's recording chat model. Agents meet workspaces only over MCP.
 
 Names are imported on first use, so a process that needs some of them does not load the rest
 (`coworkenv serve` needs none of them).
@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from ._hf import LocalChatModel, check_local_model, parse_reply
+    from ._hf import LocalChatModel, chat_text, check_local_model, parse_reply
     from ._messages import to_message, to_messages
     from ._oracle import REPAIR_MARK, OracleChatModel
+    from ._policy import Policy, PolicyChatModel, Trajectory
     from ._providers import (
         PROVIDERS,
         Provider,
@@ -31,9 +32,10 @@ if TYPE_CHECKING:
     from ._scripted import ScriptedChatModel, ScriptExhausted, load_replies
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
-    "_hf": ("LocalChatModel", "check_local_model", "parse_reply"),
+    "_hf": ("LocalChatModel", "chat_text", "check_local_model", "parse_reply"),
     "_messages": ("to_message", "to_messages"),
     "_oracle": ("REPAIR_MARK", "OracleChatModel"),
+    "_policy": ("Policy", "PolicyChatModel", "Trajectory"),
     "_providers": (
         "PROVIDERS", "Provider", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
         "parse_provider", "provider_help", "provider_problem", "provider_usage",

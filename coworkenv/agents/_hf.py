@@ -72,6 +72,15 @@ def load_local_model(path: str):
     return tokenizer, model
 
 
+def chat_text(tokenizer: Any, chat: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+              generation_prompt: bool = True) -> str:
+    """A conversation (``to_chat`` dicts) and its tools as the model's chat template renders them,
+    with the assistant's generation prompt at the end when ``generation_prompt``. Everything that
+    generates in process (``LocalChatModel``, the RL policy) renders through this one function."""
+    return tokenizer.apply_chat_template(chat, tools=tools or None, add_generation_prompt=generation_prompt,
+                                         tokenize=False)
+
+
 def parse_reply(text: str) -> AIMessage:
     """A generated reply as an ``AIMessage``: Hermes tool-call blocks become tool calls.
 
@@ -115,21 +124,37 @@ def _sampling_seed(seed: int | None, input_ids):
         yield
 
 
-class LocalChatModel(BaseChatModel):
+def generation_options(tokenizer: Any, max_tokens: int, temperature: float) -> dict[str, Any]:
+    """``generate`` options of in-process generation: greedy at temperature 0, else plain sampling
+    at ``temperature`` (no top-k or top-p cut, so log-probabilities are those of the distribution)."""
+    options: dict[str, Any] = {"max_new_tokens": max_tokens, "pad_token_id": tokenizer.pad_token_id}
+    if temperature > 0:
+        options.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    else:
+        options.update(do_sample=False)
+    return options
+
+
+class TemplateChatModel(BaseChatModel):
+    """A chat model that renders conversations with a chat template: it keeps the tools it is bound to."""
+
+    tools: list[dict[str, Any]] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.model_copy(update={"tools": list(tools)})
+
+
+class LocalChatModel(TemplateChatModel):
     """A chat model over a local transformers folder (``hf:PATH``)."""
 
     path: str
     temperature: float = 0.0
     max_tokens: int = 256
     seed: int | None = None  # sampling: None draws from torch's global generator (see the module's docstring)
-    tools: list[dict[str, Any]] = []
 
     @property
     def _llm_type(self) -> str:
         return "coworkenv-hf"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> LocalChatModel:
-        return self.model_copy(update={"tools": list(tools)})
 
     def _generate(
         self,
@@ -142,17 +167,13 @@ class LocalChatModel(BaseChatModel):
 
         with _LOCK:  # the first call imports transformers and loads the model: one thread at a time
             tokenizer, model = load_local_model(self.path)
-        inputs = tokenizer.apply_chat_template(to_chat(to_messages(messages)), tools=self.tools or None,
-                                               add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        inputs = tokenizer(chat_text(tokenizer, to_chat(to_messages(messages)), self.tools), add_special_tokens=False,
+                           return_tensors="pt")
         limit = getattr(model.config, "max_position_embeddings", 4096) - self.max_tokens
         if inputs["input_ids"].shape[1] > limit:
             text = ""  # the conversation outgrew the model's context: end with an empty answer
         else:
-            options: dict[str, Any] = {"max_new_tokens": self.max_tokens, "pad_token_id": tokenizer.pad_token_id}
-            if self.temperature > 0:
-                options.update(do_sample=True, temperature=self.temperature)
-            else:
-                options.update(do_sample=False)
+            options = generation_options(tokenizer, self.max_tokens, self.temperature)
             with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

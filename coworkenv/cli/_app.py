@@ -344,7 +344,7 @@ StyleOpt = Annotated[PromptStyle, typer.Option(
 
 
 def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False) -> None:
-    from ..trainer import export_dpo, export_sft
+    from ..trainer import export_dpo, export_rl, export_sft
 
     opened = open_store(store)
     if out_path.is_dir():
@@ -352,13 +352,15 @@ def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json:
     try:
         if kind == "sft":
             rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision)
-        else:
+        elif kind == "dpo":
             rows = export_dpo(opened, out_path, style=style, allow_empty=False)
+        else:
+            rows = export_rl(opened, out_path, style=style, allow_empty=False)
     except OSError as exc:
         raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # nothing to export: no file is written
         raise fail(str(exc), code=FAILED) from None
-    noun = "rows" if kind == "sft" else "pairs"
+    noun = "pairs" if kind == "dpo" else "rows"
     emit(as_json, {"out": str(out_path), noun: rows, "style": style},
          lambda: err.print(f"wrote {rows} {noun} to {out_path}"))
 
@@ -386,6 +388,18 @@ def export_dpo_command(
 ) -> None:
     """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
     _export("dpo", store, out_path, style, as_json)
+
+
+@export_app.command("rl")
+def export_rl_command(
+    store: StoreOpt = Path(DEFAULT_STORE),
+    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/rl.jsonl"),
+    style: StyleOpt = "full",
+    as_json: JsonOpt = False,
+) -> None:
+    """Admitted tasks as RL prompts (prompt, tools, task, bundle hash) with the reward vector
+    (completion, safety, robustness, score) of each graded episode, for TRL's GRPOTrainer."""
+    _export("rl", store, out_path, style, as_json)
 
 
 @app.command("check-sandbox")

@@ -1,6 +1,7 @@
-"""``coworkenv model init-tiny`` and ``coworkenv train sft|dpo``: thin commands over coworkenv.trainer.
+"""``coworkenv model init-tiny`` and ``coworkenv train sft|dpo|grpo|gdpo``: thin commands over
+coworkenv.trainer (and, for GRPO and GDPO, coworkenv.loop, which plays the live episodes).
 
-Both show on stderr what they are doing while they run (a spinner with the elapsed time while a
+They show on stderr what they are doing while they run (a spinner with the elapsed time while a
 model is built, a bar with the step, loss, learning rate, elapsed time and ETA while one trains; a
 line per stage or logged loss when stderr is not a terminal) and end with a summary: a line on
 stderr, or with ``--json`` an object on stdout.
@@ -8,6 +9,7 @@ stderr, or with ``--json`` an object on stdout.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from datetime import timedelta
@@ -23,10 +25,11 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from ..store import StoreError
 from ..trainer import TinyConfig, TrainingUnavailable, TrainSettings, init_model, init_tiny_model, read_rows
 from ..trainer import REPORTERS
-from ._common import FAILED, JsonOpt, emit, err, fail, is_quiet, open_store, spinner
+from ..workspace import PromptStyle
+from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
 if TYPE_CHECKING:
-    from ..trainer import TrainProgress
+    from ..trainer import RLKind, TrainProgress
 
 model_app = typer.Typer(help="Create PocketWorker base models.", no_args_is_help=True)
 train_app = typer.Typer(help="Train PocketWorker models with TRL.", no_args_is_help=True)
@@ -275,3 +278,98 @@ def train_dpo_command(
            batch_size=batch_size, learning_rate=lr, beta=beta, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
            capabilities=capability or [], resume=resume, seed=seed, report_to=report_to or [])
+
+
+def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **options) -> None:
+    from ..loop import run_rl
+    from ..server import running_http_server
+    from ..trainer import RLSettings, check_rl_training
+
+    try:
+        settings = check_rl_training(RLSettings(**options))  # before the store is opened
+    except USER_ERRORS as exc:
+        raise fail(_reason(exc)) from None
+    quiet_training_logs()
+    host = open_host(store, sandbox)  # the store must exist: its admitted tasks are the environments
+
+    async def run():
+        try:
+            async with running_http_server(host) as url:
+                with TrainingDisplay() as display:
+                    return await run_rl(host, settings, kind=kind, base_url=url, on_progress=display)
+        finally:
+            await host.close()
+
+    try:
+        result, _ = asyncio.run(run())
+    except FloatingPointError as exc:  # the run was tried and diverged; it is recorded as failed
+        raise fail(str(exc), FAILED) from None
+    except USER_ERRORS as exc:
+        raise fail(_reason(exc)) from None
+    m = result.metrics
+    rewards = ", ".join(f"{name} {value:.2f}" for name, value in m["final_rewards"].items() if value is not None)
+    split = m["time_split"]
+    emit(as_json, {"run_id": result.run_id, "kind": kind, "model_dir": str(result.model_dir), **m}, lambda: err.print(
+        f"{kind}: {m['steps']} steps, {m['episodes']} episodes ({m['episodes_per_s']:.2f}/s), last rewards: "
+        f"{rewards or 'none logged'}; time: generation {split['generation_s']:.1f}s, environment "
+        f"{split['environment_s']:.1f}s, update {split['update_s']:.1f}s of {m['seconds']:.0f}s; model in "
+        f"{result.model_dir} (run {result.run_id})", highlight=False))
+
+
+RLStyleOpt = Annotated[PromptStyle, typer.Option(
+    "--style", help="Agent view the policy plays in: full, compact or minimal (the view the model was trained on).")]
+RLDataOpt = Annotated[Path | None, typer.Option(
+    "--data", help="`coworkenv export rl` output (default: every admitted task of the store, in --style).")]
+GenerationsOpt = Annotated[int, typer.Option("--num-generations", min=2, help="Episodes per prompt (a GRPO group).")]
+RLBatchOpt = Annotated[int, typer.Option("--batch-size", min=2, help="Episodes per step, played concurrently "
+                                         "(a multiple of --num-generations).")]
+RLLrOpt = Annotated[float, typer.Option("--lr", "--learning-rate", min=0.0)]
+EpisodeStepsOpt = Annotated[int | None, typer.Option(
+    "--max-steps-per-episode", min=1, help="Policy turns per episode (default: each task's own limit).")]
+NewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens per policy turn (a turn that "
+                                           "reaches it is cut off).")]
+TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")]
+
+
+def _rl_command(kind: RLKind):
+    names = {"grpo": "GRPO: the three reward components are summed, then normalised within each group",
+             "gdpo": "GDPO: each reward component is normalised within its group, then they are summed"}
+
+    def command(
+        model: ModelOpt = Path("runs/train/sft/model"),
+        store: StoreOpt = Path("runs/coworkenv.db"),
+        data: RLDataOpt = None,
+        out: OutOpt = Path(f"runs/train/{kind}"),
+        steps: StepsOpt = 100,
+        num_generations: GenerationsOpt = 4,
+        batch_size: RLBatchOpt = 4,
+        lr: RLLrOpt = 1e-5,
+        style: RLStyleOpt = "minimal",
+        max_steps_per_episode: EpisodeStepsOpt = None,
+        max_new_tokens: NewTokensOpt = 128,
+        temperature: TemperatureOpt = 1.0,
+        save_steps: SaveOpt = 50,
+        lora: LoraOpt = False,
+        lora_r: LoraROpt = 16,
+        resume: ResumeOpt = True,
+        seed: SeedOpt = 0,
+        sandbox: SandboxOpt = "bwrap",
+        report_to: ReportOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        _train_rl(kind, as_json=as_json, store=store, sandbox=sandbox, model=str(model),
+                  data=str(data) if data is not None else None, out_dir=str(out), max_steps=steps,
+                  num_generations=num_generations, batch_size=batch_size, learning_rate=lr, style=style,
+                  max_steps_per_episode=max_steps_per_episode, max_new_tokens=max_new_tokens, temperature=temperature,
+                  save_steps=save_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, resume=resume, seed=seed,
+                  report_to=report_to or [])
+
+    command.__doc__ = (
+        f"{names[kind]} (TRL GRPOTrainer). Each rollout is a live episode of an admitted task in a fresh sandbox, "
+        "played by the policy through the agent view and graded by the gate; its completion, safety and "
+        "robustness are the rewards.")
+    return command
+
+
+train_app.command("grpo")(_rl_command("grpo"))
+train_app.command("gdpo")(_rl_command("gdpo"))

@@ -9,12 +9,13 @@ from typing import Any, Literal, get_args
 from .._errors import Boundary
 from ..workspace import CheckResult, Task, Workspace
 
-Source = Literal["teacher", "live", "calibration", "eval"]
+Source = Literal["teacher", "live", "calibration", "eval", "rl"]
 """Who played an episode: the teacher (``collect``), any MCP client of ``coworkenv serve`` (live),
-task calibration, or an evaluation run."""
+task calibration, an evaluation run, or the policy of a reinforcement-learning run (``train grpo|gdpo``)."""
 SOURCES: tuple[str, ...] = get_args(Source)
 TRAINING_SOURCES: tuple[Source, ...] = ("teacher", "live")
-"""The sources whose admitted episodes are training data (exports, and the tasks held-out ones must differ from)."""
+"""The sources whose admitted episodes are training data (exports, and the tasks held-out ones must differ from).
+RL episodes are the policy's own samples: they carry rewards (``export rl``), not demonstrations."""
 
 TaskStatus = Literal["pending", "admitted", "quarantined", "heldout"]
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
@@ -193,7 +194,7 @@ class EvalRunRow:
 @dataclass(frozen=True)
 class TrainingRunRow:
     id: str
-    kind: str  # sft | dpo
+    kind: str  # sft | dpo | grpo | gdpo
     base_model: str
     data_path: str
     data_hash: str

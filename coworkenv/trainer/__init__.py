@@ -1,5 +1,5 @@
-"""Dataset export, PocketWorker base models (tiny Qwen3 or a local checkpoint), TRL training and
-vLLM serving.
+"""Dataset export, PocketWorker base models (tiny Qwen3 or a local checkpoint), TRL training (SFT,
+DPO, GRPO and GDPO) and vLLM serving.
 
 Names are imported on first use, so a process that needs some of them does not load the rest
 (`coworkenv serve` needs none of them).
@@ -13,7 +13,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._chat_template import CHAT_TEMPLATE
-    from ._export import dpo_rows, export_dpo, export_sft, sft_rows
+    from ._export import dpo_rows, export_dpo, export_rl, export_sft, rl_rows, sft_rows
     from ._model import (
         TinyConfig,
         TrainingUnavailable,
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         require_training,
         train_tokenizer,
     )
+    from ._rl import REWARD_COMPONENTS, RLKind, RLSettings, RolloutBatch, Rollouts, check_rl_training, train_rl
     from ._serve import (
         ServedModel,
         ServeError,
@@ -46,11 +47,12 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
-    "_export": ("dpo_rows", "export_dpo", "export_sft", "sft_rows"),
+    "_export": ("dpo_rows", "export_dpo", "export_rl", "export_sft", "rl_rows", "sft_rows"),
     "_model": (
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",
     ),
+    "_rl": ("REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training", "train_rl"),
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
                "train_dpo", "train_sft"),
     "_serve": (

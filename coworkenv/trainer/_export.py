@@ -1,7 +1,8 @@
-"""Dataset export from the store: admitted trajectories as SFT rows (messages + tools), and
-repaired-versus-failed pairs as DPO rows.
+"""Dataset export from the store: admitted trajectories as SFT rows (messages + tools),
+repaired-versus-failed pairs as DPO rows, and admitted tasks as RL prompts with the reward vector
+of their graded episodes.
 
-Both render what the model sees through the agent view (``coworkenv.workspace.agent_view``):
+All render what the model sees through the agent view (``coworkenv.workspace.agent_view``):
 ``style="compact"`` swaps in the compact system prompt and tool list that the agent uses when
 playing a task in that view; conversations are rendered by ``coworkenv.workspace.to_chat``.
 """
@@ -13,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..gate import GRADER_VERSION
-from ..store import EpisodeRow, Store
-from ..workspace import AgentView, Message, PromptStyle, agent_view, check_style, clean, to_chat
+from ..store import TRAINING_SOURCES, EpisodeRow, Store
+from ..workspace import AgentView, Message, PromptStyle, Task, agent_view, bundle_hash, check_style, clean, to_chat
+
+RL_REWARD_SOURCES: tuple[str, ...] = (*TRAINING_SOURCES, "rl")
+"""The episodes whose verdicts an RL row carries: the teacher's, live agents' and earlier RL runs'
+(calibration and evaluation episodes are the task's own checks and held-out measurements)."""
 
 
 def _in_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, Any]]:
@@ -30,7 +35,9 @@ class _Views:
         self.store, self.style = store, check_style(style)
 
     def get(self, episode: EpisodeRow) -> AgentView:
-        task = self.store.task_spec(episode.task_id)
+        return self.of(self.store.task_spec(episode.task_id))
+
+    def of(self, task: Task) -> AgentView:
         return agent_view(self.style, self.store.workspace(task.workspace_id).tools, task)
 
 
@@ -134,6 +141,45 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
     return rows
 
 
+def rl_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
+            ) -> list[dict[str, Any]]:
+    """One row per admitted task: the prompt a policy starts from and the reward vector so far.
+
+    ``prompt`` is the conversational opening in the agent view ``style`` (its system prompt and the
+    task instruction, as an SFT row opens), ``tools`` the view's tools; ``bundle_hash`` is the
+    hash of the task's workspace and task (what an episode of it opened now records), so a row
+    names the exact environment its rewards came from. ``rewards`` lists the verdicts of
+    ``grader_version`` on the task's graded episodes (teacher, live and RL): one
+    ``{episode_id, source, admitted, reason, completion, safety, robustness, score, checks}`` each
+    (``checks``: each check's id and whether it passed), oldest first. TRL's
+    ``GRPOTrainer`` reads ``prompt`` and passes the other columns to reward functions.
+    """
+    views = _Views(store, style)
+    rows = []
+    for task_row in store.tasks(status="admitted"):
+        task = task_row.spec
+        workspace = store.workspace(task.workspace_id)
+        view = views.of(task)
+        episodes = [e for e in store.episodes(task_id=task.id) if e.source in RL_REWARD_SOURCES]
+        verdicts = store.verdicts([e.id for e in episodes], grader_version)
+        rows.append({
+            "prompt": _in_view([{"role": "user", "content": task.instruction}], view.system),
+            "tools": view.tools,
+            "task_id": task.id,
+            "workspace_id": task.workspace_id,
+            "capability": task.capability,
+            "bundle_hash": bundle_hash(workspace, [task]),
+            "grader_version": grader_version,
+            "rewards": [
+                {"episode_id": e.id, "source": e.source, "admitted": v.admitted, "reason": v.reason,
+                 "completion": v.completion, "safety": v.safety, "robustness": v.robustness, "score": v.score,
+                 "checks": {c.id: c.passed for c in v.checks}}
+                for e in episodes if (v := verdicts.get(e.id)) is not None
+            ],
+        })
+    return rows
+
+
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
     """Write ``rows`` to ``path`` whole: through a partial file renamed at the end, removed if writing fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -172,4 +218,15 @@ def export_dpo(store: Store, path: str | Path, *, style: PromptStyle = "full", a
     if not rows and not allow_empty:
         raise ValueError(f"{store.path} has no repaired-versus-failed pairs to export (collect with an oracle "
                          "--error-rate, or a teacher that fails and is repaired); nothing written")
+    return _write_jsonl(Path(path), rows)
+
+
+def export_rl(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True) -> int:
+    """Write RL prompt rows (with their reward vectors) as JSON lines to ``path`` (replacing it
+    atomically); return the row count.
+
+    With ``allow_empty=False`` a store without admitted tasks raises ``ValueError`` and writes nothing."""
+    rows = rl_rows(store, style=style)
+    if not rows and not allow_empty:
+        raise ValueError(f"{store.path} has no admitted tasks to export (run coworkenv synth first); nothing written")
     return _write_jsonl(Path(path), rows)

@@ -241,10 +241,10 @@ def _common_args(settings: TrainSettings) -> dict[str, Any]:
     )
 
 
-def _lora_config(settings: TrainSettings):
+def _lora_config(r: int, alpha: int):
     from peft import LoraConfig
 
-    return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha, lora_dropout=0.0,
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0,
                       target_modules="all-linear", task_type="CAUSAL_LM")
 
 
@@ -301,10 +301,10 @@ def _run_callback(kind: str, on_progress: ProgressHook | None):
     return RunCallback()
 
 
-def _finish(trainer, settings: TrainSettings, tokenizer) -> dict[str, Any]:
-    out = Path(settings.out_dir)
+def _finish(trainer, out_dir: str, lora: bool, tokenizer) -> dict[str, Any]:
+    out = Path(out_dir)
     model = trainer.model
-    if settings.lora:
+    if lora:
         model.save_pretrained(out / "adapter")
         tokenizer.save_pretrained(out / "adapter")
         model = model.merge_and_unload()
@@ -332,50 +332,84 @@ def check_training(settings: TrainSettings) -> TrainSettings:
     return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
 
 
-def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettings, build,
-         on_progress: ProgressHook | None) -> TrainResult:
-    settings = check_training(settings)
-    rows = _select(read_rows(settings.data), settings)
+@dataclass(frozen=True)
+class RunRecord:
+    """What a training run stores before it starts (its ``training_runs`` row) and where it writes."""
+
+    kind: str
+    settings: BaseModel  # stored as the run's config
+    out_dir: str
+    data_path: str
+    data_hash: str
+    rows: int
+    lora: bool
+    resume: bool
+    report_to: list[str]
+    max_steps: int
+
+
+def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: ProgressHook | None = None,
+                 callbacks: tuple[Any, ...] = (), summarize=None) -> TrainResult:
+    """Build a trainer (``build() -> (trainer, tokenizer)``), train it (resuming from the last
+    checkpoint under ``OUT/checkpoints`` when asked), save the model and record the run in
+    ``training_runs``: started before anything loads, ``done`` with its metrics (losses, steps,
+    seconds, and whatever ``summarize(trainer)`` adds) or ``failed`` with the error. Every kind of
+    run (SFT, DPO, GRPO, GDPO) goes through here."""
     if on_progress is not None:
-        on_progress(TrainProgress(kind, "prepare", 0, settings.max_steps, rows=len(rows)))
+        on_progress(TrainProgress(record.kind, "prepare", 0, record.max_steps, rows=record.rows))
     run_id = None
     if store is not None:
         run_id = store.start_training_run({
-            "kind": kind, "base_model": str(settings.model), "data_path": str(settings.data),
-            "data_hash": file_hash(settings.data), "rows": len(rows), "config": settings.model_dump_json(),
-            "output_dir": str(Path(settings.out_dir) / "model"),  # what serve-model RUN serves
+            "kind": record.kind, "base_model": str(getattr(record.settings, "model", "")),
+            "data_path": record.data_path, "data_hash": record.data_hash, "rows": record.rows,
+            "config": record.settings.model_dump_json(),
+            "output_dir": str(Path(record.out_dir) / "model"),  # what serve-model RUN serves
         })
     started = time.perf_counter()
     try:
         from transformers import PrinterCallback
 
-        trainer, tokenizer = build(rows)
+        trainer, tokenizer = build()
         trainer.remove_callback(PrinterCallback)  # no log dicts on stdout; losses are in the metrics
-        if "tensorboard" in settings.report_to:
-            trainer.add_callback(_tensorboard(settings.out_dir))
-        trainer.add_callback(_run_callback(kind, on_progress))
-        resume = _last_checkpoint(Path(settings.out_dir) / "checkpoints") if settings.resume else None
+        if "tensorboard" in record.report_to:
+            trainer.add_callback(_tensorboard(record.out_dir))
+        for callback in callbacks:
+            trainer.add_callback(callback)
+        trainer.add_callback(_run_callback(record.kind, on_progress))
+        resume = _last_checkpoint(Path(record.out_dir) / "checkpoints") if record.resume else None
         trainer.train(resume_from_checkpoint=resume)
-        metrics = _finish(trainer, settings, tokenizer)
-        metrics.update(seconds=round(time.perf_counter() - started, 2), resumed_from=resume, rows=len(rows))
-        if "tensorboard" in settings.report_to:
-            metrics["tensorboard_dir"] = str(Path(settings.out_dir) / TENSORBOARD_DIR)
+        metrics = _finish(trainer, record.out_dir, record.lora, tokenizer)
+        metrics.update(seconds=round(time.perf_counter() - started, 2), resumed_from=resume, rows=record.rows)
+        if summarize is not None:
+            metrics.update(summarize(trainer))
+        if "tensorboard" in record.report_to:
+            metrics["tensorboard_dir"] = str(Path(record.out_dir) / TENSORBOARD_DIR)
         if metrics["final_loss"] is not None and not math.isfinite(metrics["final_loss"]):
-            raise FloatingPointError(f"the {kind} loss diverged ({metrics['final_loss']})")
+            raise FloatingPointError(f"the {record.kind} loss diverged ({metrics['final_loss']})")
     except BaseException as exc:
         if store is not None and run_id is not None:
             store.end_training_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
     if store is not None and run_id is not None:
         store.end_training_run(run_id, status="done", metrics=metrics)
-    return TrainResult(run_id or "", kind, Path(settings.out_dir) / "model", metrics)
+    return TrainResult(run_id or "", record.kind, Path(record.out_dir) / "model", metrics)
 
 
-def _load(settings: TrainSettings):
+def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettings, build,
+         on_progress: ProgressHook | None) -> TrainResult:
+    settings = check_training(settings)
+    rows = _select(read_rows(settings.data), settings)
+    record = RunRecord(kind, settings, settings.out_dir, str(settings.data), file_hash(settings.data), len(rows),
+                       settings.lora, settings.resume, settings.report_to, settings.max_steps)
+    return recorded_run(store, record, lambda: build(rows), on_progress=on_progress)
+
+
+def load_model(path: str):
+    """A model folder's model (float32) and tokenizer, for training."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(settings.model, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(settings.model, local_files_only=True, dtype="float32")
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype="float32")
     return model, tokenizer
 
 
@@ -402,14 +436,14 @@ def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: Prog
     def build(rows):
         from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
 
-        model, tokenizer = _load(settings)
+        model, tokenizer = load_model(settings.model)
         fused = settings.fused_lm_head
         if fused is None:
             fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
         trainer_class = SFTTrainer if fused else _plain_loss_trainer()
         config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
         trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
-                                peft_config=_lora_config(settings) if settings.lora else None)
+                                peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)
         return trainer, tokenizer
 
     return _run(store, "sft", settings, build, on_progress)
@@ -421,10 +455,10 @@ def train_dpo(store: Store | None, settings: TrainSettings, *, on_progress: Prog
     def build(rows):
         from trl import DPOConfig, DPOTrainer  # pyright: ignore[reportPrivateImportUsage]
 
-        model, tokenizer = _load(settings)
+        model, tokenizer = load_model(settings.model)
         config = DPOConfig(**_common_args(settings), beta=settings.beta)
         trainer = DPOTrainer(model=model, args=config, train_dataset=dpo_dataset(rows), processing_class=tokenizer,
-                             peft_config=_lora_config(settings) if settings.lora else None)
+                             peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)
         return trainer, tokenizer
 
     return _run(store, "dpo", settings, build, on_progress)

@@ -1,0 +1,193 @@
+"""GRPO and GDPO on live workspaces, end to end from the CLI: each rollout is a real episode in a
+bubblewrap sandbox, played by the policy through the agent view and graded by the gate.
+
+The policy is the committed tiny tool-calling model (a Qwen3 built from a config and trained on
+oracle trajectories in the compact view), so episodes have tool calls and tool results: the
+token trajectory the trainer learns from is checked against the conversation the store recorded.
+"""
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coworkenv.agents import Policy, chat_text, parse_reply
+from coworkenv.cli import app
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.loop import LiveRollouts, LocalEpisodes
+from coworkenv.store import Store
+from coworkenv.synth import synthesize
+from coworkenv.trainer import RLSettings, rl_rows
+
+runner = CliRunner()
+MODEL = Path(__file__).resolve().parents[1] / "fixtures" / "tool-model"
+TASKS = 2
+
+
+@pytest.fixture(scope="module")
+def tasks_store(tmp_path_factory) -> Path:
+    """A store file with two synthesized, calibrated, admitted tasks."""
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    root = tmp_path_factory.mktemp("rl-store")
+
+    async def make() -> None:
+        store = Store(root / "coworkenv.db")
+        host = EpisodeHost(store, EpisodeSettings(cache_dir=root / "cache"))
+        try:
+            await synthesize(host, TASKS, seed=0)
+        finally:
+            await host.close()
+            store.close()
+
+    asyncio.run(make())
+    return root / "coworkenv.db"
+
+
+def _store_copy(tasks_store: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "coworkenv.db"
+    shutil.copy(tasks_store, path)
+    return path
+
+
+def _train(kind: str, store: Path, out: Path, *extra: str):
+    return runner.invoke(app, [
+        "train", kind, "--model", str(MODEL), "--store", str(store), "--out", str(out), "--steps", "2",
+        "--num-generations", "2", "--batch-size", "2", "--style", "compact", "--max-steps-per-episode", "3",
+        "--max-new-tokens", "48", "--lr", "1e-3", "--save-steps", "1", "--json", *extra])
+
+
+def _check_run(store_path: Path, kind: str, summary: dict, *, episodes: int) -> None:
+    store = Store(store_path, create=False)
+    try:
+        [run] = store.training_runs(kind)
+        assert run.status == "done" and run.id == summary["run_id"] and run.rows == TASKS
+        metrics = run.metrics
+        assert metrics["aggregation"] == {"grpo": "sum_then_normalize", "gdpo": "normalize_then_sum"}[kind]
+        curves = metrics["reward_curves"]
+        assert [c["step"] for c in curves] == list(range(1, summary["steps"] + 1))
+        for point in curves:  # one curve per component, beside the summed reward
+            for name in ("completion", "safety", "robustness"):
+                assert 0.0 <= point[f"rewards/{name}/mean"] <= 1.0
+        assert metrics["episodes"] == episodes and metrics["episodes_per_s"] > 0
+        split = metrics["time_split"]
+        assert split["rollout_s"] > 0 and split["generation_s"] > 0 and split["update_s"] > 0
+        assert split["environment_s"] == pytest.approx(split["rollout_s"] - split["generation_s"], abs=0.02)
+        # every rollout was a real episode of source rl, graded by the gate when it ended
+        played = store.episodes(source="rl")
+        assert len(played) == episodes
+        verdicts = store.verdicts([e.id for e in played], GRADER_VERSION)
+        assert set(verdicts) == {e.id for e in played}
+        assert all(e.status == "ended" and e.provider == "policy" and e.bundle_hash for e in played)
+        # the last step's component means are those of that step's episodes' verdicts
+        last = [verdicts[e.id] for e in played[-2:]]
+        assert curves[-1]["rewards/completion/mean"] == pytest.approx(sum(v.completion for v in last) / 2)
+        assert curves[-1]["rewards/safety/mean"] == pytest.approx(sum(v.safety for v in last) / 2)
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_train_grpo_plays_live_episodes_from_the_cli(tasks_store, tmp_path):
+    store = _store_copy(tasks_store, tmp_path)
+    result = _train("grpo", store, tmp_path / "grpo")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["kind"] == "grpo" and summary["steps"] == 2 and summary["episodes"] == 4
+    assert (tmp_path / "grpo" / "model" / "config.json").exists()
+    _check_run(store, "grpo", summary, episodes=4)
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_train_gdpo_with_lora_from_an_export_resumes(tasks_store, tmp_path):
+    store = _store_copy(tasks_store, tmp_path)
+    data = tmp_path / "rl.jsonl"
+    exported = runner.invoke(app, ["export", "rl", "--store", str(store), "--out", str(data), "--style", "compact"])
+    assert exported.exit_code == 0, exported.output
+    result = _train("gdpo", store, tmp_path / "gdpo", "--data", str(data), "--lora", "--lora-r", "4")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["kind"] == "gdpo" and summary["steps"] == 2 and summary["resumed_from"] is None
+    assert (tmp_path / "gdpo" / "adapter" / "adapter_config.json").exists()
+    assert (tmp_path / "gdpo" / "model" / "config.json").exists()  # merged
+    _check_run(store, "gdpo", summary, episodes=4)
+    # the same run folder and more steps: it resumes from its last checkpoint and plays only the new step
+    again = _train("gdpo", store, tmp_path / "gdpo", "--data", str(data), "--lora", "--lora-r", "4", "--steps", "3")
+    assert again.exit_code == 0, again.output
+    resumed = json.loads(again.stdout)
+    assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == 3 and resumed["episodes"] == 2
+
+
+def test_rl_commands_name_bad_input_before_anything_runs(tmp_path):
+    store = tmp_path / "s.db"
+    result = runner.invoke(app, ["train", "gdpo", "--model", str(MODEL), "--store", str(store), "--out",
+                                 str(tmp_path / "run"), "--batch-size", "3", "--num-generations", "2"])
+    assert result.exit_code == 2 and "multiple of the number of generations" in result.output
+    result = runner.invoke(app, ["train", "grpo", "--model", str(tmp_path), "--store", str(store)])
+    assert result.exit_code == 2 and "not a model folder" in result.output
+    result = runner.invoke(app, ["train", "grpo", "--model", str(MODEL), "--store", str(store), "--data",
+                                 str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == 2 and "no dataset at" in result.output
+    result = runner.invoke(app, ["train", "grpo", "--model", str(MODEL), "--store", str(store), "--out",
+                                 str(tmp_path / "run")])
+    assert result.exit_code == 2 and "no store at" in result.output and "coworkenv synth" in result.output
+    assert not store.exists() and not (tmp_path / "run").exists()
+    Store(store).close()  # a store without admitted tasks: nothing to play, nothing recorded
+    result = runner.invoke(app, ["train", "grpo", "--model", str(MODEL), "--store", str(store), "--out",
+                                 str(tmp_path / "run")])
+    assert result.exit_code == 2 and "has no admitted tasks" in result.output
+    assert Store(store).training_runs() == [] and not (tmp_path / "run").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+async def test_env_mask_covers_exactly_the_policys_tokens(host, tmp_path):
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    await synthesize(host, TASKS, seed=0)
+    store = host.store
+    rows = rl_rows(store, style="compact")
+    settings = RLSettings(model=str(MODEL), out_dir=str(tmp_path), style="compact", num_generations=2,
+                          batch_size=2, max_steps_per_episode=3, max_new_tokens=96, temperature=0.0)
+    rollouts = LiveRollouts(store, LocalEpisodes(host), asyncio.get_running_loop(), rows, settings)
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    policy = Policy(AutoModelForCausalLM.from_pretrained(MODEL), tokenizer, max_tokens=96, temperature=0.0)
+    row = rows[0]
+    played = await rollouts.play_one(row["task_id"], policy)
+    trajectory = played.trajectory
+    assert played.verdict is not None and store.episode(played.episode_id).source == "rl"
+    # the prompt is the exported row's prompt and tools as the chat template renders them
+    assert tokenizer.decode(trajectory.prompt_ids) == chat_text(tokenizer, row["prompt"], row["tools"])
+    assert len(trajectory.completion_ids) == len(trajectory.env_mask) == len(trajectory.logprobs)
+    assert all(lp == 0.0 for lp, m in zip(trajectory.logprobs, trajectory.env_mask, strict=True) if m == 0)
+    assert all(lp < 0.0 for lp, m in zip(trajectory.logprobs, trajectory.env_mask, strict=True) if m == 1)
+
+    runs = trajectory.runs()
+    conversation = store.messages(played.episode_id)
+    replies = [m for m in conversation if m.role == "assistant"]
+    results = [m for m in conversation if m.role == "tool"]
+    assert results, "the tool model called no tool: nothing of the environment to mask"
+    # mask 1: the model's replies, each ending its turn; parsed, they are the stored assistant messages
+    own = [ids for mask, ids in runs if mask == 1]
+    assert len(own) == len(replies) == trajectory.turns
+    for ids, reply in zip(own, replies, strict=True):
+        assert ids[-1] == policy.end_id
+        parsed = parse_reply(tokenizer.decode(ids, skip_special_tokens=True))
+        assert parsed.content == reply.content
+        assert [(c["name"], c["args"]) for c in parsed.tool_calls] == [(c.name, c.arguments) for c in reply.tool_calls]
+    # mask 0: between two replies, the tool results rendered by the template and the next generation prompt
+    env = [tokenizer.decode(ids) for mask, ids in runs if mask == 0]
+    assert len(env) == len(own) - 1  # the episode ended on the model's last reply
+    flat = "".join(env)
+    for result in results:
+        assert f"<tool_response>\n{result.content}\n</tool_response>" in flat
+    assert all(text.endswith("<|im_start|>assistant\n") for text in env)
+    assert not any("<tool_response>" in tokenizer.decode(ids) for ids in own)
