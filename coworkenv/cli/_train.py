@@ -49,13 +49,19 @@ def quiet_training_logs() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl|peft)\.")
 
 
+FLAGS = {"max_steps": "--steps", "learning_rate": "--lr", "out_dir": "--out", "lora_alpha": "--lora-r"}
+"""Settings fields whose command-line flag is not their name in dashes."""
+
+
 def _reason(exc: Exception) -> str:
-    """One line for a user error: an OS error as ``PATH: what``, a validation error as its first problem."""
+    """One line for a user error: an OS error as ``PATH: what``, a validation error as its first
+    problem, named by its flag."""
     if isinstance(exc, OSError) and exc.strerror and exc.filename:
         return f"{exc.filename}: {exc.strerror}"
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
-        return f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+        field = ".".join(str(x) for x in first["loc"])
+        return f"{FLAGS.get(field, '--' + field.replace('_', '-')) if field else 'settings'}: {first['msg']}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
@@ -212,6 +218,9 @@ LoraROpt = Annotated[int, typer.Option("--lora-r", min=1)]
 CapOpt = Annotated[list[str] | None, typer.Option("--capability", help="Train only on rows of this capability (repeatable).")]
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the last checkpoint in --out.")]
 SeedOpt = Annotated[int, typer.Option("--seed")]
+MinutesOpt = Annotated[float | None, typer.Option(
+    "--max-minutes", min=0.0, help="Stop at the end of the first step past this many minutes of "
+    "training (checkpointed and saved as at --steps; --steps still caps the run).")]
 ReportOpt = Annotated[list[str] | None, typer.Option(
     "--report-to", metavar="NAME", help="Report the logs to: none (the default), all (every tracker installed), or "
     f"a tracker transformers supports: {', '.join(REPORTERS)} (repeatable or comma-separated; tensorboard writes "
@@ -241,6 +250,7 @@ def train_sft_command(
     fused_lm_head: Annotated[bool | None, typer.Option(
         "--fused-lm-head/--plain-lm-head", help="TRL's chunked LM head, which never builds the full logits, or the "
         "plain cross-entropy (default: fused for vocabularies of 32k tokens or more).")] = None,
+    max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -249,7 +259,7 @@ def train_sft_command(
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
            resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
-           report_to=report_to or [])
+           max_minutes=max_minutes, report_to=report_to or [])
 
 
 @train_app.command("dpo")
@@ -270,6 +280,7 @@ def train_dpo_command(
     capability: CapOpt = None,
     resume: ResumeOpt = True,
     seed: SeedOpt = 0,
+    max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -277,7 +288,7 @@ def train_dpo_command(
     _train("dpo", as_json=as_json, store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
            batch_size=batch_size, learning_rate=lr, beta=beta, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
-           capabilities=capability or [], resume=resume, seed=seed, report_to=report_to or [])
+           capabilities=capability or [], resume=resume, seed=seed, max_minutes=max_minutes, report_to=report_to or [])
 
 
 def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **options) -> None:
@@ -354,6 +365,7 @@ def _rl_command(kind: RLKind):
         resume: ResumeOpt = True,
         seed: SeedOpt = 0,
         sandbox: SandboxOpt = "bwrap",
+        max_minutes: MinutesOpt = None,
         report_to: ReportOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -362,7 +374,7 @@ def _rl_command(kind: RLKind):
                   num_generations=num_generations, batch_size=batch_size, learning_rate=lr, style=style,
                   max_steps_per_episode=max_steps_per_episode, max_new_tokens=max_new_tokens, temperature=temperature,
                   save_steps=save_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, resume=resume, seed=seed,
-                  report_to=report_to or [])
+                  max_minutes=max_minutes, report_to=report_to or [])
 
     command.__doc__ = (
         f"{names[kind]} (TRL GRPOTrainer). Each rollout is a live episode of an admitted task in a fresh sandbox, "

@@ -68,6 +68,7 @@ class RLSettings(BaseModel):
     beta: float = Field(default=0.0, ge=0)  # KL coefficient (0: no reference model)
     reward_weights: list[float] = Field(default_factory=lambda: [1.0, 1.0, 1.0])  # completion, safety, robustness
     save_steps: int = Field(default=50, ge=1)
+    max_minutes: float | None = Field(default=None, gt=0)  # stop at the first step end past this wall time
     seed: int = 0
     lora: bool = False
     lora_r: int = Field(default=16, ge=1)
@@ -330,6 +331,7 @@ def train_rl(store: Store | None, settings: RLSettings, rows: list[dict[str, Any
         kind, settings, settings.out_dir,
         data_path=settings.data or f"{store.path if store is not None else 'the store'} (admitted tasks)",
         data_hash=file_hash(settings.data) if settings.data else rows_hash(rows), rows=len(rows),
-        lora=settings.lora, resume=settings.resume, report_to=settings.report_to, max_steps=settings.max_steps)
+        lora=settings.lora, resume=settings.resume, report_to=settings.report_to, max_steps=settings.max_steps,
+        max_minutes=settings.max_minutes)
     return recorded_run(store, record, build, on_progress=on_progress, callbacks=(timings.callback(),),
                         summarize=summarize)

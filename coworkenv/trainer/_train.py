@@ -55,6 +55,7 @@ class TrainSettings(BaseModel):
     lora_r: int = Field(default=16, ge=1)
     lora_alpha: int = Field(default=32, ge=1)
     beta: float = Field(default=0.1, gt=0)  # DPO only
+    max_minutes: float | None = Field(default=None, gt=0)  # stop at the first step end past this wall time
     capabilities: list[str] = Field(default_factory=list)  # train only on rows of these (all when empty)
     # SFT: loss on the assistant's tokens only (True), or on every token of the conversation (False:
     # a model trained from scratch then also learns from the tool results, which echo the values of
@@ -261,10 +262,11 @@ def _tensorboard(out_dir: str):
     return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(Path(out_dir) / TENSORBOARD_DIR)))
 
 
-def _run_callback(kind: str, on_progress: ProgressHook | None):
+def _run_callback(kind: str, on_progress: ProgressHook | None, max_seconds: float | None = None):
     """A ``TrainerCallback`` that logs the last step's loss too (transformers logs every
-    ``logging_steps`` only, so a run's final loss would be an earlier one) and tells ``on_progress``
-    where the run is."""
+    ``logging_steps`` only, so a run's final loss would be an earlier one), tells ``on_progress``
+    where the run is, and ends the run (logged and checkpointed) at the first step that ends past
+    ``max_seconds`` of training."""
     from transformers import TrainerCallback
 
     class RunCallback(TrainerCallback):
@@ -273,6 +275,7 @@ def _run_callback(kind: str, on_progress: ProgressHook | None):
             self.started = time.perf_counter()
             self.loss: float | None = None
             self.learning_rate: float | None = None
+            self.out_of_time = False
 
         def _tell(self, event, state) -> None:
             if on_progress is None:
@@ -285,7 +288,9 @@ def _run_callback(kind: str, on_progress: ProgressHook | None):
             self._tell("begin", state)
 
         def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step >= state.max_steps:
+            if max_seconds is not None and time.perf_counter() - self.started >= max_seconds:
+                self.out_of_time = control.should_training_stop = control.should_save = True
+            if state.global_step >= state.max_steps or self.out_of_time:
                 control.should_log = True
             self._tell("step", state)
 
@@ -346,6 +351,7 @@ class RunRecord:
     resume: bool
     report_to: list[str]
     max_steps: int
+    max_minutes: float | None = None
 
 
 def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: ProgressHook | None = None,
@@ -353,8 +359,8 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
     """Build a trainer (``build() -> (trainer, tokenizer)``), train it (resuming from the last
     checkpoint under ``OUT/checkpoints`` when asked), save the model and record the run in
     ``training_runs``: started before anything loads, ``done`` with its metrics (losses, steps,
-    seconds, and whatever ``summarize(trainer)`` adds) or ``failed`` with the error. Every kind of
-    run (SFT, DPO, GRPO, GDPO) goes through here."""
+    seconds, whether the time limit ended it, and whatever ``summarize(trainer)`` adds) or
+    ``failed`` with the error. Every kind of run (SFT, DPO, GRPO, GDPO) goes through here."""
     if on_progress is not None:
         on_progress(TrainProgress(record.kind, "prepare", 0, record.max_steps, rows=record.rows))
     run_id = None
@@ -375,11 +381,14 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
             trainer.add_callback(_tensorboard(record.out_dir))
         for callback in callbacks:
             trainer.add_callback(callback)
-        trainer.add_callback(_run_callback(record.kind, on_progress))
+        max_seconds = record.max_minutes * 60 if record.max_minutes is not None else None
+        run_callback = _run_callback(record.kind, on_progress, max_seconds)
+        trainer.add_callback(run_callback)
         resume = _last_checkpoint(Path(record.out_dir) / "checkpoints") if record.resume else None
         trainer.train(resume_from_checkpoint=resume)
         metrics = _finish(trainer, record.out_dir, record.lora, tokenizer)
-        metrics.update(seconds=round(time.perf_counter() - started, 2), resumed_from=resume, rows=record.rows)
+        metrics.update(seconds=round(time.perf_counter() - started, 2), resumed_from=resume, rows=record.rows,
+                       stopped_by_time_limit=run_callback.out_of_time)
         if summarize is not None:
             metrics.update(summarize(trainer))
         if "tensorboard" in record.report_to:
@@ -400,7 +409,7 @@ def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettin
     settings = check_training(settings)
     rows = _select(read_rows(settings.data), settings)
     record = RunRecord(kind, settings, settings.out_dir, str(settings.data), file_hash(settings.data), len(rows),
-                       settings.lora, settings.resume, settings.report_to, settings.max_steps)
+                       settings.lora, settings.resume, settings.report_to, settings.max_steps, settings.max_minutes)
     return recorded_run(store, record, lambda: build(rows), on_progress=on_progress)
 
 

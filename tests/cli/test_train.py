@@ -154,3 +154,17 @@ def test_the_bar_shows_step_loss_learning_rate_elapsed_and_eta():
     with spinner("building", console) as stage:
         stage("saving")
     assert "saving" in screen.getvalue()
+
+
+def test_a_time_limit_ends_the_run_at_a_step_end_and_saves_it(data, tmp_path):
+    result = _train("sft", data, tmp_path / "run", "--steps", "100000", "--max-minutes", "0.001", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # 0.06 s: past the limit at the first step's end; the run is logged, saved and recorded as done
+    assert summary["steps"] == 1 and summary["stopped_by_time_limit"] is True
+    assert summary["final_loss"] is not None and (tmp_path / "run" / "model" / "config.json").exists()
+    assert list((tmp_path / "run" / "checkpoints").glob("checkpoint-1"))
+    result = _train("sft", data, tmp_path / "other", "--steps", "2", "--max-minutes", "60", "--json")
+    assert json.loads(result.stdout)["stopped_by_time_limit"] is False
+    result = _train("sft", data, tmp_path / "bad", "--max-minutes", "0")
+    assert result.exit_code == 2 and "--max-minutes: Input should be greater than 0" in result.output and not (tmp_path / "bad").exists()

@@ -191,3 +191,40 @@ async def test_env_mask_covers_exactly_the_policys_tokens(host, tmp_path):
         assert f"<tool_response>\n{result.content}\n</tool_response>" in flat
     assert all(text.endswith("<|im_start|>assistant\n") for text in env)
     assert not any("<tool_response>" in tokenizer.decode(ids) for ids in own)
+
+
+def test_a_users_reply_joins_the_trajectory_as_the_environments_tokens():
+    """Multi-turn episodes under the policy: when the rollout sends the policy's question to the
+    task's user, the reply comes back as a user turn; the trajectory records it (as the template
+    renders it, with the next generation prompt) with mask 0, between the policy's two turns."""
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.agents import PolicyChatModel, Trajectory
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    policy = Policy(AutoModelForCausalLM.from_pretrained(MODEL), tokenizer, max_tokens=24, temperature=0.0)
+    trajectory = Trajectory()
+    tools = [{"type": "function", "function": {"name": "files_rename", "description": "Rename a file.",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "id": {"type": "string"}, "name": {"type": "string"}}}}}]
+    model = PolicyChatModel(policy=policy, trajectory=trajectory).bind_tools(tools)
+    opening = [SystemMessage("You work for the user."), HumanMessage("Rename the budget file as I want it.")]
+    first = model.invoke(opening)
+    reply = "Call it budget-2027.txt, please."
+    model.invoke([*opening, first, HumanMessage(reply)])
+
+    assert tokenizer.decode(trajectory.prompt_ids) == chat_text(tokenizer, [
+        {"role": "system", "content": "You work for the user."},
+        {"role": "user", "content": "Rename the budget file as I want it."}], tools)
+    runs = trajectory.runs()
+    assert [mask for mask, _ in runs][:3] == [1, 0, 1] and trajectory.turns == 2
+    env = tokenizer.decode(runs[1][1])
+    assert f"<|im_start|>user\n{reply}<|im_end|>" in env and env.endswith("<|im_start|>assistant\n")
+    masked = [lp for lp, m in zip(trajectory.logprobs, trajectory.env_mask, strict=True) if m == 0]
+    assert masked and all(lp == 0.0 for lp in masked)
+    # the policy's first turn ends with the end of its turn: its own, or added as the environment's
+    # when the turn ran out of tokens
+    assert policy.end_id in (runs[0][1][-1], runs[1][1][0])
+    assert "<|im_start|>" not in tokenizer.decode(runs[0][1])
