@@ -160,10 +160,12 @@ def test_a_time_limit_ends_the_run_at_a_step_end_and_saves_it(data, tmp_path):
     result = _train("sft", data, tmp_path / "run", "--steps", "100000", "--max-minutes", "0.001", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # 0.06 s: past the limit at the first step's end; the run is logged, saved and recorded as done
-    assert summary["steps"] == 1 and summary["stopped_by_time_limit"] is True
+    # 0.06 s: a tiny model's steps can be shorter than that, so the run ends at the end of the first
+    # step past it, far short of 100000; it is logged, saved at that step and recorded as done
+    steps = summary["steps"]
+    assert 1 <= steps < 1000 and summary["stopped_by_time_limit"] is True
     assert summary["final_loss"] is not None and (tmp_path / "run" / "model" / "config.json").exists()
-    assert list((tmp_path / "run" / "checkpoints").glob("checkpoint-1"))
+    assert (tmp_path / "run" / "checkpoints" / f"checkpoint-{steps}").is_dir()
     result = _train("sft", data, tmp_path / "other", "--steps", "2", "--max-minutes", "60", "--json")
     assert json.loads(result.stdout)["stopped_by_time_limit"] is False
     result = _train("sft", data, tmp_path / "bad", "--max-minutes", "0")
