@@ -40,6 +40,7 @@ from ._common import (
 )
 from ._bundle import bundle_app
 from ._demo import demo_command
+from ._doctor import doctor_command
 from ._draft import draft_command
 from ._eval import eval_command
 from ._inspect import register as register_inspect
@@ -65,6 +66,7 @@ app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)
 app.command("eval")(eval_command)
 app.command("draft")(draft_command)
+app.command("doctor")(doctor_command)
 
 
 def _version(value: bool) -> None:
@@ -404,13 +406,16 @@ def export_rl_command(
 
 @app.command("check-sandbox")
 def check_sandbox_command(sandbox: SandboxOpt = "bwrap", as_json: JsonOpt = False) -> None:
-    """Check that a sandbox backend works on this machine."""
-    from ..sandbox import BACKENDS
+    """Check that a sandbox backend works on this machine: a sandbox starts and answers a tool call."""
+    from ..sandbox import SandboxError, trial
 
     check_sandbox(sandbox)
-    detail = BACKENDS[sandbox].check_available()
+    try:
+        detail = asyncio.run(trial(sandbox))
+    except SandboxError as exc:
+        raise fail(f"{sandbox}: {exc}", FAILED) from None
     emit(as_json, {"sandbox": sandbox, "available": True, "detail": detail},
-         lambda: typer.echo(f"{sandbox}: available at {detail}"))
+         lambda: typer.echo(f"{sandbox}: works ({detail})"))
 
 
 @app.command("apps")

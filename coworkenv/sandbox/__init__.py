@@ -4,10 +4,11 @@ from ._backends import BACKENDS, BackendName, cleanup, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
-from ._image import IMAGE, BuildResult, build_image
+from ._image import IMAGE, BuildResult, build_image, docker_client, image_exists
 from ._labels import CleanupReport, is_orphan, owner
 from ._pool import PoolSettings, SandboxPool
 from ._runner import STATE_FILE
+from ._trial import trial
 
 __all__ = [
     "BACKENDS",
@@ -31,6 +32,9 @@ __all__ = [
     "build_image",
     "cleanup",
     "create_sandbox",
+    "docker_client",
+    "image_exists",
     "is_orphan",
     "owner",
+    "trial",
 ]

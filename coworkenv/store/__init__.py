@@ -26,9 +26,11 @@ from ._rows import (
     VerdictRow,
     WorkspaceRow,
 )
-from ._store import Store, StoreError, new_id
+from ._store import SchemaStatus, Store, StoreError, new_id, schema_status
 
 __all__ = [
+    "SchemaStatus",
+    "schema_status",
     "DRAFT_OUTCOMES",
     "MIGRATIONS",
     "SOURCES",

@@ -11,7 +11,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import sqlite_utils
 
 from .._errors import Boundary
 from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace, resolve_state
-from ._migrations import applied_migrations, apply_migrations
+from ._migrations import MIGRATIONS, applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
     CalibrationRow,
@@ -119,6 +119,42 @@ def _check_schema(db: sqlite_utils.Database, path: str) -> None:
     if tables and not tables & {"_sqlite_migrations", "_migrations"}:
         raise StoreError(f"{path} is an SQLite database of something else, not a coworkenv store "
                          f"(it has {', '.join(sorted(tables)[:5])})")
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """Where a store file's schema stands against this version of coworkenv (read without changing it)."""
+
+    path: str
+    applied: list[str]  # the migrations the store has
+    pending: list[str]  # this version's migrations it lacks: the next command that opens it applies them
+    unknown: list[str]  # migrations it has that this version does not know: written by a newer coworkenv
+    rows: dict[str, int]  # rows of the main tables
+
+
+def schema_status(path: str | Path) -> SchemaStatus:
+    """Read the store at ``path`` read-only: its migrations against this version's and its row counts.
+    Raises ``StoreError`` as opening it would (missing, not SQLite, another application's database)."""
+    path = Path(path)
+    _check_file(path, create=False)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            db = sqlite_utils.Database(conn)
+            _check_schema(db, str(path))
+            tables = set(db.table_names())
+            applied = [m.name for m in MIGRATIONS.applied(db)]
+            if "_migrations" in tables:  # a store of the older mechanism (its record moves when opened)
+                applied += [row[0] for row in conn.execute("SELECT name FROM _migrations")]
+            rows = {t: conn.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]  # five fixed names
+                    for t in ("workspaces", "tasks", "episodes", "training_runs", "eval_runs") if t in tables}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable coworkenv store: {exc}") from None
+    known = [m.name for m in MIGRATIONS.pending(sqlite_utils.Database(memory=True))]  # all of them, in order
+    return SchemaStatus(str(path), applied, [m for m in known if m not in applied],
+                        [m for m in applied if m not in known], rows)
 
 
 class Store:
