@@ -39,6 +39,7 @@ from ._common import (
     set_verbosity,
 )
 from ._bundle import bundle_app
+from ._browse import browse_command
 from ._demo import demo_command
 from ._doctor import doctor_command
 from ._draft import draft_command
@@ -67,6 +68,7 @@ app.command("serve-model")(serve_model_command)
 app.command("eval")(eval_command)
 app.command("draft")(draft_command)
 app.command("doctor")(doctor_command)
+app.command("browse")(browse_command)
 
 
 def _version(value: bool) -> None:

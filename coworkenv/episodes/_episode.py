@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -182,6 +183,7 @@ class Episode:
                 return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
             spec = self.tool(name)
             self.calls += 1
+            started = time.perf_counter()
             if spec is None:
                 outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")
             elif (problem := argument_error(spec, arguments, self.toolbox.validator(spec))) is not None:
@@ -204,7 +206,7 @@ class Episode:
                 "is_error": int(not outcome.ok),
                 "error_kind": outcome.error_kind or None,
                 "error": None if outcome.ok else outcome.error,
-                "duration_ms": None,
+                "duration_ms": _ms_since(started),
             })
             if failure is None and spec is not SUBMIT_TOOL:
                 failure = await self._world_moves()
@@ -223,20 +225,21 @@ class Episode:
 
         Raises ``EpisodeFailed`` when the simulator's model failed (the episode ends with it)."""
         assert self.user is not None
-        row = {"tool": ASK_TOOL.name, "kind": "user", "arguments": json.dumps({"message": message}), "duration_ms": None}
+        row = {"tool": ASK_TOOL.name, "kind": "user", "arguments": json.dumps({"message": message})}
         async with self._lock:
             if self.ended:
                 return CallResult(False, None, f"episode {self.id} has ended; start a new one", "ended")
+            started = time.perf_counter()
             try:
                 reply = await self.user.reply(message)
             except InfrastructureError as exc:
                 self.host.record(self.id, {**row, "result": None, "is_error": 1, "error_kind": "infrastructure",
-                                           "error": str(exc)})
+                                           "error": str(exc), "duration_ms": _ms_since(started)})
                 failure = exc
             else:
                 result = {"reply": reply.text, "done": reply.done}
                 self.host.record(self.id, {**row, "result": json.dumps(result), "is_error": 0, "error_kind": None,
-                                           "error": None})
+                                           "error": None, "duration_ms": _ms_since(started)})
                 return CallResult(True, result)
         error = EpisodeFailed(f"the simulated user failed: {failure}", boundary=failure.boundary)
         await self.finish(self.final_answer, failure=error)
@@ -247,6 +250,7 @@ class Episode:
         is returned for the caller to end the episode with."""
         while self.events and self.events[0].after_calls <= self.calls:
             event = self.events.pop(0)
+            started = time.perf_counter()
             try:
                 outcome = await self.sandbox.call_tool(event.app, event.action, event.arguments)
             except SandboxError as exc:
@@ -257,7 +261,7 @@ class Episode:
                 "tool": f"{event.app}_{event.action}", "kind": "event", "arguments": json.dumps(event.arguments),
                 "result": json.dumps(outcome.result) if outcome.ok else None, "is_error": int(not outcome.ok),
                 "error_kind": None if outcome.ok else outcome.kind, "error": None if outcome.ok else outcome.error,
-                "duration_ms": None})
+                "duration_ms": _ms_since(started)})
             if not outcome.ok:
                 log.warning("world event %s_%s of episode %s failed: %s", event.app, event.action, self.id,
                             outcome.error)
@@ -369,3 +373,8 @@ class Episode:
         finally:
             self._graded.set()
         return self.verdict
+
+
+def _ms_since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()``), as recorded on an interaction."""
+    return round((time.perf_counter() - started) * 1000, 3)

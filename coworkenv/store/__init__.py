@@ -3,6 +3,7 @@
 Every SQL statement of coworkenv lives in this package.
 """
 
+from ._catalog import TABLE_DOCS, CannedQuery, canned_queries
 from ._migrations import MIGRATIONS, apply_migrations
 from ._rows import (
     DRAFT_OUTCOMES,
@@ -29,6 +30,9 @@ from ._rows import (
 from ._store import SchemaStatus, Store, StoreError, new_id, schema_status
 
 __all__ = [
+    "TABLE_DOCS",
+    "CannedQuery",
+    "canned_queries",
     "SchemaStatus",
     "schema_status",
     "DRAFT_OUTCOMES",
