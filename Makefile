@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test check docs install node vllm clean
+.PHONY: demo test check docs install node vllm browser clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
-test: install node vllm
+test: install node vllm browser
 	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
 
 # Static checks (CI runs them): ruff's lint rules and pyright in basic mode, over the package
@@ -50,6 +50,10 @@ node: $(NODE_DIR)/.installed
 $(NODE_DIR)/.installed: Makefile
 	npm install --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error $(NODE_PACKAGES)
 	touch $@
+
+# Headless Chromium (Debian's package) for the tests that render the report and the viewer.
+browser:
+	WITH_BROWSER=1 ./scripts/system-deps.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR) $(VLLM_VENV)

@@ -9,6 +9,9 @@ if [ "${WITH_DOCKER:-0}" = 1 ]; then  # the docker sandbox backend and its offli
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 fi
+if [ "${WITH_BROWSER:-0}" = 1 ]; then  # headless Chromium: the report and viewer tests render pages in it
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

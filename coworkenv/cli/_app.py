@@ -43,6 +43,7 @@ from ._browse import browse_command
 from ._demo import demo_command
 from ._doctor import doctor_command
 from ._draft import draft_command
+from ._report import report_command
 from ._eval import eval_command
 from ._inspect import register as register_inspect
 from ._sandbox import sandbox_app
@@ -69,6 +70,7 @@ app.command("eval")(eval_command)
 app.command("draft")(draft_command)
 app.command("doctor")(doctor_command)
 app.command("browse")(browse_command)
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:

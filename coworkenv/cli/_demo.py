@@ -86,6 +86,7 @@ def demo_command(
         if settings is not None:
             out.print(_full_table(summary))
             typer.echo(f"trained model: {summary['trained_model']}")
+        typer.echo(f"report: {summary['report']} (open it in a browser)")
 
     emit(as_json, summary, human)
     if summary.get("collect_failures"):

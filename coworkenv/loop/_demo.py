@@ -20,6 +20,7 @@ from ..gate import GRADER_VERSION, run_gate
 from ..server import running_http_server
 from ..store import Store
 from ..synth import synthesize
+from ..view import write_report
 from ..synth import GENERATED
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
@@ -58,6 +59,7 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
     rows = export_sft(store, directory / "export" / "sft.jsonl")
     progress.advance(job)
 
+    report = write_report(store, directory / "report.html")
     teacher = store.episodes(source="teacher")
     verdicts = [store.verdict(e.id, GRADER_VERSION) for e in teacher]
     graded = [v for v in verdicts if v is not None]
@@ -73,6 +75,7 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
         "collect_failures": collected.failures,
         "exported_rows": rows,
         "export": str(directory / "export" / "sft.jsonl"),
+        "report": str(report),
         "seconds": round(time.perf_counter() - started, 2),
     }
 
@@ -180,6 +183,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                     "tasks": after["overall"]["tasks"]},
         "base_model": str(base_dir),
         "trained_model": str(run_dir / "model"),
+        "report": str(write_report(store, directory / "report.html")),  # now with the training and both evaluations
         "stage_seconds": timings,
         "seconds": round(time.perf_counter() - started, 1),
     }

@@ -20,6 +20,7 @@ import sqlite_utils
 
 from .._errors import Boundary
 from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace, resolve_state
+from ._catalog import canned_queries
 from ._migrations import MIGRATIONS, applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
@@ -243,6 +244,14 @@ class Store:
         return len(rows)
 
     # --- generic helpers -------------------------------------------------------------------
+
+    def canned(self, name: str, grader_version: str) -> list[dict[str, Any]]:
+        """The rows of the canned query ``name`` (``coworkenv.store.canned_queries``) over the verdicts of
+        ``grader_version``: the questions ``browse`` and ``report`` answer."""
+        queries = {q.name: q for q in canned_queries(grader_version)}
+        if name not in queries:
+            raise KeyError(f"no canned query {name!r}; known: {', '.join(queries)}")
+        return self.query(queries[name].sql)
 
     def query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
         """Rows of a read-only query, as dicts: for inspection (tests, notebooks), not for coworkenv's own code."""

@@ -1,0 +1,140 @@
+"""`coworkenv report` on a real store (a demo's tasks and teacher episodes, an SFT run, a GRPO run on
+live episodes, two evaluations), rendered in a real headless Chromium (Debian's `chromium`, driven
+by Playwright); what the page shows is checked against the store read through the library. The
+screenshot is kept as a file (``$COWORKENV_SCREENSHOT_DIR``, by default ``runs/screenshots``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coworkenv.cli import app
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.store import Store
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "tests" / "fixtures" / "tool-model"
+SCREENSHOTS = Path(os.environ.get("COWORKENV_SCREENSHOT_DIR", ROOT / "runs" / "screenshots"))
+REQUESTED: list[str] = []  # every URL the report's page asked for
+
+
+def cli(*args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    d = tmp_path_factory.mktemp("report")
+    demo = cli("demo", "--dir", str(d), "-n", "6", "--error-rate", "0.5")
+    assert Path(demo["report"]).is_file()  # the demo writes its report and says where
+    s = str(d / "coworkenv.db")
+    cli("export", "sft", "--store", s, "--out", str(d / "sft.compact.jsonl"), "--style", "compact")
+    cli("train", "sft", "--model", str(MODEL), "--data", str(d / "sft.compact.jsonl"), "--out", str(d / "sft"), "--store", s,
+        "--steps", "3", "--no-resume")
+    cli("train", "grpo", "--model", str(MODEL), "--store", s, "--out", str(d / "grpo"), "--steps", "2",
+        "--num-generations", "2", "--batch-size", "2", "--style", "compact", "--max-steps-per-episode", "2",
+        "--max-new-tokens", "32")
+    for model in (MODEL, d / "sft" / "model"):
+        cli("eval", "--model", f"hf:{model}", "--store", s, "-n", "3", "--style", "compact", "--max-steps", "3")
+    return d / "coworkenv.db"
+
+
+@pytest.fixture(scope="module")
+def page(store):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the 'test' extra")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    report = cli("report", "--store", str(store), "--out", str(store.parent / "out" / "report.html"))["report"]
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("request", lambda request: REQUESTED.append(request.url))
+        page.goto(Path(report).as_uri())
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "report.png"), full_page=True)
+        yield page
+        browser.close()
+
+
+def table(page, table_id: str) -> list[list[str]]:
+    return page.eval_on_selector_all(f"#{table_id} tbody tr",
+                                     "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))")
+
+
+def test_the_report_stands_alone(page, store):
+    assert REQUESTED == [page.url]  # nothing fetched beyond the file itself
+    assert page.title() == f"coworkenv report: {store.name}"
+    assert (SCREENSHOTS / "report.png").stat().st_size > 10_000
+
+
+def test_synthesis_and_gate_show_what_the_store_holds(page, store):
+    library = Store(store, create=False)
+    try:
+        tasks = library.tasks()
+        episodes = library.episodes()
+        verdicts = library.verdicts([e.id for e in episodes], GRADER_VERSION)
+    finally:
+        library.close()
+    shown = {row[0]: int(row[-1]) for row in table(page, "synthesis-capabilities")}
+    assert shown == dict(Counter(t.capability for t in tasks))
+    reasons = {row[0]: int(row[1]) for row in table(page, "gate-reasons")}
+    assert reasons == dict(Counter(v.reason for v in verdicts.values() if not v.admitted)) and reasons
+    sources = {row[0]: int(row[1]) for row in table(page, "gate-sources")}
+    assert sources == dict(Counter(e.source for e in episodes)) and {"teacher", "eval", "rl"} <= set(sources)
+
+
+def test_evaluations_side_by_side_and_per_split(page, store):
+    library = Store(store, create=False)
+    try:
+        runs = library.eval_runs()
+    finally:
+        library.close()
+    headers = page.eval_on_selector_all("#eval-side-by-side thead th", "cells => cells.map(c => c.innerText)")
+    assert headers == ["capability", *(f"{r.model} ({r.id})" for r in runs)] and len(runs) == 2
+    overall = [row for row in table(page, "eval-side-by-side") if row[0] == "overall"][0]
+    assert [float(v) for v in overall[1:]] == [pytest.approx(r.summary["overall"]["pass_rate"], abs=1e-3) for r in runs]
+    for run in runs:
+        rows = table(page, f"eval-{run.id}")
+        assert {(r[0], r[1]) for r in rows} == {(split, c) for split, caps in run.summary["split_capabilities"].items()
+                                                for c in caps}
+
+
+def test_training_runs_have_their_curves(page, store):
+    library = Store(store, create=False)
+    try:
+        runs = library.training_runs()
+    finally:
+        library.close()
+    assert [(row[0], row[1]) for row in table(page, "training-runs")] == [(r.id, r.kind) for r in runs]
+    titles = page.eval_on_selector_all("svg.chart > title", "ts => ts.map(t => t.textContent)")
+    for run in runs:
+        assert f"{run.kind} {run.id}: training loss" in titles
+    [grpo] = [r for r in runs if r.kind == "grpo"]
+    assert f"grpo {grpo.id}: mean reward per component" in titles
+    points = page.eval_on_selector_all("svg.chart circle.point > title", "ts => ts.map(t => t.textContent)")
+    for component in ("completion", "safety", "robustness"):
+        for point in grpo.metrics["reward_curves"]:
+            assert f"{component} at {point['step']:.3g}: {point[f'rewards/{component}/mean']:.3g}" in points
+
+
+def test_bad_places_are_named_and_nothing_is_written(tmp_path, store):
+    result = runner.invoke(app, ["report", "--store", str(tmp_path / "none.db")])
+    assert result.exit_code == 2 and "no store at" in result.output and not (tmp_path / "none.db").exists()
+    result = runner.invoke(app, ["report", "--store", str(store), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "is a folder" in result.output
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["report", "--store", str(store), "--out", str(tmp_path / "file" / "report.html")])
+    assert result.exit_code == 1 and "cannot write the report" in result.output
+    assert not list(tmp_path.glob("**/*.partial"))
