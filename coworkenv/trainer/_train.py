@@ -376,6 +376,12 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
         from transformers import PrinterCallback
 
         trainer, tokenizer = build()
+        dataset = getattr(trainer, "train_dataset", None)
+        if dataset is not None and len(dataset) == 0:  # TRL dropped every row while preparing them
+            raise ValueError(
+                f"none of the {record.rows} rows is left to train on once prepared: each must keep tokens to learn "
+                f"from within --max-length {getattr(record.settings, 'max_length', '?')} (rows of the full view are "
+                "long: export with --style compact or minimal, or raise --max-length)")
         trainer.remove_callback(PrinterCallback)  # no log dicts on stdout; losses are in the metrics
         if "tensorboard" in record.report_to:
             trainer.add_callback(_tensorboard(record.out_dir))

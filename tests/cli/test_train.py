@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from coworkenv.cli import app
 from coworkenv.cli._train import TrainingDisplay, spinner
+from coworkenv.store import Store
 from coworkenv.trainer._train import TrainProgress
 
 runner = CliRunner()
@@ -170,3 +171,15 @@ def test_a_time_limit_ends_the_run_at_a_step_end_and_saves_it(data, tmp_path):
     assert json.loads(result.stdout)["stopped_by_time_limit"] is False
     result = _train("sft", data, tmp_path / "bad", "--max-minutes", "0")
     assert result.exit_code == 2 and "--max-minutes: Input should be greater than 0" in result.output and not (tmp_path / "bad").exists()
+
+
+def test_rows_whose_learned_tokens_are_all_cut_off_are_named_not_a_sampler_error(data, tmp_path):
+    long = tmp_path / "long.jsonl"
+    long.write_text("".join(json.dumps({"messages": [{"role": "system", "content": "background " * 400}, *_conversation(i)],
+                                        "tools": TOOLS}) + "\n" for i in range(3)))
+    result = runner.invoke(app, ["train", "sft", "--model", str(data / "tiny"), "--data", str(long), "--out",
+                                 str(tmp_path / "run"), "--store", str(tmp_path / "s.db"), "--max-length", "64"])
+    assert result.exit_code == 2, result.output
+    assert "none of the 3 rows is left to train on once prepared" in result.output and "--max-length 64" in result.output
+    [run] = Store(tmp_path / "s.db", create=False).training_runs()
+    assert run.status == "failed" and "none of the 3 rows" in run.error
