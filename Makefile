@@ -13,9 +13,9 @@ demo: install
 test: install node vllm browser
 	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
 
-# Static checks (CI runs them): ruff's lint rules and pyright in basic mode, over the package
+# Static checks (CI runs them): ruff's lint rules over the package, tests and benchmarks; pyright in basic mode over the package
 check: install
-	$(VENV)/bin/ruff check coworkenv
+	$(VENV)/bin/ruff check coworkenv tests benchmarks
 	$(VENV)/bin/pyright
 
 # The README's command reference, generated from the CLI

@@ -550,7 +550,7 @@ async def stdio_level(target: StdioTarget, clients: int, duration: float) -> dic
         for p in processes:
             try:
                 await asyncio.wait_for(p.wait(), 30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 p.kill()
 
 

@@ -108,7 +108,7 @@ def main() -> None:
         result = asyncio.run(measure(tasks, model))
         n = result["episodes"]
 
-        def share(key: str) -> str:
+        def share(key: str, result: dict = result, n: int = n) -> str:
             return f"{result[key]} ({result[key] / n:.0%})"
 
         print(f"| {model or 'scripted'} | {n} | {result['replies']} | {share('leaked')} | {share('contradicted')} "

@@ -66,7 +66,6 @@ async def test_a_call_whose_client_hangs_up_is_recorded_whenever_it_ran(host: Ep
                 await asyncio.sleep(0.02 * (trial % 3))
                 episode = host.store.episodes(task_id=task, status="running")[-1]
                 assert (await http.delete(path)).status_code == 204
-                row = host.store.episode(episode.id)
                 state = load_state(host.store.final_state(episode.id))
                 deleted = state.execute("select count(*) from mail_messages where id = 'm01'").fetchone()[0] == 0
                 calls = [c.tool for c in host.store.tool_calls(episode.id)]
