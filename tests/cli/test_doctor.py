@@ -124,7 +124,7 @@ def test_the_vllm_environment_is_found_where_it_is_and_named_where_it_is_not(sto
     if not vllm_python:
         pytest.skip("COWORKENV_VLLM_PYTHON names no vLLM environment (make test sets it)")
     _, report, _ = doctor("--store", str(store), "--vllm-python", vllm_python)
-    assert by_name(report)["vllm"]["status"] == "ok" and "0.32.0" in by_name(report)["vllm"]["detail"]
+    assert by_name(report)["vllm"]["status"] == "ok" and by_name(report)["vllm"]["detail"].startswith("vllm")
     _, report, _ = doctor("--store", str(store), "--vllm-python", sys.executable)  # the training stack has no vLLM
     check = by_name(report)["vllm"]
     assert check["status"] == "missing" and "install-vllm.sh" in check["fix"] and report["ok"] is True
