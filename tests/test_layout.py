@@ -23,7 +23,8 @@ MAY_USE: dict[str, set[str]] = {
     "synth": {"workspace", "store", "gate", "episodes", "agents"},
     "agents": {"workspace"},
     "trainer": {"workspace", "store", "gate"},
-    "loop": {"workspace", "store", "sandbox", "gate", "episodes", "server", "synth", "agents", "trainer"},
+    "view": {"workspace", "store", "gate"},
+    "loop": {"workspace", "store", "sandbox", "gate", "episodes", "server", "synth", "agents", "trainer", "view"},
     "cli": set(),  # anything
 }
 
