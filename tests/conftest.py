@@ -3,11 +3,14 @@ and a real OpenAI-compatible model server that fails every chat request."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -133,3 +136,40 @@ def failing_model_server() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def _copy_store(source: Path, target: Path) -> None:
+    """Copy a closed store with SQLite's backup (whole, whatever its journal holds)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
+@pytest.fixture(scope="session")
+def copy_store() -> Callable[[Path, Path], None]:
+    """``copy_store(source, target)``: a whole copy of a closed store file."""
+    return _copy_store
+
+
+@pytest.fixture(scope="session")
+def multi_turn_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one admitted task of each multi-turn shape and one single-shot (lookup) task,
+    synthesized once per test session; the initial states its episodes need are in
+    ``PATH.parent / "building" / "cache"``. Tests copy it (``copy_store``) before writing to it."""
+    path = tmp_path_factory.getbasetemp() / "multi-turn-tasks" / "tasks.db"
+    building = path.parent / "building" / "tasks.db"
+    building.parent.mkdir(parents=True, exist_ok=True)
+
+    async def build() -> None:
+        store = Store(building)
+        host = EpisodeHost(store, EpisodeSettings(cache_dir=building.parent / "cache"))
+        try:
+            await synthesize(host, 3, seed=0, capabilities=("multi_turn",))
+            await synthesize(host, 1, seed=0, capabilities=("lookup",))
+        finally:
+            await host.close()
+            store.close()
+
+    asyncio.run(build())
+    _copy_store(building, path)
+    return path

@@ -6,10 +6,7 @@ such a store. A model that never asks is rejected for it (the gate's ``asked_*``
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +20,6 @@ from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.loop import LocalEpisodes, TeacherSettings, collect
 from coworkenv.store import Store, ToolCallRow
-from coworkenv.synth import synthesize
 from coworkenv.workspace import ASK_TOOL, COMPACT_SYSTEM_PROMPT, SUBMIT_TOOL, SYSTEM_PROMPT
 
 pytestmark = pytest.mark.bwrap
@@ -32,38 +28,6 @@ runner = CliRunner()
 
 
 # --------------------------------------------------------------------------- a store of multi-turn tasks
-
-
-def copy_store(source: Path, target: Path) -> None:
-    """Copy a closed store with SQLite's backup (whole, whatever its journal holds)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-
-
-def synthesized_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store with one admitted task of each multi-turn shape and one single-shot (lookup) task,
-    synthesized once per test session: tests/server/test_multiturn_http.py builds the same one, here,
-    with the initial states its episodes need in ``building/cache``."""
-    path = tmp_path_factory.getbasetemp() / "multi-turn-tasks" / "tasks.db"
-    if path.exists():
-        return path
-    building = path.parent / "building" / "tasks.db"
-    building.parent.mkdir(parents=True, exist_ok=True)
-
-    async def build() -> None:
-        store = Store(building)
-        host = EpisodeHost(store, EpisodeSettings(cache_dir=building.parent / "cache"))
-        try:
-            await synthesize(host, 3, seed=0, capabilities=("multi_turn",))
-            await synthesize(host, 1, seed=0, capabilities=("lookup",))
-        finally:
-            await host.close()
-            store.close()
-
-    asyncio.run(build())
-    copy_store(building, path)
-    return path
 
 
 def invoke(*args: str) -> dict:
@@ -81,10 +45,10 @@ class Collected:
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory) -> Collected:
+def collected(tmp_path_factory, multi_turn_tasks, copy_store) -> Collected:
     """The oracle teacher, through the CLI, with a mistake in every first attempt (so every task is repaired)."""
     path = tmp_path_factory.mktemp("collected") / "coworkenv.db"
-    source = synthesized_tasks(tmp_path_factory)
+    source = multi_turn_tasks
     copy_store(source, path)
     (path.parent / "cache").symlink_to(source.parent / "building" / "cache")  # initial states, keyed by content
     summary = invoke("collect", "--store", str(path), "--error-rate", "1", "--seed", "0", "--concurrency", "2")
@@ -242,10 +206,10 @@ def test_dpo_pairs_keep_the_users_replies(collected: Collected, store: Store, tm
 
 
 @pytest.mark.anyio
-async def test_a_model_that_never_asks_is_rejected_for_not_asking(tmp_path_factory, tmp_path: Path):
+async def test_a_model_that_never_asks_is_rejected_for_not_asking(multi_turn_tasks, copy_store, tmp_path: Path):
     """A student that answers at once, in plain text without a question, never reaches the user:
     every multi-turn episode is rejected and its ``asked_*`` checks are the ones that say why."""
-    source = synthesized_tasks(tmp_path_factory)
+    source = multi_turn_tasks
     copy_store(source, tmp_path / "coworkenv.db")
     replies = tmp_path / "student.yaml"
     replies.write_text(yaml.safe_dump(["All done: I updated it as you wanted."]))

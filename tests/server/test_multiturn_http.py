@@ -7,7 +7,6 @@ that changes nothing stored."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -25,7 +24,6 @@ from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import running_http_server
 from coworkenv.store import Store
-from coworkenv.synth import synthesize
 from coworkenv.workspace import ASK_TOOL, SUBMIT_TOOL, HiddenFact, Task, mentions
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
@@ -37,45 +35,13 @@ SHAPES = ("compose_ask_value", "compose_ask_which", "compose_ask_confirm")
 # --------------------------------------------------------------------------- a store of multi-turn tasks
 
 
-def copy_store(source: Path, target: Path) -> None:
-    """Copy a closed store with SQLite's backup (whole, whatever its journal holds)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-
-
-def synthesized_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store with one admitted task of each multi-turn shape and one single-shot (lookup) task,
-    synthesized once per test session: tests/loop/test_multiturn.py builds the same one, here, with
-    the initial states its episodes need in ``building/cache``."""
-    path = tmp_path_factory.getbasetemp() / "multi-turn-tasks" / "tasks.db"
-    if path.exists():
-        return path
-    building = path.parent / "building" / "tasks.db"
-    building.parent.mkdir(parents=True, exist_ok=True)
-
-    async def build() -> None:
-        store = Store(building)
-        host = EpisodeHost(store, EpisodeSettings(cache_dir=building.parent / "cache"))
-        try:
-            await synthesize(host, 3, seed=0, capabilities=("multi_turn",))
-            await synthesize(host, 1, seed=0, capabilities=("lookup",))
-        finally:
-            await host.close()
-            store.close()
-
-    asyncio.run(build())
-    copy_store(building, path)
-    return path
-
-
 @pytest.fixture(scope="module")
-def tasks_db(tmp_path_factory) -> Path:
-    return synthesized_tasks(tmp_path_factory)
+def tasks_db(multi_turn_tasks) -> Path:
+    return multi_turn_tasks
 
 
 @pytest.fixture
-def store_path(tmp_path: Path, tasks_db: Path) -> Path:
+def store_path(tmp_path: Path, tasks_db: Path, copy_store) -> Path:
     """This test's copy of the synthesized store (conftest's ``store`` and ``host`` open it)."""
     path = tmp_path / "coworkenv.db"
     copy_store(tasks_db, path)
