@@ -16,7 +16,7 @@ from rich.table import Table
 from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
-from ..server import ServeSettings, bind_socket, serve_conformance, serve_http, serve_stdio
+from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio
 from ..synth import Generator, ProfileError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
@@ -32,6 +32,7 @@ from ._common import (
     emit,
     err,
     fail,
+    listen_or_fail,
     open_host,
     open_store,
     out,
@@ -199,7 +200,7 @@ def serve(
     except ValueError as exc:
         raise fail(f"{exc} (--token or $COWORKENV_TOKEN)") from None
     if conformance:
-        sock = _bind(host, port)
+        sock = listen_or_fail(host, port)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve_conformance(settings, sock=sock, on_ready=lambda: err.print(
                 f"serving the MCP conformance fixtures on http://{host}:{sock.getsockname()[1]}/mcp")))
@@ -218,7 +219,7 @@ def serve(
     if stdio and task:
         asyncio.run(serve_stdio(episodes, task))
         return
-    sock = _bind(host, port)
+    sock = listen_or_fail(host, port)
     bound = sock.getsockname()[1]
 
     def ready() -> None:
@@ -227,13 +228,6 @@ def serve(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))
-
-
-def _bind(host: str, port: int):
-    try:
-        return bind_socket(host, port)
-    except OSError as exc:
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server there? try --port)") from None
 
 
 @app.command("collect")

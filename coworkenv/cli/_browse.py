@@ -13,9 +13,8 @@ import typer
 
 from .. import __version__
 from ..gate import GRADER_VERSION
-from ..server import bind_socket
 from ..store import TABLE_DOCS, StoreError, canned_queries, schema_status
-from ._common import DEFAULT_STORE, StoreOpt, err, fail
+from ._common import DEFAULT_STORE, StoreOpt, err, fail, listen_or_fail
 
 
 def datasette_metadata(store: Path) -> dict[str, Any]:
@@ -51,10 +50,7 @@ def browse_command(
         raise fail(str(exc)) from None
     if status.unknown:
         raise fail(f"{store} was written by a newer coworkenv (migrations {', '.join(status.unknown)})")
-    try:
-        sock = bind_socket(host, port)
-    except OSError as exc:
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server there? try --port)") from None
+    sock = listen_or_fail(host, port)
     datasette = Datasette([str(store)], metadata=datasette_metadata(store), settings={"default_page_size": 50})
     bound = sock.getsockname()[1]
 

@@ -91,6 +91,17 @@ def fail(message: str, code: int = USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
+def listen_or_fail(host: str, port: int):
+    """A listening socket on ``host:port`` (bound before the command says it serves), or a usage error
+    naming the address when it cannot be had."""
+    from ..server import bind_socket
+
+    try:
+        return bind_socket(host, port)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server there? try --port)") from None
+
+
 def emit(as_json: bool, payload: dict[str, Any], human: Callable[[], None]) -> None:
     """A command's result: ``payload`` as JSON on stdout, or ``human()`` for people."""
     if as_json:

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._backends import backend_class, create_sandbox
+from ._backends import backend_class
 from ._base import SandboxError
 from ._conformance import write_initial_state, write_probe_apps
 
@@ -26,7 +26,7 @@ async def trial(backend: str) -> str:
         host.chmod(0o755)  # a docker sandbox's non-root user reads the probe app from here
         config = cls.config_type().model_copy(update={"apps_dir": write_probe_apps(host / "lib")})
         started = time.perf_counter()
-        sandbox = create_sandbox(backend, write_initial_state(host / "initial.db"), config=config)
+        sandbox = cls(write_initial_state(host / "initial.db"), config=config)  # available: checked above
         try:
             async with asyncio.timeout(TRIAL_TIMEOUT_S):
                 await sandbox.start()
