@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -41,6 +41,7 @@ class CallResult:
     error_kind: str = ""
     attachments: list[Attachment] = field(default_factory=list)  # images and documents besides the JSON
     blobs: dict[str, bytes] = field(default_factory=dict, repr=False)  # their bytes, by sha256
+    changes: dict[str, Any] | None = field(default=None, repr=False)  # rows it changed in the state (recorded only)
     _text: str | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -207,6 +208,7 @@ class Episode:
                 "error_kind": outcome.error_kind or None,
                 "error": None if outcome.ok else outcome.error,
                 "duration_ms": _ms_since(started),
+                "state_changes": json.dumps(outcome.changes) if outcome.changes else None,
             })
             if failure is None and spec is not SUBMIT_TOOL:
                 failure = await self._world_moves()
@@ -261,7 +263,8 @@ class Episode:
                 "tool": f"{event.app}_{event.action}", "kind": "event", "arguments": json.dumps(event.arguments),
                 "result": json.dumps(outcome.result) if outcome.ok else None, "is_error": int(not outcome.ok),
                 "error_kind": None if outcome.ok else outcome.kind, "error": None if outcome.ok else outcome.error,
-                "duration_ms": _ms_since(started)})
+                "duration_ms": _ms_since(started),
+                "state_changes": json.dumps(outcome.changes) if outcome.changes else None})
             if not outcome.ok:
                 log.warning("world event %s_%s of episode %s failed: %s", event.app, event.action, self.id,
                             outcome.error)
@@ -278,9 +281,9 @@ class Episode:
             return CallResult(False, None, f"{spec.name} failed: {outcome.error}", outcome.kind)
         result = outcome.result or {}
         if "_content" not in result:
-            return CallResult(True, result)
+            return CallResult(True, result, changes=outcome.changes)
         try:
-            return self._with_attachments(result)
+            return replace(self._with_attachments(result), changes=outcome.changes)
         except (KeyError, TypeError, ValueError) as exc:  # a tool's bug: its content is malformed
             return CallResult(False, None, f"{spec.name} failed: it returned malformed _content ({exc})", "tool")
 

@@ -63,6 +63,7 @@ class ToolOutcome:
     duration_ms: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     changed: bool = True  # whether the call may have written the state (False only when the runner knows it did not)
+    changes: dict[str, Any] | None = None  # the rows it inserted, updated and deleted, as the runner saw them
 
 
 class Sandbox(abc.ABC):

@@ -118,7 +118,7 @@ class RunnerSandbox(Sandbox):
             elapsed = (time.perf_counter() - started) * 1000
         if reply.get("ok"):
             return ToolOutcome(ok=True, result=reply.get("result"), duration_ms=elapsed,
-                               changed=bool(reply.get("changed", True)))
+                               changed=bool(reply.get("changed", True)), changes=reply.get("changes"))
         return ToolOutcome(ok=False, error=reply.get("error", ""), kind=reply.get("kind", "crash"),
                            duration_ms=elapsed)
 

@@ -355,7 +355,8 @@ async def check_state_is_the_file(bench: Bench) -> None:
     assert await value(sb, "a") == "1", "a call after the tool closed its connection failed"
     await sb.write_file("state.db", bench.initial_state.read_bytes())
     assert await value(sb, "a") is None, "a call did not see the state file the host wrote"
-    assert (await probe(sb, "wal")).result == {"mode": "wal"}
+    wal = await probe(sb, "wal")
+    assert wal.result == {"mode": "wal"}, wal
     assert (await probe(sb, "put", key="c", value="3")).ok
     copy = bench.host_dir / "read-back.db"  # the file alone, without any log beside it
     copy.write_bytes(await sb.read_file("state.db"))
@@ -363,6 +364,32 @@ async def check_state_is_the_file(bench: Bench) -> None:
         committed = db.execute("SELECT v FROM kv WHERE k = 'c'").fetchall()
     assert committed == [("3",)], "a commit is missing from the file the host reads"
     await serving(sb)
+
+
+async def check_row_changes(bench: Bench) -> None:
+    """A call that changed rows says which, with their values before and after; a read, a failed
+    call and a call that changed nothing say nothing; the state file holds none of the record."""
+    sb = await bench.sandbox()
+    read = await probe(sb, "get", key="seeded")
+    assert read.ok and read.changes is None and not read.changed, read
+    added = await probe(sb, "put", key="a", value="1")
+    assert added.changes == {"rows": [{"table": "kv", "op": "insert", "rowid": 2, "old": None,
+                                       "new": {"k": "a", "v": "1"}}],
+                             "counts": {"kv": {"insert": 1}}, "truncated": False}, added.changes
+    replaced = await probe(sb, "put", key="seeded", value="no")
+    assert replaced.changes is not None
+    assert [(r["op"], r["old"], r["new"]) for r in replaced.changes["rows"]] == [
+        ("delete", {"k": "seeded", "v": "yes"}, None), ("insert", None, {"k": "seeded", "v": "no"})], replaced.changes
+    expect_error(await probe(sb, "put_then_fail", key="b", value="2"), "tool", "failed after writing")
+    assert (await probe(sb, "put", key="a", value="1")).changes["counts"] == {"kv": {"delete": 1, "insert": 1}}
+    copy = bench.host_dir / "changes-read-back.db"
+    copy.write_bytes(await sb.read_file("state.db"))
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+    assert not [n for n in names if "coworkenv" in n], f"the state file holds {names}"
+    await sb.reset()
+    again = await probe(sb, "put", key="z", value="9")
+    assert again.changes is not None and again.changes["counts"] == {"kv": {"insert": 1}}, again.changes
 
 
 async def check_limits(bench: Bench) -> None:
@@ -547,6 +574,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "reset_restores_exactly": check_reset_restores_exactly,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "state_is_the_file": check_state_is_the_file,
+    "row_changes": check_row_changes,
     "limits": check_limits,
     "episodes_are_isolated": check_episodes_are_isolated,
 }

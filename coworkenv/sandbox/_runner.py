@@ -18,12 +18,17 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
            {"id": 3, "op": "read", "path": "state.db"}             -> {"data": base64}
            {"id": 4, "op": "write", "path": "notes/a.txt", "data": base64}
            {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state)
-Replies:   {"id": 1, "ok": true, "result": {...}}
+Replies:   {"id": 1, "ok": true, "result": {...}, "changed": true, "changes": {...}}
            {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
 
 With ``--sandboxed`` (only ever inside a pid namespace of its own) the runner also kills every
 process of the sandbox that is not itself, its ancestors or its worker after each call and
 while a call runs with more processes than allowed: a tool cannot leave anything running behind.
+
+A call that succeeded and changed rows of the state says which in ``changes``: its inserted,
+updated and deleted rows (the first ``MAX_CHANGED_ROWS``, with each row's values before and after),
+and how many of each per table. Temporary triggers of the worker's own connection record them, so
+the state file itself never holds anything of it.
 
 This file must not import anything outside the standard library: it runs under ``python3 -I -S``.
 """
@@ -48,6 +53,8 @@ SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied o
 WATCH_EVERY_S = 0.05
 PRELOAD_S = 5.0
 CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls accumulated goes with it
+MAX_CHANGED_ROWS = 50  # rows of a call's ``changes`` given in full; the counts cover all of them
+CHANGES_TABLE = "temp._coworkenv_changes"
 
 
 class _PreloadTimeout(Exception):
@@ -389,6 +396,7 @@ class _StateConnection:
     def __init__(self):
         self.conn = None
         self.seen = None
+        self.watched = None  # (connection, schema version) the change triggers were made for
 
     def open(self):
         if self.conn is not None and self.seen is not None and _file_identity(STATE_FILE) == self.seen:
@@ -412,13 +420,102 @@ class _StateConnection:
         if self.seen is None:
             self.drop()
 
+    def watch(self):
+        """Have temporary triggers record every row the next call inserts, updates or deletes (in
+        ``CHANGES_TABLE``, of this connection only); made again when the schema changed. Returns
+        whether they are in place: a state whose SQLite lacks JSON support goes unwatched."""
+        conn = self.conn
+        assert conn is not None  # watch follows open
+        try:
+            version = conn.execute("PRAGMA main.schema_version").fetchone()[0]
+            if self.watched != (conn, version):
+                _make_triggers(conn)
+                self.watched = (conn, version)
+            elif conn.execute(f"SELECT EXISTS (SELECT 1 FROM {CHANGES_TABLE})").fetchone()[0]:
+                conn.execute(f"DELETE FROM {CHANGES_TABLE}")  # left by a call that failed after committing
+                conn.commit()
+            return True
+        except sqlite3.Error:
+            self.watched = None
+            try:
+                conn.rollback()
+            except sqlite3.Error:
+                pass
+            return False
+
     def drop(self):
-        conn, self.conn, self.seen = self.conn, None, None
+        conn, self.conn, self.seen, self.watched = self.conn, None, None, None
         if conn is not None:
             try:
                 conn.close()
             except sqlite3.Error:
                 pass
+
+
+def _quoted(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _make_triggers(conn):
+    """(Re)make the temporary triggers that record each row change of every table of the state (a row
+    an ``INSERT OR REPLACE`` overwrote is recorded as deleted: recursive triggers make it fire)."""
+    conn.execute("PRAGMA recursive_triggers = ON")
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {CHANGES_TABLE.split('.')[1]} "
+                 "(seq INTEGER PRIMARY KEY, tbl TEXT, op TEXT, row_id INTEGER, old TEXT, new TEXT)")
+    for (name,) in conn.execute("SELECT name FROM temp.sqlite_master WHERE type = 'trigger' "
+                                "AND name LIKE '\\_coworkenv\\_%' ESCAPE '\\'").fetchall():
+        conn.execute(f"DROP TRIGGER temp.{_quoted(name)}")
+    conn.execute(f"DELETE FROM {CHANGES_TABLE}")
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+    for i, table in enumerate(tables):
+        columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({_quoted(table)})")]
+        if not columns:
+            continue
+
+        def row(alias, columns=columns):
+            values = ", ".join(
+                f"'{c.replace(chr(39), chr(39) * 2)}', CASE typeof({alias}.{_quoted(c)}) WHEN 'blob' "
+                f"THEN printf('<%d bytes>', length({alias}.{_quoted(c)})) ELSE {alias}.{_quoted(c)} END"
+                for c in columns)
+            return f"json_object({values})"
+
+        label = "'" + table.replace("'", "''") + "'"
+        for op, event, old, new in (("insert", "INSERT", "NULL", row("NEW")),
+                                    ("update", "UPDATE", row("OLD"), row("NEW")),
+                                    ("delete", "DELETE", row("OLD"), "NULL")):
+            alias = "OLD" if op == "delete" else "NEW"
+            for row_id in (f"{alias}.rowid", "NULL"):  # a WITHOUT ROWID table has none
+                try:
+                    conn.execute(
+                        f"CREATE TEMP TRIGGER {_quoted(f'_coworkenv_{i}_{op}')} AFTER {event} ON main.{_quoted(table)} "
+                        f"BEGIN INSERT INTO {CHANGES_TABLE.split('.')[1]} (tbl, op, row_id, old, new) "
+                        f"VALUES ({label}, '{op}', {row_id}, {old}, {new}); END")
+                    break
+                except sqlite3.OperationalError:
+                    if row_id == "NULL":
+                        raise
+    conn.commit()
+
+
+def _changes(conn):
+    """The rows the call just committed changed (see ``watch``), then forgotten; None when none."""
+    conn.text_factory = str  # a tool may have set another
+    cur = conn.cursor()
+    cur.row_factory = None
+    counts = {}
+    for table, op, n in cur.execute(f"SELECT tbl, op, count(*) FROM {CHANGES_TABLE} GROUP BY tbl, op"):
+        counts.setdefault(table, {})[op] = n
+    if not counts:
+        return None
+    rows = [{"table": table, "op": op, "rowid": row_id, "old": json.loads(old) if old else None,
+             "new": json.loads(new) if new else None}
+            for table, op, row_id, old, new in cur.execute(
+                f"SELECT tbl, op, row_id, old, new FROM {CHANGES_TABLE} ORDER BY seq LIMIT ?", (MAX_CHANGED_ROWS,))]
+    cur.execute(f"DELETE FROM {CHANGES_TABLE}")
+    conn.commit()
+    total = sum(n for ops in counts.values() for n in ops.values())
+    return {"rows": rows, "counts": counts, "truncated": total > len(rows)}
 
 
 def _file_identity(path):
@@ -439,15 +536,19 @@ def _run(request, state):
     else:
         before = _file_identity(STATE_FILE)
         try:
-            conn, ok = state.open(), False
+            conn, ok, changes = state.open(), False, None
             try:
+                watched = state.watch()
                 result = module.handle(conn, request["tool"], request.get("args") or {})
                 conn.commit()
+                changes = _changes(conn) if watched else None
                 ok = True
             finally:
                 state.release(ok)
             # whether the state file was written: the host need not read back a state no call changed
             reply = {"ok": True, "result": result, "changed": _file_identity(STATE_FILE) != before}
+            if changes:
+                reply["changes"] = changes
         except tool_failure as exc:
             reply = {"ok": False, "kind": "tool", "error": str(exc)}
         except MemoryError:

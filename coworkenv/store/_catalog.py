@@ -75,6 +75,8 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "created_at": "when (UTC)",
         "kind": "call, resource, completion, prompt, event (the world moved) or user (a message to the user)",
         "error": "the error text",
+        "state_changes": "the rows it inserted, updated and deleted in the workspace state (JSON: rows with their "
+                         "values before and after, counts per table)",
     }),
     "grades": ("The gate's grade of an episode: the reward vector and each check.", {
         "episode_id": "the episode", "grader_version": "the grader's version",

@@ -283,6 +283,13 @@ def _synthesis(db: sqlite_utils.Database) -> None:
     db.table("task_drafts").create_index(["request_id", "round"], unique=True)
 
 
+@MIGRATIONS(name="0009_state_changes")
+def _state_changes(db: sqlite_utils.Database) -> None:
+    """The rows each tool call and world event inserted, updated and deleted in the workspace
+    state, as the sandbox saw them (JSON; see ``coworkenv.sandbox.ToolOutcome.changes``)."""
+    db.table("tool_calls").add_column("state_changes", str)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

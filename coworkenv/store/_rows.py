@@ -113,6 +113,10 @@ class ToolCallRow:
     created_at: str
     kind: InteractionKind = "call"
     error: str | None = None  # the error text the agent saw
+    state_changes: dict[str, Any] | None = None
+    """The rows it inserted, updated and deleted in the workspace state: ``{"rows": [{"table", "op",
+    "rowid", "old", "new"}, ...], "counts": {table: {op: n}}, "truncated": bool}`` (the first rows
+    in full, the counts of all); None when it changed none, failed, or was recorded by a store older than migration 0009."""
 
 
 @dataclass(frozen=True)

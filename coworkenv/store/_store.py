@@ -43,7 +43,8 @@ from ._rows import (
 )
 
 
-_TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error")
+_TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error",
+                      "state_changes")
 MAX_RECORDED_ARGUMENTS = 64 << 10  # bytes of an interaction's arguments kept in the store
 MAX_RECORDED_RESULT = 256 << 10  # bytes of its result
 MAX_RECORDED_ERROR = 4 << 10  # characters of its error text
@@ -549,7 +550,8 @@ class Store:
     def _interactions(self, episode_id: str, only: str) -> list[ToolCallRow]:
         return [
             ToolCallRow(r["idx"], r["tool"], _json(r["arguments"], {}), r["result"], bool(r["is_error"]),
-                        r["error_kind"], r["duration_ms"], r["created_at"], r["kind"], r["error"])
+                        r["error_kind"], r["duration_ms"], r["created_at"], r["kind"], r["error"],
+                        _json(r["state_changes"], None))
             for r in self.query(f"select * from tool_calls where episode_id = ?{only} order by idx", (episode_id,))
         ]
 

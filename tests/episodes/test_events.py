@@ -120,3 +120,25 @@ async def test_a_world_event_that_fails_quarantines_its_task(host: EpisodeHost):
     result = await calibrate_task(host, arriving_mail_task(host, [broken]))
     assert not result.admitted
     assert "the world event mail__deliver failed" in result.reason and "not an address" in result.reason
+
+
+async def test_each_call_and_event_records_the_rows_it_changed(host: EpisodeHost, tmp_path):
+    task, meeting = moved_meeting_task(tmp_path, host)
+    episode = await host.open(task, Provenance("live"))
+    await episode.call("calendar_get_event", {"id": meeting["id"]})
+    failed = await episode.call("calendar_cancel_event", {"id": "no-such-event"})
+    assert not failed.ok
+    await episode.call("calendar_cancel_event", {"id": meeting["id"]})
+    await episode.call(SUBMIT_TOOL.name, {"answer": "cancelled"})
+    read, event, failure, cancel, submit = host.store.interactions(episode.id)
+    assert read.state_changes is None and failure.state_changes is None and submit.state_changes is None
+    assert event.kind == "event" and event.state_changes is not None
+    old, new = event.state_changes["rows"]  # the app saves with INSERT OR REPLACE: the old row goes, the new comes
+    assert [(r["table"], r["op"]) for r in (old, new)] == [("calendar_events", "delete"), ("calendar_events", "insert")]
+    assert old["new"] is None and new["old"] is None and old["old"]["id"] == new["new"]["id"] == meeting["id"]
+    assert (old["old"]["start"], new["new"]["start"]) == (meeting["start"], meeting["new_start"])
+    assert {k for k in old["old"] if old["old"][k] != new["new"][k]} == {"start", "end"}
+    assert cancel.state_changes == {
+        "rows": [{"table": "calendar_events", "op": "delete", "rowid": new["rowid"],
+                  "old": new["new"], "new": None}],
+        "counts": {"calendar_events": {"delete": 1}}, "truncated": False}
