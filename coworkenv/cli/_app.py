@@ -50,6 +50,7 @@ from ._inspect import register as register_inspect
 from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
 from ._train import model_app, train_app
+from ._view import view_command
 
 app = typer.Typer(
     name="coworkenv",
@@ -72,6 +73,7 @@ app.command("draft")(draft_command)
 app.command("doctor")(doctor_command)
 app.command("browse")(browse_command)
 app.command("report")(report_command)
+app.command("view")(view_command)
 
 
 def _version(value: bool) -> None:

@@ -4,8 +4,6 @@ evaluation pass rates)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +12,7 @@ import typer
 from .. import __version__
 from ..gate import GRADER_VERSION
 from ..store import TABLE_DOCS, StoreError, canned_queries, schema_status
-from ._common import DEFAULT_STORE, StoreOpt, err, fail, listen_or_fail
+from ._common import DEFAULT_STORE, StoreOpt, err, fail, listen_or_fail, serve_asgi
 
 
 def datasette_metadata(store: Path) -> dict[str, Any]:
@@ -42,8 +40,6 @@ def browse_command(
         from datasette.app import Datasette
     except ImportError:
         raise fail("browse needs Datasette: pip install 'coworkenv[browse]'") from None
-    import uvicorn
-
     try:
         status = schema_status(store)  # missing, foreign or newer stores are refused before serving
     except StoreError as exc:
@@ -54,15 +50,6 @@ def browse_command(
     datasette = Datasette([str(store)], metadata=datasette_metadata(store), settings={"default_page_size": 50})
     bound = sock.getsockname()[1]
 
-    async def serve() -> None:
-        await datasette.invoke_startup()
-        server = uvicorn.Server(uvicorn.Config(datasette.app(), log_level="warning"))
-        task = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started and not task.done():
-            await asyncio.sleep(0.01)
-        if server.started:
-            err.print(f"browsing {store} on http://{host}:{bound}/{store.stem} (read only); Ctrl-C stops it")
-        await task
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
+    serve_asgi(datasette.app(), sock, lambda: err.print(
+        f"browsing {store} on http://{host}:{bound}/{store.stem} (read only); Ctrl-C stops it"),
+        startup=datasette.invoke_startup)

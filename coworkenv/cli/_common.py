@@ -102,6 +102,29 @@ def listen_or_fail(host: str, port: int):
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server there? try --port)") from None
 
 
+def serve_asgi(app: Any, sock: Any, ready: Callable[[], None], startup: Callable[[], Any] | None = None) -> None:
+    """Serve the ASGI ``app`` on the bound ``sock`` until Ctrl-C; ``ready`` runs once it accepts
+    connections (after the awaitable ``startup()``, when given)."""
+    import asyncio
+    import contextlib
+
+    import uvicorn
+
+    async def serve() -> None:
+        if startup is not None:
+            await startup()
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            ready()
+        await task
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+
+
 def emit(as_json: bool, payload: dict[str, Any], human: Callable[[], None]) -> None:
     """A command's result: ``payload`` as JSON on stdout, or ``human()`` for people."""
     if as_json:

@@ -137,6 +137,18 @@ class VerdictRow:
 
 
 @dataclass(frozen=True)
+class EpisodeListing:
+    """One line of a list of episodes: the episode, its task's capability, how many tool calls it
+    made, and the verdict of one grader version (None where it has none)."""
+
+    episode: EpisodeRow
+    capability: str
+    difficulty: int
+    calls: int
+    verdict: VerdictRow | None
+
+
+@dataclass(frozen=True)
 class CalibrationRow:
     task_id: str
     grader_version: str

@@ -26,6 +26,7 @@ from ._rows import (
     TRAINING_SOURCES,
     CalibrationRow,
     DraftOutcome,
+    EpisodeListing,
     EpisodeRow,
     EpisodeStatus,
     EvalRunRow,
@@ -461,6 +462,36 @@ class Store:
         if limit is not None:
             sql, params = sql + " limit ?", (*params, limit)
         return [_episode(r) for r in self.query(sql, params)]
+
+    def episode_listing(self, grader_version: str, *, task_id: str | None = None, capability: str | None = None,
+                        source: str | None = None, verdict: str | None = None, reason: str | None = None,
+                        repaired_from: str | None = None, limit: int = 100, offset: int = 0,
+                        ) -> tuple[list[EpisodeListing], int]:
+        """Episodes newest first, each with its task's capability, its number of tool calls and its
+        verdict of ``grader_version``; filtered by each argument given (``verdict``: admitted,
+        rejected or ungraded); at most ``limit`` from ``offset``. Returns them and how many match."""
+        if verdict not in (None, "admitted", "rejected", "ungraded"):
+            raise ValueError(f"unknown verdict filter {verdict!r}; one of: admitted, rejected, ungraded")
+        conditions, params = [], [grader_version]
+        for column, value in (("e.task_id", task_id), ("t.capability", capability), ("e.source", source),
+                              ("v.reason", reason), ("e.repaired_from", repaired_from)):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                params.append(value)
+        if verdict is not None:
+            conditions.append({"admitted": "v.admitted = 1", "rejected": "v.admitted = 0",
+                               "ungraded": "v.episode_id is null"}[verdict])
+        where = (" where " + " and ".join(conditions)) if conditions else ""
+        base = (" from episodes e join tasks t on t.id = e.task_id"
+                " left join verdicts v on v.episode_id = e.id and v.grader_version = ?" + where)
+        total = self.query("select count(*) as n" + base, tuple(params))[0]["n"]
+        rows = self.query(
+            "select e.*, t.capability as t_capability, t.difficulty as t_difficulty,"
+            " (select count(*) from tool_calls c where c.episode_id = e.id and c.kind = 'call') as t_calls"
+            + base + " order by e.started_at desc, e.id desc limit ? offset ?", (*params, limit, offset))
+        verdicts = self.verdicts([r["id"] for r in rows], grader_version)
+        return [EpisodeListing(_episode(r), r["t_capability"], r["t_difficulty"], r["t_calls"], verdicts.get(r["id"]))
+                for r in rows], total
 
     def admitted_episodes(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[EpisodeRow]:
         """Episodes of ``sources`` that the verdict of ``grader_version`` admits, by task."""

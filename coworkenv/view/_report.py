@@ -13,39 +13,12 @@ from typing import Any
 
 from .. import __version__
 from ..gate import GRADER_VERSION
-from ..store import Store
+from ..store import EvalRunRow, Store, TrainingRunRow
 from ..workspace import task_apps
+from ._html import page, table
 from ._svg import bar_chart, line_chart
 
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #111; }
-h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
-table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ddd; padding: 3px 8px; }
-th { background: #f5f5f5; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
-.muted { color: #666; } svg.chart { display: block; margin: .5em 0 1.5em; }
-"""
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return '<td class="n muted">—</td>'
-    if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
-    if isinstance(value, int | float):
-        return f'<td class="n">{value:.3g}</td>' if isinstance(value, float) else f'<td class="n">{value}</td>'
-    return f"<td>{escape(str(value))}</td>"
-
-
-def _table(headers: list[str], rows: list[list[Any]], table_id: str = "") -> str:
-    if not rows:
-        return '<p class="muted">none</p>'
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
-    attribute = f' id="{escape(table_id)}"' if table_id else ""
-    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _synthesis(store: Store) -> str:
+def synthesis_section(store: Store) -> str:
     tasks = store.tasks()
     statuses = sorted({t.status for t in tasks})
     by = Counter((t.capability, t.status) for t in tasks)
@@ -57,24 +30,24 @@ def _synthesis(store: Store) -> str:
                       top=float(max([by[(c, "admitted")] for c in capabilities], default=0) or 1))
     return ("<h2>Synthesis</h2>"
             f"<p>{len(tasks)} tasks; per capability and status:</p>"
-            + _table(["capability", *statuses, "all"], rows, "synthesis-capabilities") + chart
+            + table(["capability", *statuses, "all"], rows, "synthesis-capabilities") + chart
             + "<p>Admitted and held-out tasks per app (a task counts for every app it uses):</p>"
-            + _table(["app", "tasks"], [[a, n] for a, n in sorted(apps.items())], "synthesis-apps"))
+            + table(["app", "tasks"], [[a, n] for a, n in sorted(apps.items())], "synthesis-apps"))
 
 
-def _gate(store: Store) -> str:
+def gate_section(store: Store) -> str:
     sources = store.canned("episodes_per_source", GRADER_VERSION)
     reasons = store.canned("failure_reasons", GRADER_VERSION)
     rates = store.canned("pass_rate_by_capability", GRADER_VERSION)
     return (f"<h2>Gate</h2><p>Verdicts of grader {escape(GRADER_VERSION)}. Episodes per source:</p>"
-            + _table(["source", "episodes", "ended", "failed", "admitted"],
+            + table(["source", "episodes", "ended", "failed", "admitted"],
                      [[r["source"], r["episodes"], r["ended"], r["failed"], r["admitted"]] for r in sources],
                      "gate-sources")
             + "<p>Reasons of the episodes not admitted:</p>"
-            + _table(["reason", "episodes", "share", "capabilities"],
+            + table(["reason", "episodes", "share", "capabilities"],
                      [[r["reason"], r["episodes"], r["share"], r["capabilities"]] for r in reasons], "gate-reasons")
             + "<p>Pass rate (score ≥ 0.75) and mean reward components per capability and source:</p>"
-            + _table(["capability", "source", "episodes", "pass rate", "completion", "safety", "robustness", "admitted"],
+            + table(["capability", "source", "episodes", "pass rate", "completion", "safety", "robustness", "admitted"],
                      [[r["capability"], r["source"], r["episodes"], r["pass_rate"], r["completion"], r["safety"],
                        r["robustness"], r["admitted"]] for r in rates], "gate-pass-rates"))
 
@@ -83,13 +56,29 @@ def _run_label(run) -> str:
     return f"{run.model} ({run.id})"
 
 
+def eval_run_section(run: EvalRunRow) -> str:
+    """One evaluation run: its settings and its pass rates per split and capability."""
+    summary = run.summary or {}
+    k = summary.get("k") or 1
+    rows = []
+    for split, capabilities in sorted(summary.get("split_capabilities", {}).items()):
+        for capability, stats in sorted(capabilities.items()):
+            rows.append([split, capability, stats.get("tasks"), stats.get("trials"), stats.get("pass_rate"),
+                         stats.get(f"pass@{k}"), stats.get(f"pass^{k}"), stats.get("avg_score")])
+    settings = run.settings
+    return (f"<h3>{escape(_run_label(run))}</h3><p class='muted'>{escape(run.status)}; "
+            f"{settings.get('trials', '?')} trials, temperature {settings.get('temperature', '?')}, "
+            f"view {escape(str(settings.get('prompt_style', '?')))}, started {escape(run.started_at)}</p>"
+            + table(["split", "capability", "tasks", "trials", "pass rate", f"pass@{k}", f"pass^{k}",
+                     "mean score"], rows, f"eval-{run.id}"))
+
+
 def _evaluations(store: Store) -> str:
     runs = [r for r in store.eval_runs() if r.summary]
     if not runs:
         return '<h2>Evaluations</h2><p class="muted">none</p>'
     parts = ["<h2>Evaluations</h2>"]
     capabilities = sorted({c for r in runs for c in (r.summary or {}).get("capabilities", {})})
-    splits = sorted({s for r in runs for s in (r.summary or {}).get("split_capabilities", {})})
     side = []
     for capability in [*capabilities, "overall"]:
         row: list[Any] = [capability]
@@ -99,24 +88,25 @@ def _evaluations(store: Store) -> str:
             row.append(None if not stats else stats.get("pass_rate"))
         side.append(row)
     parts.append("<p>Pass rate per capability, every run side by side (held-out tasks):</p>"
-                 + _table(["capability", *(_run_label(r) for r in runs)], side, "eval-side-by-side"))
+                 + table(["capability", *(_run_label(r) for r in runs)], side, "eval-side-by-side"))
     parts.append(bar_chart("held-out pass rate per capability", capabilities,
                            {_run_label(r): [((r.summary or {}).get("capabilities", {}).get(c) or {}).get("pass_rate")
                                             for c in capabilities] for r in runs}))
-    for run in runs:
-        summary = run.summary or {}
-        k = summary.get("k") or 1
-        rows = []
-        for split in splits:
-            for capability, stats in sorted(summary.get("split_capabilities", {}).get(split, {}).items()):
-                rows.append([split, capability, stats.get("tasks"), stats.get("trials"), stats.get("pass_rate"),
-                             stats.get(f"pass@{k}"), stats.get(f"pass^{k}"), stats.get("avg_score")])
-        settings = run.settings
-        parts.append(f"<h3>{escape(_run_label(run))}</h3><p class='muted'>{escape(run.status)}; "
-                     f"{settings.get('trials', '?')} trials, temperature {settings.get('temperature', '?')}, "
-                     f"view {escape(str(settings.get('prompt_style', '?')))}, started {escape(run.started_at)}</p>"
-                     + _table(["split", "capability", "tasks", "trials", "pass rate", f"pass@{k}", f"pass^{k}",
-                               "mean score"], rows, f"eval-{run.id}"))
+    parts += [eval_run_section(run) for run in runs]
+    return "".join(parts)
+
+
+def training_charts(run: TrainingRunRow) -> str:
+    """A training run's loss curve, and its mean reward per component where it logged them."""
+    losses = [(float(p["step"]), float(p["loss"])) for p in run.metrics.get("losses", []) if p.get("loss") is not None]
+    parts = [line_chart(f"{run.kind} {run.id}: training loss", {"loss": losses}) or
+             '<p class="muted">no loss logged</p>']
+    curves = run.metrics.get("reward_curves") or []
+    components = sorted({k.split("/")[1] for p in curves for k in p if k.startswith("rewards/") and k.endswith("/mean")})
+    if components:
+        parts.append(line_chart(f"{run.kind} {run.id}: mean reward per component",
+                                {c: [(float(p["step"]), float(p[f"rewards/{c}/mean"])) for p in curves
+                                     if p.get(f"rewards/{c}/mean") is not None] for c in components}))
     return "".join(parts)
 
 
@@ -127,30 +117,20 @@ def _training(store: Store) -> str:
     rows = [[r.id, r.kind, r.status, r.base_model, r.rows, r.metrics.get("steps"), r.metrics.get("first_loss"),
              r.metrics.get("final_loss"), r.metrics.get("seconds")] for r in runs]
     parts = ["<h2>Training</h2>",
-             _table(["run", "kind", "status", "base model", "rows", "steps", "first loss", "final loss", "seconds"],
+             table(["run", "kind", "status", "base model", "rows", "steps", "first loss", "final loss", "seconds"],
                     rows, "training-runs")]
     for run in runs:
-        losses = [(float(p["step"]), float(p["loss"])) for p in run.metrics.get("losses", []) if p.get("loss") is not None]
-        parts.append(f"<h3>{escape(run.kind)} {escape(run.id)}</h3>")
-        parts.append(line_chart(f"{run.kind} {run.id}: training loss", {"loss": losses}) or
-                     '<p class="muted">no loss logged</p>')
-        curves = run.metrics.get("reward_curves") or []
-        components = sorted({k.split("/")[1] for p in curves for k in p if k.startswith("rewards/") and k.endswith("/mean")})
-        if components:
-            parts.append(line_chart(f"{run.kind} {run.id}: mean reward per component",
-                                    {c: [(float(p["step"]), float(p[f"rewards/{c}/mean"])) for p in curves
-                                         if p.get(f"rewards/{c}/mean") is not None] for c in components}))
+        parts.append(f"<h3>{escape(run.kind)} {escape(run.id)}</h3>" + training_charts(run))
     return "".join(parts)
 
 
 def render_report(store: Store) -> str:
     """The whole report of ``store`` as one HTML document."""
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = _synthesis(store) + _gate(store) + _evaluations(store) + _training(store)
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>coworkenv report: "
-            f"{escape(Path(store.path).name)}</title><style>{STYLE}</style></head><body>"
-            f"<h1>coworkenv report</h1><p class='muted'>{escape(store.path)}; made {made} by coworkenv "
-            f"{escape(__version__)}, grader {escape(GRADER_VERSION)}</p>{body}</body></html>")
+    body = synthesis_section(store) + gate_section(store) + _evaluations(store) + _training(store)
+    return page(f"coworkenv report: {Path(store.path).name}",
+                f"<h1>coworkenv report</h1><p class='muted'>{escape(store.path)}; made {made} by coworkenv "
+                f"{escape(__version__)}, grader {escape(GRADER_VERSION)}</p>{body}")
 
 
 def write_report(store: Store, out: Path) -> Path:

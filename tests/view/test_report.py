@@ -5,9 +5,6 @@ screenshot is kept as a file (``$COWORKENV_SCREENSHOT_DIR``, by default ``runs/s
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -21,65 +18,27 @@ from coworkenv.store import Store
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = ROOT / "tests" / "fixtures" / "tool-model"
-SCREENSHOTS = Path(os.environ.get("COWORKENV_SCREENSHOT_DIR", ROOT / "runs" / "screenshots"))
 REQUESTED: list[str] = []  # every URL the report's page asked for
 
 
-def cli(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    pytest.importorskip("trl", reason="needs the 'train' extra")
-    d = tmp_path_factory.mktemp("report")
-    demo = cli("demo", "--dir", str(d), "-n", "6", "--error-rate", "0.5")
-    assert Path(demo["report"]).is_file()  # the demo writes its report and says where
-    s = str(d / "coworkenv.db")
-    cli("export", "sft", "--store", s, "--out", str(d / "sft.compact.jsonl"), "--style", "compact")
-    cli("train", "sft", "--model", str(MODEL), "--data", str(d / "sft.compact.jsonl"), "--out", str(d / "sft"), "--store", s,
-        "--steps", "3", "--no-resume")
-    cli("train", "grpo", "--model", str(MODEL), "--store", s, "--out", str(d / "grpo"), "--steps", "2",
-        "--num-generations", "2", "--batch-size", "2", "--style", "compact", "--max-steps-per-episode", "2",
-        "--max-new-tokens", "32")
-    for model in (MODEL, d / "sft" / "model"):
-        cli("eval", "--model", f"hf:{model}", "--store", s, "-n", "3", "--style", "compact", "--max-steps", "3")
-    return d / "coworkenv.db"
-
-
-@pytest.fixture(scope="module")
-def page(store):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the 'test' extra")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+def page(store, browser, cli, screenshots):
     report = cli("report", "--store", str(store), "--out", str(store.parent / "out" / "report.html"))["report"]
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.on("request", lambda request: REQUESTED.append(request.url))
-        page.goto(Path(report).as_uri())
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "report.png"), full_page=True)
-        yield page
-        browser.close()
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.on("request", lambda request: REQUESTED.append(request.url))
+    page.goto(Path(report).as_uri())
+    page.screenshot(path=str(screenshots / "report.png"), full_page=True)
+    yield page
+    page.close()
 
 
-def table(page, table_id: str) -> list[list[str]]:
-    return page.eval_on_selector_all(f"#{table_id} tbody tr",
-                                     "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))")
-
-
-def test_the_report_stands_alone(page, store):
+def test_the_report_stands_alone(page, store, screenshots):
     assert REQUESTED == [page.url]  # nothing fetched beyond the file itself
     assert page.title() == f"coworkenv report: {store.name}"
-    assert (SCREENSHOTS / "report.png").stat().st_size > 10_000
+    assert (screenshots / "report.png").stat().st_size > 10_000
 
 
-def test_synthesis_and_gate_show_what_the_store_holds(page, store):
+def test_synthesis_and_gate_show_what_the_store_holds(page, store, table):
     library = Store(store, create=False)
     try:
         tasks = library.tasks()
@@ -95,7 +54,7 @@ def test_synthesis_and_gate_show_what_the_store_holds(page, store):
     assert sources == dict(Counter(e.source for e in episodes)) and {"teacher", "eval", "rl"} <= set(sources)
 
 
-def test_evaluations_side_by_side_and_per_split(page, store):
+def test_evaluations_side_by_side_and_per_split(page, store, table):
     library = Store(store, create=False)
     try:
         runs = library.eval_runs()
@@ -111,7 +70,7 @@ def test_evaluations_side_by_side_and_per_split(page, store):
                                                 for c in caps}
 
 
-def test_training_runs_have_their_curves(page, store):
+def test_training_runs_have_their_curves(page, store, table):
     library = Store(store, create=False)
     try:
         runs = library.training_runs()
