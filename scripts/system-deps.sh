@@ -8,6 +8,8 @@ command -v npm >/dev/null 2>&1 || need+=(npm)  # the MCP conformance suite and I
 if [ "${WITH_DOCKER:-0}" = 1 ]; then  # the docker sandbox backend and its offline image build
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  # compose.yaml's test brings the stack up with Debian's docker-compose (or the `docker compose` plugin)
+  docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 fi
 if [ "${WITH_BROWSER:-0}" = 1 ]; then  # headless Chromium: the report and viewer tests render pages in it
   command -v chromium >/dev/null 2>&1 || need+=(chromium)

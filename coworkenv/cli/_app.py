@@ -41,6 +41,7 @@ from ._common import (
 )
 from ._bundle import bundle_app
 from ._browse import browse_command
+from ._compose import compose_app
 from ._demo import demo_command
 from ._doctor import doctor_command
 from ._draft import draft_command
@@ -65,6 +66,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(bundle_app, name="bundle")
+app.add_typer(compose_app, name="compose")
 register_inspect(app)  # tasks, episodes, runs
 app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)

@@ -4,6 +4,7 @@ from ._backends import BACKENDS, BackendName, cleanup, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
+from ._app_image import build_app_image
 from ._image import IMAGE, BuildResult, build_image, docker_client, image_exists
 from ._labels import CleanupReport, is_orphan, owner
 from ._pool import PoolSettings, SandboxPool
@@ -29,6 +30,7 @@ __all__ = [
     "SandboxUnavailable",
     "STATE_FILE",
     "ToolOutcome",
+    "build_app_image",
     "build_image",
     "cleanup",
     "create_sandbox",

@@ -121,8 +121,8 @@ def build_image(
     return BuildResult(IMAGE, built=True, how=how)
 
 
-def build_rootfs_tarball(tarball: Path, *, mirror: str) -> None:
-    """debootstrap a minimal Debian with python3 and pack it into ``tarball`` (written atomically)."""
+def build_rootfs_tarball(tarball: Path, *, mirror: str, packages: tuple[str, ...] = PACKAGES) -> None:
+    """debootstrap a minimal Debian with ``packages`` and pack it into ``tarball`` (written atomically)."""
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
         raise SandboxUnavailable("building the sandbox image needs debootstrap — `apt-get install debootstrap`")
@@ -131,7 +131,7 @@ def build_rootfs_tarball(tarball: Path, *, mirror: str) -> None:
     tarball.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="coworkenv-rootfs-", dir=tarball.parent) as tmp:
         root = Path(tmp) / "rootfs"
-        _run([debootstrap, "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), mirror])
+        _run([debootstrap, "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), mirror])
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
             target = root / junk
             if target.is_dir():
