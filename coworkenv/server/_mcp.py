@@ -501,6 +501,29 @@ class HttpEpisodes:
             )
         return episode
 
+    async def for_model(self, params: dict[str, str], client: str) -> str:
+        """The id of the episode a capture-proxy request's path names (``/e/{episode}``, or a task's
+        key, whose episode opens here as its MCP address would open it); its model calls are
+        recorded on it even once it has ended. Raises ``LookupError`` saying why there is none."""
+        if "episode" in params:
+            row = self.host.store.episode(params["episode"])
+            if row is None:
+                raise LookupError(f"no episode {params['episode']!r}")
+            return row.id
+        key = ("key", params["task"], params["key"])
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            episode = self.by_key.get(key)
+            if episode is None:
+                try:
+                    episode = await self._open(params["task"], params.get("workspace"), client)
+                except MCPError as exc:
+                    raise LookupError(exc.error.message) from None
+                self.by_key[key] = episode
+        if not episode.ended:  # a model call keeps its episode from ending idle
+            self.last_seen[episode.id] = time.monotonic()
+        return episode.id
+
     async def _open(self, task_id: str, workspace_id: str | None, client: str) -> Episode:
         problem = self.refusal(task_id, "live")
         if problem is None and workspace_id is not None:

@@ -29,6 +29,7 @@ from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost
 from ..store import TASK_STATUSES, Provenance, Source
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
+from ._proxy import CaptureProxy
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WILDCARD = ("0.0.0.0", "::", "")
@@ -56,6 +57,7 @@ class ServeSettings(BaseModel):
     max_episodes_per_client: int | None = Field(default=1024, ge=1)  # opened over HTTP by one client address
     serve_heldout: bool = False  # held-out (evaluation) tasks are served to live clients too
     max_body_bytes: int = 1 << 20
+    upstream: str | None = None  # the model server the capture proxy forwards to (its base URL, ...//v1)
     rate_per_s: float | None = 50.0  # per episode address (session or URL) and client
     rate_burst: int = 100
     client_rate_per_s: float | None = None  # per client address, all its requests together (off by default)
@@ -161,9 +163,13 @@ class Guard:
 
     def _refuse(self, scope: Scope, headers: Headers) -> Response | None:
         if self.token is not None:
-            scheme, _, credential = headers.get("authorization", "").partition(" ")
+            if "/v1/" in scope["path"]:  # the capture proxy: Authorization is the upstream's
+                scheme, credential = "bearer", headers.get("x-coworkenv-token", "")
+            else:
+                scheme, _, credential = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
-                return _error(401, "missing or wrong bearer token", {"www-authenticate": 'Bearer realm="coworkenv"'})
+                return _error(401, "missing or wrong bearer token (model requests send it as X-Coworkenv-Token)",
+                              {"www-authenticate": 'Bearer realm="coworkenv"'})
         if _host_name(headers.get("host", "")) not in self.hosts:
             return _error(421, f"Host {headers.get('host', '')!r} is not served here (DNS rebinding protection)")
         origin = headers.get("origin")
@@ -397,9 +403,12 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                     await reaper
                 await episodes.close()
                 await host.close()
+                if proxy is not None:
+                    await proxy.close()
 
     mcp_endpoint = _AsgiEndpoint(end_or_forward)
-    routes = [Route(path, endpoint=mcp_endpoint) for path in EPISODE_ROUTES] + [
+    proxy = CaptureProxy(settings.upstream, host.store, episodes.for_model) if settings.upstream else None
+    routes = [Route(path, endpoint=mcp_endpoint) for path in EPISODE_ROUTES] + (proxy.routes() if proxy else []) + [
         Route("/tasks", endpoint=tasks),
         Route("/w/{workspace}/tasks", endpoint=tasks),
         Route("/workspaces", endpoint=workspaces),

@@ -78,6 +78,15 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "state_changes": "the rows it inserted, updated and deleted in the workspace state (JSON: rows with their "
                          "values before and after, counts per table)",
     }),
+    "model_calls": ("What an agent and its model said to each other, captured by the proxy of `coworkenv serve --upstream`.", {
+        "episode_id": "the episode the request's address named", "idx": "order within the episode",
+        "api": "chat (OpenAI chat completions), messages (Anthropic Messages) or responses (OpenAI Responses)",
+        "request": "the request body (JSON): messages, tools, parameters; never its credentials",
+        "response": "the response (JSON), assembled from the stream when streamed; token ids and log-probabilities "
+                    "when the upstream gave them",
+        "status": "the upstream's HTTP status", "stream": "1 when streamed", "duration_ms": "request to last byte (ms)",
+        "upstream": "the upstream base URL", "created_at": "when (UTC)",
+    }),
     "grades": ("The gate's grade of an episode: the reward vector and each check.", {
         "episode_id": "the episode", "grader_version": "the grader's version",
         "completion": "share of completion checks passed (0..1)",

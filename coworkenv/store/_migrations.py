@@ -290,6 +290,18 @@ def _state_changes(db: sqlite_utils.Database) -> None:
     db.table("tool_calls").add_column("state_changes", str)
 
 
+@MIGRATIONS(name="0010_model_calls")
+def _model_calls(db: sqlite_utils.Database) -> None:
+    """What an agent and its model said to each other, as the capture proxy saw it: every request
+    (messages, tools, parameters) and response (assembled when streamed; token ids and
+    log-probabilities when the upstream gave them) on the episode the request's address named."""
+    db.table("model_calls").create({
+        "id": int, "episode_id": str, "idx": int, "api": str, "request": str, "response": str, "status": int,
+        "stream": int, "duration_ms": float, "upstream": str, "created_at": str,
+    }, pk="id", foreign_keys=[("episode_id", "episodes", "id")])
+    db.table("model_calls").create_index(["episode_id", "idx"], unique=True)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -119,6 +119,26 @@ class ToolCallRow:
     in full, the counts of all); None when it changed none, failed, or was recorded by a store older than migration 0009."""
 
 
+ModelApi = Literal["chat", "messages", "responses"]
+"""Which API a captured model call used: OpenAI chat completions, Anthropic Messages, OpenAI Responses."""
+
+
+@dataclass(frozen=True)
+class ModelCallRow:
+    """One request an agent sent its model through the capture proxy, and the response (assembled
+    from the stream when it was streamed); ``response`` is None when the upstream gave no JSON."""
+
+    idx: int
+    api: ModelApi
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    status: int
+    stream: bool
+    duration_ms: float
+    upstream: str
+    created_at: str
+
+
 @dataclass(frozen=True)
 class VerdictRow:
     """The gate's verdict on an episode for one grader version, with the grade it rests on."""

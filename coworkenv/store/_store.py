@@ -31,6 +31,7 @@ from ._rows import (
     EpisodeStatus,
     EvalRunRow,
     EvalTrialRow,
+    ModelCallRow,
     Provenance,
     Source,
     TaskDraftRow,
@@ -588,23 +589,51 @@ class Store:
 
     def add_messages(self, episode_id: str, messages: list[Message]) -> None:
         with self.transaction() as db:
-            start = db.execute(
-                "select coalesce(max(idx), -1) + 1 from messages where episode_id = ?", [episode_id]
-            ).fetchone()[0]
-            db.table("messages").insert_all(
-                {
-                    "episode_id": episode_id,
-                    "idx": start + i,
-                    "role": m.role,
-                    "content": m.content,
-                    "tool_calls": json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None,
-                    "tool_call_id": m.tool_call_id,
-                    "name": m.name,
-                    "provenance": int(m.provenance),
-                    "attachments": json.dumps([a.model_dump() for a in m.attachments]) if m.attachments else None,
-                }
-                for i, m in enumerate(messages)
-            )
+            self._insert_messages(db, episode_id, messages)
+
+    @staticmethod
+    def _insert_messages(db: sqlite_utils.Database, episode_id: str, messages: list[Message]) -> None:
+        start = db.execute(
+            "select coalesce(max(idx), -1) + 1 from messages where episode_id = ?", [episode_id]
+        ).fetchone()[0]
+        db.table("messages").insert_all(
+            {
+                "episode_id": episode_id,
+                "idx": start + i,
+                "role": m.role,
+                "content": m.content,
+                "tool_calls": json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None,
+                "tool_call_id": m.tool_call_id,
+                "name": m.name,
+                "provenance": int(m.provenance),
+                "attachments": json.dumps([a.model_dump() for a in m.attachments]) if m.attachments else None,
+            }
+            for i, m in enumerate(messages)
+        )
+
+    def set_conversation(self, episode_id: str, messages: list[Message]) -> None:
+        """Make ``messages`` the episode's conversation, at once (its provenance-only turns stay)."""
+        with self.transaction() as db:
+            db.execute("delete from messages where episode_id = ? and provenance = 0", [episode_id])
+            self._insert_messages(db, episode_id, messages)
+
+    def add_model_call(self, episode_id: str, *, api: str, request: dict[str, Any], response: dict[str, Any] | None,
+                       status: int, stream: bool, duration_ms: float, upstream: str) -> int:
+        """Record a model call of the episode; returns its index among the episode's model calls."""
+        with self.transaction() as db:
+            idx = db.execute("select coalesce(max(idx), -1) + 1 from model_calls where episode_id = ?",
+                             [episode_id]).fetchone()[0]
+            db.table("model_calls").insert({
+                "episode_id": episode_id, "idx": idx, "api": api, "request": json.dumps(request),
+                "response": None if response is None else json.dumps(response), "status": status,
+                "stream": int(stream), "duration_ms": duration_ms, "upstream": upstream, "created_at": now()})
+        return idx
+
+    def model_calls(self, episode_id: str) -> list[ModelCallRow]:
+        """The episode's captured model calls, in order."""
+        return [ModelCallRow(r["idx"], r["api"], _json(r["request"], {}), _json(r["response"], None), r["status"],
+                             bool(r["stream"]), r["duration_ms"], r["upstream"] or "", r["created_at"])
+                for r in self.query("select * from model_calls where episode_id = ? order by idx", (episode_id,))]
 
     def messages(self, episode_id: str, *, include_provenance: bool = False) -> list[Message]:
         rows = self.query("select * from messages where episode_id = ? order by idx", (episode_id,))

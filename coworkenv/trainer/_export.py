@@ -91,6 +91,8 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "tools": view.tools,
             "episode_id": episode.id,
             "task_id": episode.task_id,
+            "source": episode.source,  # teacher, or live (an agent whose conversation the capture proxy recorded)
+            "provider": episode.provider,
             "capability": store.task_spec(episode.task_id).capability,
             "repaired": episode.repaired_from is not None,
             **_provenance(store, episode, grader_version),

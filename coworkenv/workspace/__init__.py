@@ -1,7 +1,16 @@
 """The workspace spec, the built-in apps and the state they keep, what an agent sees of a task,
 and the conversation model shared by agents, the store and the exports."""
 
-from ._conversation import Attachment, Message, Role, ToolCall, clean, to_chat
+from ._conversation import (
+    Attachment,
+    Message,
+    Role,
+    ToolCall,
+    clean,
+    from_anthropic_messages,
+    from_openai_chat,
+    to_chat,
+)
 from ._spec import (
     CAPABILITIES,
     Capability,
@@ -116,6 +125,8 @@ __all__ = [
     "build_world",
     "check_style",
     "clean",
+    "from_anthropic_messages",
+    "from_openai_chat",
     "dump_state",
     "dump_state_changes",
     "load_bundle",

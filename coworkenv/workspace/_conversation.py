@@ -9,6 +9,7 @@ and OpenAI-compatible servers (``{"role", "content", "tool_calls": [{"id", "type
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,3 +81,79 @@ def to_chat(messages: list[Message], *, images: bool = False) -> list[dict[str, 
 def clean(messages: list[Message]) -> list[Message]:
     """The trajectory without its provenance-only turns."""
     return [m for m in messages if not m.provenance]
+
+
+def _text(content: Any) -> str:
+    """The text of an OpenAI or Anthropic message content: a string, or the text of its parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+            parts.append(str(part.get("text", "")))
+        elif isinstance(part, dict) and part.get("type") == "tool_result":
+            parts.append(_text(part.get("content")))
+    return "\n".join(parts)
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict: OpenAI sends them as JSON text (possibly malformed)."""
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value) if isinstance(value, str) and value.strip() else {}
+    except ValueError:
+        return {"_raw": value}
+    return parsed if isinstance(parsed, dict) else {"_raw": value}
+
+
+def from_openai_chat(messages: list[dict[str, Any]], reply: dict[str, Any] | None = None) -> list[Message]:
+    """A conversation in OpenAI's chat-completions format (a request's ``messages``, and the reply
+    message of its first choice when given) as ``Message``s. Tool results keep the name of the call
+    they answer."""
+    names: dict[str, str] = {}
+    out: list[Message] = []
+    for turn in [*messages, *([reply] if reply else [])]:
+        role = turn.get("role")
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            continue
+        calls = [ToolCall(id=str(c.get("id") or f"call_{i}"), name=str((c.get("function") or {}).get("name", "")),
+                          arguments=_arguments((c.get("function") or {}).get("arguments")))
+                 for i, c in enumerate(turn.get("tool_calls") or [])]
+        names.update({c.id: c.name for c in calls})
+        call_id = turn.get("tool_call_id") if role == "tool" else None
+        out.append(Message(role=role, content=_text(turn.get("content")), tool_calls=calls, tool_call_id=call_id,
+                           name=(turn.get("name") or names.get(call_id or "")) if role == "tool" else None))
+    return out
+
+
+def from_anthropic_messages(system: Any, messages: list[dict[str, Any]],
+                            reply: dict[str, Any] | None = None) -> list[Message]:
+    """A conversation in Anthropic's Messages format (a request's ``system`` and ``messages``, and
+    the reply when given) as ``Message``s: ``tool_use`` blocks become tool calls, ``tool_result``
+    blocks tool messages."""
+    out: list[Message] = [Message(role="system", content=_text(system))] if system else []
+    names: dict[str, str] = {}
+    for turn in [*messages, *([reply] if reply else [])]:
+        role, content = turn.get("role"), turn.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        if role == "assistant":
+            calls = [ToolCall(id=str(b.get("id")), name=str(b.get("name", "")), arguments=_arguments(b.get("input")))
+                     for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+            names.update({c.id: c.name for c in calls})
+            out.append(Message(role="assistant", content=_text([b for b in blocks if b.get("type") == "text"]),
+                               tool_calls=calls))
+        elif role == "user":
+            for block in blocks:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    call_id = str(block.get("tool_use_id"))
+                    out.append(Message(role="tool", content=_text(block.get("content")), tool_call_id=call_id,
+                                       name=names.get(call_id)))
+            text = _text([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"])
+            if text:
+                out.append(Message(role="user", content=text))
+    return out

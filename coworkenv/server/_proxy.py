@@ -1,0 +1,279 @@
+"""The capture proxy: OpenAI- and Anthropic-compatible model endpoints at an episode's address, in
+front of an upstream model server (a vLLM server from ``serve-model``, or a hosted API).
+
+An agent that plays ``/t/{task}/e/{key}/mcp`` points its model client at ``/t/{task}/e/{key}/v1``
+(or ``/e/{episode}/v1`` for an episode opened with its provenance): each request goes upstream as
+it came (the client's own credentials pass through and are never stored), its response comes back
+as it goes (streamed chunk by chunk when streamed), and the request and the response (assembled
+from the stream) are recorded on that episode. The conversation they hold becomes the episode's,
+so that a live agent's episode exports like a teacher's.
+
+Routes under each episode prefix: ``POST v1/chat/completions``, ``POST v1/messages``, ``POST
+v1/responses`` (recorded) and ``GET v1/models`` (passed through). On a server with a bearer token,
+proxy requests carry it in ``X-Coworkenv-Token`` (``Authorization`` is the upstream's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..store import Store
+from ..workspace import from_anthropic_messages, from_openai_chat
+
+log = logging.getLogger(__name__)
+
+PROXY_PREFIXES = ("/t/{task}/e/{key}", "/w/{workspace}/t/{task}/e/{key}", "/e/{episode}")
+APIS = {"chat/completions": "chat", "messages": "messages", "responses": "responses"}
+FORWARDED_HEADERS = ("authorization", "x-api-key", "anthropic-version", "anthropic-beta", "openai-organization",
+                     "openai-project", "accept")
+RETURNED_HEADERS = ("content-type", "x-request-id", "request-id", "openai-processing-ms")
+
+EpisodeFor = Callable[[dict[str, str], str], Awaitable[str]]
+"""Finds (or opens, for a key) the episode a request's path names; returns its id, or raises
+``LookupError`` saying why there is none."""
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": "coworkenv_proxy_error", "message": message}}, status_code=status)
+
+
+class _Stream:
+    """Assembles a streamed response from its server-sent events, as they pass."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.buffer = b""
+        self.chunks: list[dict[str, Any]] = []
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                continue
+            try:
+                self.chunks.append(json.loads(payload))
+            except ValueError:
+                continue
+
+    def result(self) -> dict[str, Any] | None:
+        if not self.chunks:
+            return None
+        return _assemble_messages(self.chunks) if self.api == "messages" else (
+            _assemble_chat(self.chunks) if self.api == "chat" else {"events": self.chunks})
+
+
+def _assemble_chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chat completion from its stream of ``chat.completion.chunk``s (first choice per index)."""
+    choices: dict[int, dict[str, Any]] = {}
+    usage = None
+    for chunk in chunks:
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            into = choices.setdefault(choice.get("index", 0), {
+                "index": choice.get("index", 0), "message": {"role": "assistant", "content": ""},
+                "finish_reason": None})
+            delta = choice.get("delta") or {}
+            message = into["message"]
+            if delta.get("content"):
+                message["content"] += delta["content"]
+            for call in delta.get("tool_calls") or []:
+                calls = message.setdefault("tool_calls", [])
+                while len(calls) <= call.get("index", 0):
+                    calls.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                target = calls[call.get("index", 0)]
+                target["id"] = call.get("id") or target["id"]
+                function = call.get("function") or {}
+                target["function"]["name"] += function.get("name") or ""
+                target["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                into["finish_reason"] = choice["finish_reason"]
+            if choice.get("logprobs"):
+                into.setdefault("logprobs", {"content": []})["content"] += choice["logprobs"].get("content") or []
+            if choice.get("token_ids"):
+                into.setdefault("token_ids", []).extend(choice["token_ids"])
+    first = chunks[0]
+    assembled = {"id": first.get("id"), "object": "chat.completion", "model": first.get("model"),
+                 "choices": [choices[i] for i in sorted(choices)], "usage": usage}
+    if first.get("prompt_token_ids"):
+        assembled["prompt_token_ids"] = first["prompt_token_ids"]
+    return assembled
+
+
+def _assemble_messages(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """An Anthropic message from its stream of events."""
+    message: dict[str, Any] = {"role": "assistant", "content": []}
+    partial: dict[int, str] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = {**event.get("message", {}), "content": []}
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            message["content"].append(block)
+            partial[event.get("index", len(message["content"]) - 1)] = ""
+        elif kind == "content_block_delta":
+            index, delta = event.get("index", 0), event.get("delta") or {}
+            if index >= len(message["content"]):
+                continue
+            block = message["content"][index]
+            if delta.get("type") == "text_delta":
+                block["text"] = block.get("text", "") + delta.get("text", "")
+            elif delta.get("type") == "input_json_delta":
+                partial[index] = partial.get(index, "") + delta.get("partial_json", "")
+        elif kind == "content_block_stop":
+            index = event.get("index", 0)
+            if partial.get(index) and index < len(message["content"]):
+                try:
+                    message["content"][index]["input"] = json.loads(partial[index])
+                except ValueError:
+                    message["content"][index]["input"] = {"_raw": partial[index]}
+        elif kind == "message_delta":
+            message.update({k: v for k, v in (event.get("delta") or {}).items() if v is not None})
+            if event.get("usage"):
+                message["usage"] = {**(message.get("usage") or {}), **event["usage"]}
+    return message
+
+
+def conversation_of(api: str, request: dict[str, Any], response: dict[str, Any] | None):
+    """The conversation a recorded exchange holds (the request's turns and the reply), or None when
+    the API's turns are not read here (Responses) or the reply is not one."""
+    if api == "chat":
+        choices = (response or {}).get("choices") or []
+        reply = choices[0].get("message") if choices else None
+        return from_openai_chat(request.get("messages") or [], reply) if reply else None
+    if api == "messages":
+        if not response or response.get("type", "message") != "message":
+            return None
+        return from_anthropic_messages(request.get("system"), request.get("messages") or [], response)
+    return None
+
+
+class CaptureProxy:
+    """The proxy's routes over ``upstream`` (its base URL, ``…/v1``), recording into ``store``."""
+
+    def __init__(self, upstream: str, store: Store, episode_for: EpisodeFor, *, timeout_s: float = 600) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.store = store
+        self.episode_for = episode_for
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
+                                        limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
+
+    def routes(self) -> list[Route]:
+        routes = []
+        for prefix in PROXY_PREFIXES:
+            for path, api in APIS.items():
+                routes.append(Route(f"{prefix}/v1/{path}", self._endpoint(api, path), methods=["POST"]))
+            routes.append(Route(f"{prefix}/v1/models", self.models, methods=["GET"]))
+        return routes
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    def _headers(self, request: Request) -> dict[str, str]:
+        headers = {name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers}
+        headers["content-type"] = "application/json"
+        return headers
+
+    async def models(self, request: Request) -> Response:
+        try:
+            upstream = await self.client.get(f"{self.upstream}/models", headers=self._headers(request))
+        except httpx.HTTPError as exc:
+            return _error(502, f"the upstream {self.upstream} did not answer: {exc}")
+        return Response(upstream.content, status_code=upstream.status_code,
+                        media_type=upstream.headers.get("content-type"))
+
+    def _endpoint(self, api: str, path: str):
+        async def endpoint(request: Request) -> Response:
+            return await self.forward(request, api, path)
+        return endpoint
+
+    async def forward(self, request: Request, api: str, path: str) -> Response:
+        started = time.perf_counter()
+        body = await request.body()
+        try:
+            payload = json.loads(body)
+        except ValueError as exc:
+            return _error(400, f"the request body is not JSON: {exc}")
+        if not isinstance(payload, dict):
+            return _error(400, "the request body is not a JSON object")
+        client = request.client.host if request.client else ""
+        try:
+            episode_id = await self.episode_for(dict(request.path_params), client)
+        except LookupError as exc:
+            return _error(404, str(exc.args[0]) if exc.args else "no episode here")
+        url = f"{self.upstream}/{path}"
+        stream = payload.get("stream") is True
+        try:
+            upstream = await self.client.send(
+                self.client.build_request("POST", url, content=body, headers=self._headers(request)), stream=True)
+        except httpx.HTTPError as exc:
+            return _error(502, f"the upstream {self.upstream} did not answer: {exc}")
+        headers = {k: v for k, v in upstream.headers.items() if k.lower() in RETURNED_HEADERS}
+        if not stream or not upstream.headers.get("content-type", "").startswith("text/event-stream"):
+            try:
+                content = await upstream.aread()
+            finally:
+                await upstream.aclose()
+            try:
+                response = json.loads(content)
+            except ValueError:
+                response = None
+            self._record(episode_id, api, payload, response if isinstance(response, dict) else None,
+                         upstream.status_code, stream, started)
+            return Response(content, status_code=upstream.status_code, headers=headers)
+        collector = _Stream(api)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in upstream.aiter_raw():
+                    collector.feed(chunk)
+                    yield chunk
+            finally:
+                await upstream.aclose()
+                self._record(episode_id, api, payload, collector.result(), upstream.status_code, True, started)
+
+        return StreamingResponse(relay(), status_code=upstream.status_code, headers=headers)
+
+    def _record(self, episode_id: str, api: str, request: dict[str, Any], response: dict[str, Any] | None,
+                status: int, stream: bool, started: float) -> None:
+        """Record the exchange and take its conversation as the episode's (in a worker thread: the
+        response has gone or goes on without waiting for the store)."""
+        duration = round((time.perf_counter() - started) * 1000, 3)
+
+        def write() -> None:
+            try:
+                self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
+                                          stream=stream, duration_ms=duration, upstream=self.upstream)
+                conversation = conversation_of(api, request, response) if 200 <= status < 300 else None
+                if conversation:
+                    self.store.set_conversation(episode_id, conversation)
+            except Exception:
+                log.exception("recording a model call of episode %s failed", episode_id)
+
+        task = asyncio.get_running_loop().run_in_executor(None, write)
+        _PENDING.add(task)
+        task.add_done_callback(_PENDING.discard)
+
+
+_PENDING: set[asyncio.Future] = set()
+
+
+async def recorded() -> None:
+    """Wait until every model call recorded so far is in the store."""
+    if _PENDING:
+        await asyncio.gather(*list(_PENDING), return_exceptions=True)

@@ -1,0 +1,149 @@
+"""The capture proxy of `coworkenv serve --upstream`: real clients (the OpenAI and Anthropic SDKs, an
+MCP client) at an episode's address, a real vLLM server upstream serving the committed tiny
+tool-calling model. What the agent and the model said is recorded on the episode the address names
+(streamed or not, token ids and log-probabilities included when asked for), becomes the episode's
+conversation, and a live episode exports like a teacher's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from coworkenv.episodes import EpisodeHost
+from coworkenv.gate import GRADER_VERSION
+from coworkenv.server import ServeSettings, running_http_server
+from coworkenv.trainer import sft_rows
+
+pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
+PROBE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tool-model" / "probe.json").read_text())
+
+
+async def settle(host: EpisodeHost) -> None:
+    """Wait for the proxy's writes (they go to the store off the request's path)."""
+    from coworkenv.server._proxy import recorded
+
+    await recorded()
+    await host.flush()
+
+
+async def test_openai_calls_are_recorded_on_the_episode_of_their_address(host, tasks, tool_model_server):
+    import openai
+
+    task = host.store.task(tasks[0])
+    settings = ServeSettings(upstream=tool_model_server)
+    with anyio.fail_after(240):
+        async with running_http_server(host, settings) as base:
+            model = openai.AsyncOpenAI(base_url=f"{base}/t/{task.id}/e/agent-1/v1", api_key="upstream-key")
+            request = {"model": "tool-model", "messages": PROBE["messages"], "tools": PROBE["tools"],
+                       "temperature": 0, "max_tokens": 96}
+            plain = await model.chat.completions.create(**request, logprobs=True,
+                                                        extra_body={"return_token_ids": True})
+            [call] = plain.choices[0].message.tool_calls
+            assert (call.function.name, json.loads(call.function.arguments)) == (
+                PROBE["expected"]["name"], PROBE["expected"]["arguments"])
+            streamed = await model.chat.completions.create(**request, stream=True)
+            deltas = [chunk async for chunk in streamed]
+            assert len(deltas) > 2  # it came back as a stream, chunk by chunk
+            # the same address's MCP endpoint is the same episode: the agent plays it there
+            async with (httpx2.AsyncClient(timeout=30) as http,
+                        Client(streamable_http_client(f"{base}/t/{task.id}/e/agent-1/mcp", http_client=http)) as mcp):
+                for step in task.spec.reference:
+                    assert not (await mcp.call_tool(step.tool, step.arguments)).is_error
+                ended = await mcp.call_tool("submit_answer", {"answer": task.spec.reference_answer or "done"})
+                assert not ended.is_error
+            await model.close()
+            await settle(host)
+    [episode] = host.store.episodes(task_id=task.id, source="live")
+    calls = host.store.model_calls(episode.id)
+    assert [(c.api, c.stream, c.status) for c in calls] == [("chat", False, 200), ("chat", True, 200)]
+    first, second = calls
+    assert first.request["messages"] == PROBE["messages"] and "upstream-key" not in json.dumps(first.request)
+    choice = first.response["choices"][0]
+    assert choice["token_ids"] and len(choice["logprobs"]["content"]) == len(choice["token_ids"])
+    assembled = second.response["choices"][0]["message"]  # put together from the stream
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in assembled["tool_calls"]] == [
+        (PROBE["expected"]["name"], PROBE["expected"]["arguments"])]
+    conversation = host.store.messages(episode.id)
+    assert [m.role for m in conversation] == ["system", "user", "assistant"]
+    assert conversation[-1].tool_calls[0].name == PROBE["expected"]["name"]
+    assert conversation[-1].tool_calls[0].arguments == PROBE["expected"]["arguments"]
+    assert [c.tool for c in host.store.tool_calls(episode.id)][-1] == "submit_answer"
+    verdict = host.store.verdict(episode.id, GRADER_VERSION)
+    assert verdict is not None and verdict.admitted, verdict
+    [row] = [r for r in sft_rows(host.store) if r["episode_id"] == episode.id]  # exported like a teacher's
+    assert row["source"] == "live" and row["messages"][1:] == [
+        {"role": "user", "content": PROBE["messages"][1]["content"]},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": conversation[-1].tool_calls[0].id, "type": "function",
+             "function": {"name": PROBE["expected"]["name"], "arguments": PROBE["expected"]["arguments"]}}]}]
+
+
+def anthropic_tools() -> list[dict]:
+    return [{"name": t["function"]["name"], "description": t["function"]["description"],
+             "input_schema": t["function"]["parameters"]} for t in PROBE["tools"]]
+
+
+async def test_anthropic_messages_with_tool_use_are_recorded(host, tasks, tool_model_server):
+    import anthropic
+
+    task = host.store.task(tasks[0])
+    settings = ServeSettings(upstream=tool_model_server, token="s3cret")
+    with anyio.fail_after(240):
+        async with running_http_server(host, settings) as base:
+            client = anthropic.AsyncAnthropic(base_url=f"{base}/t/{task.id}/e/claude-1", api_key="upstream-key",
+                                              default_headers={"X-Coworkenv-Token": "s3cret"})
+            request = {"model": "tool-model", "max_tokens": 96, "extra_body": {"temperature": 0}, "tools": anthropic_tools(),
+                       "system": PROBE["messages"][0]["content"], "messages": [PROBE["messages"][1]]}
+            reply = await client.messages.create(**request)
+            [use] = [b for b in reply.content if b.type == "tool_use"]
+            assert (use.name, use.input) == (PROBE["expected"]["name"], PROBE["expected"]["arguments"])
+            async with client.messages.stream(**request) as stream:
+                final = await stream.get_final_message()
+            assert [b.name for b in final.content if b.type == "tool_use"] == [use.name]
+            anonymous = anthropic.AsyncAnthropic(base_url=f"{base}/t/{task.id}/e/claude-1", api_key="upstream-key",
+                                                 max_retries=0)
+            with pytest.raises(anthropic.AuthenticationError, match="X-Coworkenv-Token"):
+                await client.with_options(default_headers={"X-Coworkenv-Token": "wrong"}).messages.create(**request)
+            with pytest.raises(anthropic.AuthenticationError):
+                await anonymous.messages.create(**request)
+            await client.close()
+            await anonymous.close()
+            await settle(host)
+    [episode] = host.store.episodes(task_id=task.id, source="live")
+    calls = host.store.model_calls(episode.id)
+    assert [(c.api, c.stream, c.status) for c in calls] == [("messages", False, 200), ("messages", True, 200)]
+    streamed = calls[1].response
+    [block] = [b for b in streamed["content"] if b["type"] == "tool_use"]
+    assert (block["name"], block["input"]) == (PROBE["expected"]["name"], PROBE["expected"]["arguments"])
+    conversation = host.store.messages(episode.id)
+    assert [m.role for m in conversation] == ["system", "user", "assistant"]
+    assert conversation[-1].tool_calls[0].arguments == PROBE["expected"]["arguments"]
+
+
+async def test_bad_requests_and_unknown_addresses_are_named(host, tasks, tool_model_server):
+    settings = ServeSettings(upstream=tool_model_server)
+    with anyio.fail_after(60):
+        async with running_http_server(host, settings) as base, httpx.AsyncClient(timeout=30) as http:
+            bad = await http.post(f"{base}/t/{tasks[0]}/e/k/v1/chat/completions", content=b"{not json")
+            assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
+            missing = await http.post(f"{base}/t/no-such-task/e/k/v1/chat/completions", json={"model": "m"})
+            assert missing.status_code == 404 and "no-such-task" in missing.json()["error"]["message"]
+            gone = await http.post(f"{base}/e/ep-missing/v1/chat/completions", json={"model": "m"})
+            assert gone.status_code == 404 and "ep-missing" in gone.json()["error"]["message"]
+            models = await http.get(f"{base}/t/{tasks[0]}/e/k/v1/models")
+            assert "tool-model" in {m["id"] for m in models.json()["data"]}
+            upstream_error = await http.post(f"{base}/t/{tasks[0]}/e/k/v1/chat/completions",
+                                             json={"model": "no-such-model", "messages": []})
+            assert upstream_error.status_code == 404  # the upstream's own answer, passed back
+            await settle(host)
+    assert host.store.episodes(task_id="no-such-task") == []
+    [episode] = host.store.episodes(task_id=tasks[0], source="live")
+    [recorded] = host.store.model_calls(episode.id)
+    assert recorded.status == 404 and host.store.messages(episode.id) == []  # an error is no conversation
