@@ -142,7 +142,7 @@ class Episode:
         self.sandbox = sandbox
         self.provenance = provenance
         self.toolbox = host.toolbox(workspace)
-        self.tools = self.toolbox.tools if task.user is None else [*self.toolbox.tools, ASK_TOOL]
+        self.tools = host.tools_of(task, workspace)
         self.user = host.user_simulator(task) if task.user is not None else None  # answers ask_user
         self.ended = False
         self.calls = 0  # tool calls made so far (any outcome)

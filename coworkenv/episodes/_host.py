@@ -14,7 +14,9 @@ from ..gate import GRADER_VERSION
 from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
 from ..workspace import (
+    ASK_TOOL,
     Task,
+    ToolSpec,
     Workspace,
     apps_dir,
     bundle_hash,
@@ -72,6 +74,11 @@ class EpisodeHost:
     def user_simulator(self, task: Task) -> UserSimulator:
         """A fresh simulator of ``task``'s user for one episode (``EpisodeSettings.user_model`` says which)."""
         return simulator(task, self.settings.user_model)
+
+    def tools_of(self, task: Task, workspace: Workspace) -> list[ToolSpec]:
+        """The tools an episode of ``task`` offers: its workspace's, and ``ask_user`` when it has a user."""
+        tools = self.toolbox(workspace).tools
+        return tools if task.user is None else [*tools, ASK_TOOL]
 
     def toolbox(self, workspace: Workspace) -> Toolbox:
         if workspace.id not in self._toolboxes:

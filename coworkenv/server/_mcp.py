@@ -30,7 +30,7 @@ from .. import __version__
 from .._errors import InfrastructureError
 from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
 from ..store import Provenance
-from ..workspace import ResourceSpec
+from ..workspace import ResourceSpec, Task, ToolSpec, Workspace
 
 Resolver = Callable[[Any], Awaitable[Episode]]
 TASK_PROMPT = "task"
@@ -89,7 +89,7 @@ class _ToolListings:
     def __init__(self) -> None:
         self._by_spec: dict[int, tuple[Any, types.Tool]] = {}
 
-    def __call__(self, episode: Episode) -> list[types.Tool]:
+    def __call__(self, episode: Listed) -> list[types.Tool]:
         listed = []
         for spec in episode.tools:
             known = self._by_spec.get(id(spec))
@@ -115,7 +115,31 @@ def _attachments(outcome: CallResult) -> list[types.ContentBlock]:
     return blocks
 
 
-def _record_kinds(episode: Episode) -> list[RecordKind]:
+@dataclass(frozen=True)
+class TaskPreview:
+    """What a client may list before an episode is open: the task's tools, prompt and kinds of record.
+    Listing never opens an episode; calling a tool, reading the prompt or a record does."""
+
+    task: Task
+    workspace: Workspace
+    tools: list[ToolSpec]
+
+    @classmethod
+    def of(cls, host: EpisodeHost, task_id: str) -> TaskPreview:
+        """Raises ``MCPError`` naming the task when the store has none."""
+        try:
+            task = host.task(task_id)
+            workspace = host.workspace(task.workspace_id)
+        except KeyError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
+        return cls(task, workspace, host.tools_of(task, workspace))
+
+
+Listed = Episode | TaskPreview
+Describer = Callable[[Any], Awaitable[Listed]]
+
+
+def _record_kinds(episode: Listed) -> list[RecordKind]:
     return [RecordKind(app.name, resource) for app in episode.workspace.apps for resource in app.resources]
 
 
@@ -176,8 +200,12 @@ async def _with_progress(ctx: Any, work: Awaitable[Any], label: str) -> Any:
 
 def build_server(resolve: Resolver, *, name: str = "coworkenv",
                  on_end: Callable[[Episode], Awaitable[None]] | None = None,
-                 input_schema: Callable[[str], Mapping[str, Any] | None] | None = None) -> Server:
+                 input_schema: Callable[[str], Mapping[str, Any] | None] | None = None,
+                 describe: Describer | None = None) -> Server:
     """A low-level MCP server whose every request is served by the episode ``resolve`` finds.
+
+    Listings (tools, prompts, resources and their templates) are answered by ``describe`` when it is
+    given: the open episode, or a ``TaskPreview`` of the task, so that listing opens no episode.
 
     ``on_end`` runs once an episode ends through ``submit_answer`` (the runtime has graded it by then).
     ``input_schema`` names a tool's input schema for the 2026-07-28 HTTP transport's
@@ -185,10 +213,10 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
     """
     logs = _Logging()
     listings = _ToolListings()
+    listed: Describer = describe or resolve
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
-        episode = await resolve(ctx)
-        return types.ListToolsResult(tools=listings(episode))
+        return types.ListToolsResult(tools=listings(await listed(ctx)))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         episode = await resolve(ctx)
@@ -212,7 +240,7 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         )
 
     async def list_prompts(ctx, params) -> types.ListPromptsResult:
-        episode = await resolve(ctx)
+        episode = await listed(ctx)
         return types.ListPromptsResult(prompts=[types.Prompt(
             name=TASK_PROMPT,
             description=f"The instruction of task {episode.task.id} ({episode.task.capability})",
@@ -231,13 +259,13 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
         )
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
-        await resolve(ctx)
+        await listed(ctx)
         return types.ListResourcesResult(resources=[types.Resource(
             name="task", uri=TASK_URI, mime_type="text/plain", description="The instruction of this episode's task",
         )])
 
     async def list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
-        episode = await resolve(ctx)
+        episode = await listed(ctx)
         return types.ListResourceTemplatesResult(resource_templates=[
             types.ResourceTemplate(
                 name=f"{kind.app}-{kind.resource.collection}", uri_template=kind.uri_template,
@@ -330,7 +358,10 @@ class OpenEpisode:
 
 
 class SingleEpisode:
-    """Resolver for stdio and in-memory servers: one episode, opened on the first request."""
+    """Resolver for stdio and in-memory servers: one episode at a time, opened on the first request
+    that needs one (listing does not). Once it has ended (``submit_answer``), the next such request
+    opens a fresh episode of the same task: a desktop app that keeps one server process across
+    conversations plays one episode per conversation."""
 
     def __init__(self, host: EpisodeHost, task_id: str, provenance: Provenance | None = None) -> None:
         self.host = host
@@ -341,12 +372,17 @@ class SingleEpisode:
 
     async def __call__(self, ctx: Any = None) -> Episode:
         async with self._lock:
-            if self.episode is None:
+            if self.episode is None or self.episode.ended:
                 try:
                     self.episode = await self.host.open(self.task_id, self.provenance)
                 except KeyError as exc:
                     raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
             return self.episode
+
+    async def describe(self, ctx: Any = None) -> Listed:
+        """The episode once open, else what it will offer."""
+        episode = self.episode
+        return episode if episode is not None and not episode.ended else TaskPreview.of(self.host, self.task_id)
 
     async def end(self) -> None:
         """End the episode (if one was opened); the runtime grades it."""
@@ -423,6 +459,31 @@ class HttpEpisodes:
         episode = await self._find(ctx, request)
         self.last_seen[episode.id] = time.monotonic()
         return episode
+
+    async def describe(self, ctx: Any) -> Listed:
+        """What a listing request sees: the episode its address (or legacy session) has open, else a
+        preview of the task, which opens nothing (any client may list at ``/t/{task}/mcp``)."""
+        request = ctx.request
+        if request is None:
+            raise MCPError(code=INVALID_PARAMS, message="this server serves episodes over HTTP only")
+        params = request.path_params
+        if "episode" in params:
+            return await self(ctx)
+        task_id = params["task"]
+        session_id = request.headers.get("mcp-session-id")
+        key = ("key", task_id, params["key"]) if "key" in params else ("session", session_id or "")
+        episode = self.by_key.get(key)
+        if episode is not None and not episode.ended and episode.task.id == task_id:
+            self.last_seen[episode.id] = time.monotonic()
+            return episode
+        problem = self.refusal(task_id, "live")
+        if problem is None and "workspace" in params:
+            owner = self.host.task(task_id).workspace_id
+            if owner != params["workspace"]:
+                problem = f"task {task_id!r} belongs to workspace {owner!r}, not {params['workspace']!r}"
+        if problem is not None:
+            raise MCPError(code=INVALID_PARAMS, message=problem)
+        return TaskPreview.of(self.host, task_id)
 
     @staticmethod
     def serving(path_params: Mapping[str, str]) -> None:

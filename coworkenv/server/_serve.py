@@ -305,7 +305,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                             max_open_per_client=settings.max_episodes_per_client,
                             serve_heldout=settings.serve_heldout)
     manager = StreamableHTTPSessionManager(
-        app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema),
+        app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema,
+                         describe=episodes.describe),
         json_response=settings.json_response,
         session_idle_timeout=settings.session_idle_timeout,
         max_request_body_size=settings.max_body_bytes,
@@ -521,7 +522,7 @@ async def running_http_server(host: EpisodeHost, settings: ServeSettings | None 
 async def serve_stdio(host: EpisodeHost, task_id: str) -> None:
     """Serve one episode of ``task_id`` on stdin/stdout until the client goes away; grade it then."""
     resolver = SingleEpisode(host, task_id, Provenance("live"))
-    server = build_server(resolver)
+    server = build_server(resolver, describe=resolver.describe)
     settle_heap()
     try:
         async with stdio_server() as (read_stream, write_stream):

@@ -122,17 +122,20 @@ async def test_open_episodes_are_bounded_and_idle_fresh_ones_end_sooner(host: Ep
         async with running_http_server(host, settings) as base:
             async with modern(f"{base}/t/{task}/e/a/mcp") as a, modern(f"{base}/t/{task}/e/b/mcp") as b:
                 await a.call_tool("mail_search_messages", {"query": "x"})
-                await b.list_tools()  # opened, but no call yet
+                await b.list_tools()  # listing opens no episode
+                assert len(host.open_episodes) == 1
+                await b.get_prompt("task")  # opened, but no call yet
                 with pytest.raises(BaseExceptionGroup) as refused:
                     async with modern(f"{base}/t/{task}/e/c/mcp") as c:
-                        await c.list_tools()
+                        await c.list_tools()  # a listing is answered at the limit too
+                        await c.get_prompt("task")
                 assert refused.group_contains(Exception, match="too many open episodes")
                 while len(host.open_episodes) > 1:  # b, which made no call, ends after 1.5 s idle
                     await anyio.sleep(0.05)
                 (left,) = host.open_episodes.values()
                 assert left.calls == 1
                 async with modern(f"{base}/t/{task}/e/c/mcp") as c:  # room again
-                    await c.list_tools()
+                    await c.get_prompt("task")
     ended = [e for e in host.store.episodes(task_id=task) if e.status == "ended"]
     assert ended and all(host.store.verdict(e.id, GRADER_VERSION) for e in ended)
 
@@ -217,6 +220,7 @@ async def test_held_out_tasks_are_served_to_evaluation_only(host: EpisodeHost, t
         async with running_http_server(host, ServeSettings(serve_heldout=True)) as base:
             async with modern(f"{base}/t/{heldout}/e/allowed/mcp") as client:
                 assert (await client.list_tools()).tools
+                await client.call_tool("submit_answer", {"answer": "peeked"})
     assert [e.source for e in host.store.episodes(task_id=heldout) if e.source != "calibration"] == ["eval", "live"]
 
 

@@ -246,14 +246,18 @@ async def test_addressing_errors(host: EpisodeHost, tasks: list[str]):
     task, other = tasks[0], tasks[1]
     with anyio.fail_after(60):
         async with running_http_server(host) as base:
-            # 2026-07-28 has no sessions: the bare task URL says where episodes live.
+            # 2026-07-28 has no sessions: at the bare task URL a client lists what the task offers
+            # (opening nothing), and a call is refused with the address where episodes live.
             async with Client(f"{base}/t/{task}/mcp") as client:
                 assert client.protocol_version == MODERN
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert "submit_answer" in names and "calendar_list_events" in names
+                assert [p.name for p in (await client.list_prompts()).prompts] == ["task"]
+                assert (await client.list_resource_templates()).resource_templates
                 with pytest.raises(MCPError) as info:
-                    await client.list_tools()
-                assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
-                with pytest.raises(MCPError, match=r"/t/.*/e/"):
                     await client.call_tool("calendar_list_events", {})
+                assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
+            assert host.open_episodes == {}
 
             # An unknown task is named, in both eras.
             async with Client(f"{base}/t/no-such-task/e/k/mcp") as client:
