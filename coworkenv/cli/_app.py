@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import Annotated
@@ -32,6 +33,7 @@ from ._common import (
     emit,
     err,
     fail,
+    is_quiet,
     listen_or_fail,
     open_host,
     open_store,
@@ -191,6 +193,8 @@ def serve(
     conformance: Annotated[bool, typer.Option(
         "--conformance", help="Serve the MCP conformance suite's fixtures at /mcp instead of tasks.")] = False,
     user_model: UserModelOpt = "",
+    hide_grade: Annotated[bool, typer.Option(
+        "--hide-grade", help="Do not tell live clients their score and failed checks when they submit.")] = False,
     upstream: Annotated[str | None, typer.Option(
         envvar="COWORKENV_UPSTREAM", help="A model server's base URL (…/v1): record what agents and their model say "
         "through OpenAI- and Anthropic-compatible endpoints at each episode's address (…/e/<key>/v1).")] = None,
@@ -218,7 +222,9 @@ def serve(
         raise fail("--stdio needs --task TASK_ID (one episode per process)")
     if not stdio and task:
         raise fail("--task goes with --stdio; over HTTP each task is at /t/{task}/mcp")
-    episodes = open_host(store, sandbox, user_model=user_model)
+    episodes = open_host(store, sandbox, user_model=user_model, reveal_grade=not hide_grade)
+    if not is_quiet():  # one line per ended episode
+        logging.getLogger("coworkenv.server.episodes").setLevel(logging.INFO)
     row = episodes.store.task(task) if task else None
     if task and row is None:
         raise fail(f"no task {task!r} in {store} (coworkenv tasks list --store {store} lists them)")

@@ -217,7 +217,9 @@ class Episode:
             await self.finish(self.final_answer, failure=error)
             raise error
         if spec is SUBMIT_TOOL and outcome.ok:
-            await self.finish(arguments["answer"])
+            verdict = await self.finish(arguments["answer"])
+            if verdict is not None and self.provenance.source == "live" and self.host.settings.reveal_grade:
+                outcome = CallResult(True, {**(outcome.result or {}), **graded(verdict)})
         return outcome
 
     async def _ask(self, message: str) -> CallResult:
@@ -345,6 +347,9 @@ class Episode:
         """End the episode once: keep its final state and answer in the store, release the sandbox,
         and grade it. Later calls wait for that grading and return the same verdict.
 
+        A live episode left without a tool call or an answer ends ``abandoned``, ungraded: a client
+        that looked and went is no empty attempt at the task.
+
         ``failure``: the infrastructure failure that ended it (recorded on the episode with its boundary).
         """
         async with self._lock:
@@ -353,6 +358,8 @@ class Episode:
                 self.ended = True
                 self.final_answer = answer
                 self.failure = failure
+                abandoned = (self.provenance.source == "live" and self.calls == 0 and answer is None
+                             and failure is None and not truncated)
                 try:
                     state = await self.final_state()
                     try:
@@ -361,7 +368,7 @@ class Episode:
                         self.host.store.end_episode(
                             self.id, final_answer=answer, final_state=state, truncated=truncated,
                             error=str(failure) if failure else None,
-                            boundary=failure.boundary if failure else None)
+                            boundary=failure.boundary if failure else None, abandoned=abandoned)
                         self.host.forget(self)
                 except BaseException:
                     self._graded.set()  # nothing to grade: whoever waits gets no verdict
@@ -369,6 +376,9 @@ class Episode:
         if not ending:
             await self._graded.wait()
             return self.verdict
+        if abandoned:
+            self._graded.set()
+            return None
         try:  # in a worker thread: grading a large state must not stall other episodes
             self.verdict = await asyncio.to_thread(grade_episode, self.host.store, self.id)
         except Exception:  # the episode stays ended; `coworkenv gate` grades it later
@@ -376,6 +386,14 @@ class Episode:
         finally:
             self._graded.set()
         return self.verdict
+
+
+def graded(verdict: VerdictRow) -> dict[str, Any]:
+    """What a live client hears of its episode's grade when it submits: the score and its components,
+    whether it passed, and the checks that failed with their detail (never the checks themselves)."""
+    return {"score": verdict.score, "passed": verdict.admitted, "reason": verdict.reason,
+            "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
+            "failed_checks": [{"id": c.id, "detail": c.detail} for c in verdict.checks if not c.passed]}
 
 
 def _ms_since(started: float) -> float:

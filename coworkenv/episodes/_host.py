@@ -43,6 +43,7 @@ class EpisodeSettings(BaseModel):
     pool: PoolSettings = PoolSettings()
     cache_dir: Path | None = None  # initial states are derived here; a temp dir when unset
     user_model: str = ""  # who plays a multi-turn task's user: "" the scripted rules, or a provider spec
+    reveal_grade: bool = True  # a live episode's submit_answer result tells its score and the checks that failed
 
 
 class EpisodeHost:

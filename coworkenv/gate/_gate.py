@@ -37,6 +37,8 @@ def grade_episode(store: Store, episode_id: str, *, regrade: bool = False) -> Ve
         raise KeyError(f"no episode {episode_id!r} in the store")
     if episode.status == "running":
         raise ValueError(f"episode {episode_id} is still running")
+    if episode.status == "abandoned":
+        raise ValueError(f"episode {episode_id} was abandoned (no call, no answer): there is nothing to grade")
     result, verdict = grade(store.task_spec(episode.task_id), episode_record(store, episode))
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
                      result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH)

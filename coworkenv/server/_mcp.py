@@ -13,11 +13,12 @@ import base64
 import contextlib
 import contextvars
 import json
+import logging
 import re
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mcp_types as types
@@ -29,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from .._errors import InfrastructureError
 from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
-from ..store import Provenance
+from ..store import Provenance, VerdictRow
 from ..workspace import ResourceSpec, Task, ToolSpec, Workspace
 
 Resolver = Callable[[Any], Awaitable[Episode]]
@@ -373,8 +374,11 @@ class SingleEpisode:
     async def __call__(self, ctx: Any = None) -> Episode:
         async with self._lock:
             if self.episode is None or self.episode.ended:
+                provenance = self.provenance
+                if not provenance.client and ctx is not None:
+                    provenance = replace(provenance, client=_client_name(ctx, None))
                 try:
-                    self.episode = await self.host.open(self.task_id, self.provenance)
+                    self.episode = await self.host.open(self.task_id, provenance)
                 except KeyError as exc:
                     raise MCPError(code=INVALID_PARAMS, message=str(exc.args[0])) from None
             return self.episode
@@ -385,9 +389,13 @@ class SingleEpisode:
         return episode if episode is not None and not episode.ended else TaskPreview.of(self.host, self.task_id)
 
     async def end(self) -> None:
-        """End the episode (if one was opened); the runtime grades it."""
-        if self.episode is not None:
-            await self.episode.finish(self.episode.final_answer)
+        """End the episode (if one was opened and is still open); the runtime grades it."""
+        if self.episode is not None and not self.episode.ended:
+            log_end(self.episode, await self.episode.finish(self.episode.final_answer))
+
+    async def ended(self, episode: Episode) -> None:
+        """An episode ended through ``submit_answer`` (graded by then)."""
+        log_end(episode, episode.verdict)
 
 
 _ROUTE: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("coworkenv_route")
@@ -553,7 +561,9 @@ class HttpEpisodes:
         async with lock:
             episode = self.by_key.get(key)
             if episode is None or (episode.ended and key[0] == "session"):
-                episode = await self._open(task_id, params.get("workspace"), _client(request))
+                provenance = Provenance("live", client=_client_name(ctx, request), key=params.get("key", ""),
+                                        run_tag=_run_tag(request))
+                episode = await self._open(task_id, params.get("workspace"), _client(request), provenance)
                 self.by_key[key] = episode
         if episode.task.id != task_id:
             raise MCPError(
@@ -562,7 +572,7 @@ class HttpEpisodes:
             )
         return episode
 
-    async def for_model(self, params: dict[str, str], client: str) -> str:
+    async def for_model(self, params: dict[str, str], client: str, request: Any = None) -> str:
         """The id of the episode a capture-proxy request's path names (``/e/{episode}``, or a task's
         key, whose episode opens here as its MCP address would open it); its model calls are
         recorded on it even once it has ended. Raises ``LookupError`` saying why there is none."""
@@ -576,8 +586,10 @@ class HttpEpisodes:
         async with lock:
             episode = self.by_key.get(key)
             if episode is None:
+                provenance = Provenance("live", client=_client_name(None, request), key=params["key"],
+                                        run_tag=_run_tag(request) if request is not None else "")
                 try:
-                    episode = await self._open(params["task"], params.get("workspace"), client)
+                    episode = await self._open(params["task"], params.get("workspace"), client, provenance)
                 except MCPError as exc:
                     raise LookupError(exc.error.message) from None
                 self.by_key[key] = episode
@@ -585,7 +597,7 @@ class HttpEpisodes:
             self.last_seen[episode.id] = time.monotonic()
         return episode.id
 
-    async def _open(self, task_id: str, workspace_id: str | None, client: str) -> Episode:
+    async def _open(self, task_id: str, workspace_id: str | None, client: str, provenance: Provenance) -> Episode:
         problem = self.refusal(task_id, "live")
         if problem is None and workspace_id is not None:
             owner = self.host.task(task_id).workspace_id
@@ -594,7 +606,7 @@ class HttpEpisodes:
         problem = problem or self._capacity(client)
         if problem is not None:
             raise MCPError(code=INVALID_PARAMS, message=problem)
-        return await self._track(await self.host.open(task_id, Provenance("live")), client)
+        return await self._track(await self.host.open(task_id, provenance), client)
 
     async def open(self, task_id: str, provenance: Provenance, client: str = "") -> Episode:
         """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``.
@@ -613,14 +625,15 @@ class HttpEpisodes:
 
     async def end(self, episode: Episode, *, truncated: bool = False, failure: InfrastructureError | None = None,
                   answer: str | None = None) -> None:
-        """End ``episode`` (keeping its state; the runtime grades it), once."""
+        """End ``episode`` (keeping its state; the runtime grades it), once; log a line about it."""
         self.last_seen.pop(episode.id, None)
         self.clients.pop(episode.id, None)
         if episode.id in self._ended:
             return
         self._ended[episode.id] = time.monotonic()
-        await episode.finish(answer if answer is not None else episode.final_answer, truncated=truncated,
-                             failure=failure)
+        verdict = await episode.finish(answer if answer is not None else episode.final_answer, truncated=truncated,
+                                       failure=failure)
+        log_end(episode, verdict)
 
     async def reap_idle(self, now: float | None = None) -> list[str]:
         """End episodes idle for longer than ``idle_timeout`` (``fresh_idle_timeout`` for those that
@@ -665,6 +678,39 @@ class HttpEpisodes:
         """End every episode this resolver opened that is still open."""
         for episode in list(self.by_key.values()):
             await self.end(episode)
+
+
+ENDED = logging.getLogger("coworkenv.server.episodes")
+"""One line per ended episode (``coworkenv serve`` shows them)."""
+
+
+def log_end(episode: Episode, verdict: VerdictRow | None) -> None:
+    who = f" by {episode.provenance.client}" if episode.provenance.client else ""
+    if verdict is not None:
+        ENDED.info("episode %s of %s%s ended after %d calls: score %.2f, %s", episode.id, episode.task.id, who,
+                   episode.calls, verdict.score, "passed" if verdict.admitted else f"not passed ({verdict.reason})")
+    elif episode.failure is not None:
+        ENDED.info("episode %s of %s%s failed: %s", episode.id, episode.task.id, who, episode.failure)
+    else:
+        ENDED.info("episode %s of %s%s ended without a verdict (%s)", episode.id, episode.task.id, who,
+                   "abandoned: no call, no answer" if episode.calls == 0 else "grading failed")
+
+
+def _client_name(ctx: Any, request: Any) -> str:
+    """The MCP client's name and version as it gave them (``initialize`` or the request envelope),
+    else its User-Agent."""
+    session = getattr(ctx, "session", None) if ctx is not None else None
+    params = getattr(session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is not None:
+        return f"{info.name} {info.version}".strip()[:200]
+    agent = request.headers.get("user-agent", "") if request is not None else ""
+    return agent[:200]
+
+
+def _run_tag(request: Any) -> str:
+    """The run a client names, ``?run=TAG`` on its address or an ``X-Coworkenv-Run`` header."""
+    return (request.query_params.get("run") or request.headers.get("x-coworkenv-run") or "")[:200]
 
 
 def _client(request: Any) -> str:

@@ -38,7 +38,7 @@ FORWARDED_HEADERS = ("authorization", "x-api-key", "anthropic-version", "anthrop
                      "openai-project", "accept")
 RETURNED_HEADERS = ("content-type", "x-request-id", "request-id", "openai-processing-ms")
 
-EpisodeFor = Callable[[dict[str, str], str], Awaitable[str]]
+EpisodeFor = Callable[[dict[str, str], str, Request], Awaitable[str]]
 """Finds (or opens, for a key) the episode a request's path names; returns its id, or raises
 ``LookupError`` saying why there is none."""
 
@@ -213,7 +213,7 @@ class CaptureProxy:
             return _error(400, "the request body is not a JSON object")
         client = request.client.host if request.client else ""
         try:
-            episode_id = await self.episode_for(dict(request.path_params), client)
+            episode_id = await self.episode_for(dict(request.path_params), client, request)
         except LookupError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "no episode here")
         url = f"{self.upstream}/{path}"

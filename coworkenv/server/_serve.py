@@ -522,7 +522,7 @@ async def running_http_server(host: EpisodeHost, settings: ServeSettings | None 
 async def serve_stdio(host: EpisodeHost, task_id: str) -> None:
     """Serve one episode of ``task_id`` on stdin/stdout until the client goes away; grade it then."""
     resolver = SingleEpisode(host, task_id, Provenance("live"))
-    server = build_server(resolver, describe=resolver.describe)
+    server = build_server(resolver, describe=resolver.describe, on_end=resolver.ended)
     settle_heap()
     try:
         async with stdio_server() as (read_stream, write_stream):

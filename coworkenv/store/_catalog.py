@@ -47,7 +47,8 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "id": "episode id", "task_id": "the task",
         "source": "who played it: teacher, live (an MCP client), eval, rl, calibration",
         "provider": "the model or client that played",
-        "status": "running, ended or failed (an infrastructure failure, or interrupted by a killed process)",
+        "status": "running, ended, failed (an infrastructure failure, or interrupted by a killed process) or "
+                  "abandoned (a live episode left without a call or an answer; not graded)",
         "attempt": "attempt number for the task", "repaired_from": "the failed episode a repair retried",
         "hint": "the feedback a repair was given", "final_answer": "the agent's submitted answer",
         "final_state": "reference to the workspace's final state (tables changed over the base)",
@@ -55,6 +56,9 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "started_at": "start (UTC)", "ended_at": "end (UTC)",
         "boundary": "where an infrastructure failure happened: model, sandbox, store, protocol, process",
         "owner": "the process that ran it", "bundle_hash": "hash of the workspace and task bundle it ran on",
+        "client": "a live episode's MCP client (name and version, else its User-Agent)",
+        "episode_key": "the episode key of its address (/t/{task}/e/{key}/mcp)",
+        "run_tag": "the run its client named (?run=TAG or X-Coworkenv-Run)",
     }),
     "messages": ("The conversation of an episode, in order.", {
         "episode_id": "the episode", "idx": "position in the conversation", "role": "system, user, assistant or tool",

@@ -302,6 +302,15 @@ def _model_calls(db: sqlite_utils.Database) -> None:
     db.table("model_calls").create_index(["episode_id", "idx"], unique=True)
 
 
+@MIGRATIONS(name="0011_episode_clients")
+def _episode_clients(db: sqlite_utils.Database) -> None:
+    """Who played a live episode and under which name: the MCP client's name and version, the episode
+    key of its address, and the run tag it gave (``?run=`` or ``X-Coworkenv-Run``), for filtering."""
+    for column in ("client", "episode_key", "run_tag"):
+        db.table("episodes").add_column(column, str)
+    db.table("episodes").create_index(["run_tag"])
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -19,7 +19,8 @@ RL episodes are the policy's own samples: they carry rewards (``export rl``), no
 
 TaskStatus = Literal["pending", "admitted", "quarantined", "heldout"]
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
-EpisodeStatus = Literal["running", "ended", "failed"]
+EpisodeStatus = Literal["running", "ended", "failed", "abandoned"]
+"""``abandoned``: a live episode that ended without a tool call or an answer (opened, then left): not graded."""
 DraftOutcome = Literal["invalid", "quarantined", "admitted"]
 """What became of a model-written task draft: it did not parse or check out against the workspace
 (``invalid``), it parsed but calibration quarantined it, or calibration admitted it."""
@@ -35,6 +36,9 @@ class Provenance:
     attempt: int = 1
     repaired_from: str | None = None
     hint: str = ""
+    client: str = ""  # a live episode's MCP client, "name version" (else its User-Agent)
+    key: str = ""  # the episode key of its address (/t/{task}/e/{key}/mcp)
+    run_tag: str = ""  # the run it was played in, as its client named it
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -82,10 +86,14 @@ class EpisodeRow:
     ended_at: str | None
     owner: str | None = None  # the process running it, ``host:pid:start``
     bundle_hash: str | None = None  # of its workspace and task when it was opened (coworkenv.workspace.bundle_hash)
+    client: str = ""
+    key: str = ""
+    run_tag: str = ""
 
     @property
     def provenance(self) -> Provenance:
-        return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint)
+        return Provenance(self.source, self.provider, self.attempt, self.repaired_from, self.hint, self.client,
+                          self.key, self.run_tag)
 
 
 InteractionKind = Literal["call", "resource", "completion", "prompt", "event", "user"]

@@ -412,6 +412,9 @@ class Store:
                     "hint": provenance.hint,
                     "owner": owner,
                     "bundle_hash": bundle_hash,
+                    "client": provenance.client or None,
+                    "episode_key": provenance.key or None,
+                    "run_tag": provenance.run_tag or None,
                     "started_at": now(),
                 }
             )
@@ -426,16 +429,18 @@ class Store:
         truncated: bool = False,
         error: str | None = None,
         boundary: Boundary | None = None,
+        abandoned: bool = False,
     ) -> None:
         """Record an episode's end: ``failed`` when an infrastructure failure (``error`` at
-        ``boundary``) ended it, ``ended`` otherwise."""
+        ``boundary``) ended it, ``abandoned`` when it was left without a call or an answer, ``ended``
+        otherwise."""
         with self.transaction() as db:  # after every deferred call of the episode is written
             with self._pending_lock:
                 self._next_idx.pop(episode_id, None)
             db.table("episodes").update(
                 episode_id,
                 {
-                    "status": "failed" if error else "ended",
+                    "status": "failed" if error else "abandoned" if abandoned else "ended",
                     "final_answer": storable(final_answer),
                     "final_state": final_state,
                     "truncated": int(truncated),
@@ -737,7 +742,7 @@ class Store:
     def ended_episodes(self, *, without_verdict_of: str | None = None) -> list[str]:
         """Ids of every ended or failed episode, by start; only those without a verdict of
         ``without_verdict_of`` when it is given."""
-        sql, params = "select id from episodes where status != 'running'", []
+        sql, params = "select id from episodes where status in ('ended', 'failed')", []
         if without_verdict_of is not None:
             sql += " and id not in (select episode_id from verdicts where grader_version = ?)"
             params.append(without_verdict_of)
@@ -837,7 +842,7 @@ def _episode(r: dict[str, Any]) -> EpisodeRow:
     return EpisodeRow(r["id"], r["task_id"], r["source"], r["provider"] or "", r["status"], r["attempt"],
                       r["repaired_from"], r["hint"] or "", r["final_answer"], r["final_state"], bool(r["truncated"]),
                       r["error"], r.get("boundary"), r["started_at"], r["ended_at"], r.get("owner"),
-                      r.get("bundle_hash"))
+                      r.get("bundle_hash"), r.get("client") or "", r.get("episode_key") or "", r.get("run_tag") or "")
 
 
 def _training_run(r: dict[str, Any]) -> TrainingRunRow:

@@ -38,8 +38,12 @@ async def test_regrading_replaces_the_verdict_of_the_same_version(host, tasks):
 
 
 async def test_a_running_episode_is_not_graded(host, tasks):
-    episode = await host.open(tasks[0], Provenance("live"))
+    episode = await host.open(tasks[0], Provenance("teacher"))
     with pytest.raises(ValueError, match="still running"):
         grade_episode(host.store, episode.id)
     await episode.finish()
     assert host.verdict(episode.id).reason == "empty"
+    left = await host.open(tasks[0], Provenance("live"))  # a live client that opened and went: not an attempt
+    assert await left.finish() is None and host.store.episode(left.id).status == "abandoned"
+    with pytest.raises(ValueError, match="abandoned"):
+        grade_episode(host.store, left.id)
