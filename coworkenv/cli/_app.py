@@ -198,6 +198,9 @@ def serve(
     upstream: Annotated[str | None, typer.Option(
         envvar="COWORKENV_UPSTREAM", help="A model server's base URL (…/v1): record what agents and their model say "
         "through OpenAI- and Anthropic-compatible endpoints at each episode's address (…/e/<key>/v1).")] = None,
+    upstream_view: Annotated[PromptStyle | None, typer.Option(
+        help="Rewrite chat requests into the agent view the served model was trained on (its system prompt and "
+        "the task's tools in that view).")] = None,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
@@ -205,7 +208,10 @@ def serve(
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
                              fresh_idle_timeout=min(fresh_idle_timeout, idle_timeout), max_episodes=max_episodes,
                              max_episodes_per_client=max_episodes_per_client, serve_heldout=serve_heldout,
-                             rate_per_s=rate or None, client_rate_per_s=client_rate or None, upstream=upstream)
+                             rate_per_s=rate or None, client_rate_per_s=client_rate or None, upstream=upstream,
+                             upstream_view=upstream_view)
+    if upstream_view is not None and upstream is None:
+        raise fail("--upstream-view goes with --upstream (the model server whose requests it rewrites)")
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         raise fail(f"--upstream {upstream!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)")
     try:

@@ -11,6 +11,13 @@ so that a live agent's episode exports like a teacher's.
 Routes under each episode prefix: ``POST v1/chat/completions``, ``POST v1/messages``, ``POST
 v1/responses`` (recorded) and ``GET v1/models`` (passed through). On a server with a bearer token,
 proxy requests carry it in ``X-Coworkenv-Token`` (``Authorization`` is the upstream's).
+
+With a ``view`` (``serve --upstream-view compact``), a chat request reaches the model in the agent
+view it was trained on: its system prompt and tool list are replaced by that view's for the
+episode's task (the conversation itself is kept). An agent app that sends its own system prompt and
+the workspace's whole tool list then meets a PocketWorker as it was trained, within its context;
+the model's tool calls name the same tools, which the app runs over MCP. What is recorded is what
+the model saw.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..store import Store
-from ..workspace import from_anthropic_messages, from_openai_chat
+from ..workspace import AgentView, agent_view, check_style, from_anthropic_messages, from_openai_chat
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +173,13 @@ def conversation_of(api: str, request: dict[str, Any], response: dict[str, Any] 
 class CaptureProxy:
     """The proxy's routes over ``upstream`` (its base URL, ``…/v1``), recording into ``store``."""
 
-    def __init__(self, upstream: str, store: Store, episode_for: EpisodeFor, *, timeout_s: float = 600) -> None:
+    def __init__(self, upstream: str, store: Store, episode_for: EpisodeFor, *, timeout_s: float = 600,
+                 view: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.store = store
         self.episode_for = episode_for
+        self.view = check_style(view) if view else None
+        self._views: dict[str, AgentView] = {}  # task id -> its view
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
                                         limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
 
@@ -216,6 +226,9 @@ class CaptureProxy:
             episode_id = await self.episode_for(dict(request.path_params), client, request)
         except LookupError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "no episode here")
+        if self.view is not None and api == "chat":
+            payload = self._in_view(episode_id, payload)
+            body = json.dumps(payload).encode()
         url = f"{self.upstream}/{path}"
         stream = payload.get("stream") is True
         try:
@@ -248,6 +261,18 @@ class CaptureProxy:
                 self._record(episode_id, api, payload, collector.result(), upstream.status_code, True, started)
 
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=headers)
+
+    def _in_view(self, episode_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The chat request with the view's system prompt and tools for the episode's task."""
+        assert self.view is not None
+        row = self.store.episode(episode_id)
+        assert row is not None  # episode_for found it
+        view = self._views.get(row.task_id)
+        if view is None:
+            task = self.store.task_spec(row.task_id)
+            view = self._views[row.task_id] = agent_view(self.view, self.store.workspace(task.workspace_id).tools, task)
+        turns = [m for m in payload.get("messages") or [] if m.get("role") not in ("system", "developer")]
+        return {**payload, "messages": [{"role": "system", "content": view.system}, *turns], "tools": view.tools}
 
     def _record(self, episode_id: str, api: str, request: dict[str, Any], response: dict[str, Any] | None,
                 status: int, stream: bool, started: float) -> None:

@@ -57,7 +57,8 @@ class ServeSettings(BaseModel):
     max_episodes_per_client: int | None = Field(default=1024, ge=1)  # opened over HTTP by one client address
     serve_heldout: bool = False  # held-out (evaluation) tasks are served to live clients too
     max_body_bytes: int = 1 << 20
-    upstream: str | None = None  # the model server the capture proxy forwards to (its base URL, ...//v1)
+    upstream: str | None = None  # the model server the capture proxy forwards to (its base URL, .../v1)
+    upstream_view: str | None = None  # the agent view chat requests reach the model in (None: as sent)
     rate_per_s: float | None = 50.0  # per episode address (session or URL) and client
     rate_burst: int = 100
     client_rate_per_s: float | None = None  # per client address, all its requests together (off by default)
@@ -408,7 +409,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                     await proxy.close()
 
     mcp_endpoint = _AsgiEndpoint(end_or_forward)
-    proxy = CaptureProxy(settings.upstream, host.store, episodes.for_model) if settings.upstream else None
+    proxy = (CaptureProxy(settings.upstream, host.store, episodes.for_model, view=settings.upstream_view)
+             if settings.upstream else None)
     routes = [Route(path, endpoint=mcp_endpoint) for path in EPISODE_ROUTES] + (proxy.routes() if proxy else []) + [
         Route("/tasks", endpoint=tasks),
         Route("/w/{workspace}/tasks", endpoint=tasks),

@@ -20,6 +20,7 @@ from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import ServeSettings, running_http_server
 from coworkenv.trainer import sft_rows
+from coworkenv.workspace import agent_view
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 PROBE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tool-model" / "probe.json").read_text())
@@ -147,3 +148,53 @@ async def test_bad_requests_and_unknown_addresses_are_named(host, tasks, tool_mo
     [episode] = host.store.episodes(task_id=tasks[0], source="live")
     [recorded] = host.store.model_calls(episode.id)
     assert recorded.status == 404 and host.store.messages(episode.id) == []  # an error is no conversation
+
+
+async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, tasks, tool_model_server):
+    """An OpenAI Agents SDK agent with its own instructions and the workspace attached over MCP (every
+    tool) meets the served PocketWorker in the compact view it was trained on, through the proxy."""
+    import openai
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
+    from agents.mcp import MCPServerStreamableHttp
+
+    set_tracing_disabled(True)
+    results = {}
+    settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
+    with anyio.fail_after(600):
+        async with running_http_server(host, settings) as base:
+            for task_id in tasks:
+                task = host.store.task(task_id)
+                address = f"{base}/t/{task.id}/e/agents-sdk/mcp"
+                model = openai.AsyncOpenAI(base_url=address.removesuffix("/mcp") + "/v1", api_key="unused")
+                async with MCPServerStreamableHttp({"url": address, "timeout": 30}, name="workspace") as server:
+                    agent = Agent(name="coworker", instructions="You are a helpful coworker; use the workspace.",
+                                  model=OpenAIChatCompletionsModel(model="tool-model", openai_client=model),
+                                  model_settings=ModelSettings(temperature=0, max_tokens=128), mcp_servers=[server])
+                    try:
+                        answer = str((await Runner.run(agent, task.instruction, max_turns=8)).final_output)
+                    except (MaxTurnsExceeded, ModelBehaviorError):
+                        answer = ""
+                    done = await server.call_tool("submit_answer", {"answer": answer})  # the app's harness ends it
+                    results[task.id] = done.structured_content["episode_id"]
+                await model.close()
+            await settle(host)
+    admitted_rows = {r["episode_id"] for r in sft_rows(host.store)}
+    played = 0
+    for task_id, episode_id in results.items():
+        task = host.store.task_spec(task_id)
+        view = agent_view("compact", host.store.workspace(task.workspace_id).tools, task)
+        calls = host.store.model_calls(episode_id)
+        assert calls and all(c.status == 200 for c in calls)
+        for call in calls:  # the model saw its training view, not the app's instructions and tool list
+            assert call.request["messages"][0] == {"role": "system", "content": view.system}
+            assert call.request["tools"] == view.tools and "helpful coworker" not in json.dumps(call.request)
+        conversation = host.store.messages(episode_id)
+        assert [m.role for m in conversation[:2]] == ["system", "user"] and conversation[1].content == task.instruction
+        asked = [c.name for m in conversation if m.role == "assistant" for c in m.tool_calls]
+        ran = [c.tool for c in host.store.tool_calls(episode_id) if c.tool != "submit_answer"]
+        assert asked[:len(ran)] == ran  # every call the app ran over MCP is one the model asked for
+        played += bool(ran)
+        verdict = host.store.verdict(episode_id, GRADER_VERSION)
+        assert verdict is not None and (episode_id in admitted_rows) == verdict.admitted
+    assert played >= len(results) // 2  # the tiny model's calls reached the workspace in most episodes
