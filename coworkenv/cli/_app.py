@@ -366,15 +366,16 @@ StyleOpt = Annotated[PromptStyle, typer.Option(
     "needs; for small models) or minimal (compact without descriptions; for tiny models).")]
 
 
-def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False) -> None:
-    from ..trainer import export_dpo, export_rl, export_sft
+def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False,
+            run_tag: str | None = None) -> None:
+    from ..trainer import export_dpo, export_rl, export_sft, sft_skipped
 
     opened = open_store(store)
     if out_path.is_dir():
         raise fail(f"--out {out_path} is a folder; give a file name, e.g. {out_path / (kind + '.jsonl')}")
     try:
         if kind == "sft":
-            rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision)
+            rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision, run_tag=run_tag)
         elif kind == "dpo":
             rows = export_dpo(opened, out_path, style=style, allow_empty=False)
         else:
@@ -384,8 +385,17 @@ def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json:
     except ValueError as exc:  # nothing to export: no file is written
         raise fail(str(exc), code=FAILED) from None
     noun = "pairs" if kind == "dpo" else "rows"
-    emit(as_json, {"out": str(out_path), noun: rows, "style": style},
-         lambda: err.print(f"wrote {rows} {noun} to {out_path}"))
+    skipped = sft_skipped(opened, run_tag=run_tag) if kind == "sft" else []
+
+    def human() -> None:
+        err.print(f"wrote {rows} {noun} to {out_path}")
+        if skipped:
+            err.print(f"skipped {len(skipped)} admitted episodes: {skipped[0][1]}: "
+                      + ", ".join(episode for episode, _ in skipped[:20]) + (" …" if len(skipped) > 20 else ""))
+
+    emit(as_json, {"out": str(out_path), noun: rows, "style": style,
+                   **({"skipped": [{"episode_id": e, "reason": r} for e, r in skipped]} if kind == "sft" else {})},
+         human)
 
 
 @export_app.command("sft")
@@ -396,10 +406,13 @@ def export_sft_command(
     vision: Annotated[bool, typer.Option(
         "--vision", help="Messages that carried images get the list content of vision-language chat templates "
         "(the images are written beside the file and named in each row's images either way).")] = False,
+    run_tag: Annotated[str | None, typer.Option(
+        help="Only the episodes of this run tag (the one live clients gave: ?run=TAG or X-Coworkenv-Run).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format)."""
-    _export("sft", store, out_path, style, as_json, vision)
+    """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format); live
+    episodes whose conversation was not captured are listed as skipped."""
+    _export("sft", store, out_path, style, as_json, vision, run_tag)
 
 
 @export_app.command("dpo")

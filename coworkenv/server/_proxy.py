@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 from starlette.requests import Request
+from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -180,6 +182,9 @@ class CaptureProxy:
         self.episode_for = episode_for
         self.view = check_style(view) if view else None
         self._views: dict[str, AgentView] = {}  # task id -> its view
+        self._next: dict[str, int] = {}  # episode id -> the index of its next model call, in request order
+        self._latest: dict[str, int] = {}  # episode id -> the index whose conversation the episode holds
+        self._lock = threading.Lock()
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
                                         limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
 
@@ -226,6 +231,10 @@ class CaptureProxy:
             episode_id = await self.episode_for(dict(request.path_params), client, request)
         except LookupError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "no episode here")
+        if episode_id not in self._next:
+            self._next[episode_id] = self.store.model_call_count(episode_id)
+        idx = self._next[episode_id]
+        self._next[episode_id] = idx + 1
         if self.view is not None and api == "chat":
             payload = self._in_view(episode_id, payload)
             body = json.dumps(payload).encode()
@@ -237,6 +246,9 @@ class CaptureProxy:
         except httpx.HTTPError as exc:
             return _error(502, f"the upstream {self.upstream} did not answer: {exc}")
         headers = {k: v for k, v in upstream.headers.items() if k.lower() in RETURNED_HEADERS}
+        done = asyncio.get_running_loop().create_future()  # resolved once the exchange is recorded
+        _PENDING.add(done)
+        done.add_done_callback(_PENDING.discard)
         if not stream or not upstream.headers.get("content-type", "").startswith("text/event-stream"):
             try:
                 content = await upstream.aread()
@@ -246,10 +258,12 @@ class CaptureProxy:
                 response = json.loads(content)
             except ValueError:
                 response = None
-            self._record(episode_id, api, payload, response if isinstance(response, dict) else None,
-                         upstream.status_code, stream, started)
-            return Response(content, status_code=upstream.status_code, headers=headers)
+            record = BackgroundTask(self._record, done, episode_id, idx, api, payload,
+                                    response if isinstance(response, dict) else None, upstream.status_code, stream,
+                                    _ms_since(started))
+            return Response(content, status_code=upstream.status_code, headers=headers, background=record)
         collector = _Stream(api)
+        ended: list[float] = []
 
         async def relay() -> AsyncIterator[bytes]:
             try:
@@ -257,10 +271,15 @@ class CaptureProxy:
                     collector.feed(chunk)
                     yield chunk
             finally:
+                ended.append(_ms_since(started))
                 await upstream.aclose()
-                self._record(episode_id, api, payload, collector.result(), upstream.status_code, True, started)
 
-        return StreamingResponse(relay(), status_code=upstream.status_code, headers=headers)
+        async def record() -> None:  # once the last byte has gone
+            await self._record(done, episode_id, idx, api, payload, collector.result(), upstream.status_code, True,
+                               ended[0] if ended else _ms_since(started))
+
+        return StreamingResponse(relay(), status_code=upstream.status_code, headers=headers,
+                                 background=BackgroundTask(record))
 
     def _in_view(self, episode_id: str, payload: dict[str, Any]) -> dict[str, Any]:
         """The chat request with the view's system prompt and tools for the episode's task."""
@@ -274,31 +293,37 @@ class CaptureProxy:
         turns = [m for m in payload.get("messages") or [] if m.get("role") not in ("system", "developer")]
         return {**payload, "messages": [{"role": "system", "content": view.system}, *turns], "tools": view.tools}
 
-    def _record(self, episode_id: str, api: str, request: dict[str, Any], response: dict[str, Any] | None,
-                status: int, stream: bool, started: float) -> None:
-        """Record the exchange and take its conversation as the episode's (in a worker thread: the
-        response has gone or goes on without waiting for the store)."""
-        duration = round((time.perf_counter() - started) * 1000, 3)
+    async def _record(self, done: asyncio.Future, episode_id: str, idx: int, api: str, request: dict[str, Any],
+                      response: dict[str, Any] | None, status: int, stream: bool, duration: float) -> None:
+        """Record the exchange and take its conversation as the episode's, in a worker thread; runs as
+        the response's background task, after its last byte went out. ``done`` resolves then."""
 
         def write() -> None:
-            try:
-                self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
-                                          stream=stream, duration_ms=duration, upstream=self.upstream)
-                conversation = conversation_of(api, request, response) if 200 <= status < 300 else None
-                if conversation:
+            self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
+                                      stream=stream, duration_ms=duration, upstream=self.upstream, idx=idx)
+            conversation = conversation_of(api, request, response) if 200 <= status < 300 else None
+            with self._lock:  # the conversation of the latest request wins, whichever is written last
+                if conversation and idx > self._latest.get(episode_id, -1):
+                    self._latest[episode_id] = idx
                     self.store.set_conversation(episode_id, conversation)
-            except Exception:
-                log.exception("recording a model call of episode %s failed", episode_id)
 
-        task = asyncio.get_running_loop().run_in_executor(None, write)
-        _PENDING.add(task)
-        task.add_done_callback(_PENDING.discard)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, write)
+        except Exception:
+            log.exception("recording a model call of episode %s failed", episode_id)
+        finally:
+            if not done.done():
+                done.set_result(None)
 
 
 _PENDING: set[asyncio.Future] = set()
 
 
-async def recorded() -> None:
-    """Wait until every model call recorded so far is in the store."""
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+async def recorded(timeout_s: float = 30) -> None:
+    """Wait until every model call answered so far is in the store (at most ``timeout_s``)."""
     if _PENDING:
-        await asyncio.gather(*list(_PENDING), return_exceptions=True)
+        await asyncio.wait(list(_PENDING), timeout=timeout_s)

@@ -601,20 +601,13 @@ class Store:
         start = db.execute(
             "select coalesce(max(idx), -1) + 1 from messages where episode_id = ?", [episode_id]
         ).fetchone()[0]
-        db.table("messages").insert_all(
-            {
-                "episode_id": episode_id,
-                "idx": start + i,
-                "role": m.role,
-                "content": m.content,
-                "tool_calls": json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None,
-                "tool_call_id": m.tool_call_id,
-                "name": m.name,
-                "provenance": int(m.provenance),
-                "attachments": json.dumps([a.model_dump() for a in m.attachments]) if m.attachments else None,
-            }
-            for i, m in enumerate(messages)
-        )
+        db.conn.executemany(
+            "insert into messages (episode_id, idx, role, content, tool_calls, tool_call_id, name, provenance,"
+            " attachments) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(episode_id, start + i, m.role, m.content,
+              json.dumps([c.model_dump() for c in m.tool_calls]) if m.tool_calls else None, m.tool_call_id, m.name,
+              int(m.provenance), json.dumps([a.model_dump() for a in m.attachments]) if m.attachments else None)
+             for i, m in enumerate(messages)])
 
     def set_conversation(self, episode_id: str, messages: list[Message]) -> None:
         """Make ``messages`` the episode's conversation, at once (its provenance-only turns stay)."""
@@ -622,16 +615,24 @@ class Store:
             db.execute("delete from messages where episode_id = ? and provenance = 0", [episode_id])
             self._insert_messages(db, episode_id, messages)
 
+    def model_call_count(self, episode_id: str) -> int:
+        """How many model calls the episode has recorded (the index of its next one)."""
+        return self.query("select coalesce(max(idx), -1) + 1 as n from model_calls where episode_id = ?",
+                          (episode_id,))[0]["n"]
+
     def add_model_call(self, episode_id: str, *, api: str, request: dict[str, Any], response: dict[str, Any] | None,
-                       status: int, stream: bool, duration_ms: float, upstream: str) -> int:
-        """Record a model call of the episode; returns its index among the episode's model calls."""
+                       status: int, stream: bool, duration_ms: float, upstream: str, idx: int | None = None) -> int:
+        """Record a model call of the episode (at ``idx``, its place in request order, when the caller
+        numbered it; else after the last); returns its index."""
         with self.transaction() as db:
-            idx = db.execute("select coalesce(max(idx), -1) + 1 from model_calls where episode_id = ?",
-                             [episode_id]).fetchone()[0]
-            db.table("model_calls").insert({
-                "episode_id": episode_id, "idx": idx, "api": api, "request": json.dumps(request),
-                "response": None if response is None else json.dumps(response), "status": status,
-                "stream": int(stream), "duration_ms": duration_ms, "upstream": upstream, "created_at": now()})
+            if idx is None:
+                idx = int(db.execute("select coalesce(max(idx), -1) + 1 from model_calls where episode_id = ?",
+                                     [episode_id]).fetchone()[0])
+            db.execute(  # plain SQL: a recorded model call is on the proxy's path
+                "insert into model_calls (episode_id, idx, api, request, response, status, stream, duration_ms,"
+                " upstream, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [episode_id, idx, api, json.dumps(request), None if response is None else json.dumps(response), status,
+                 int(stream), duration_ms, upstream, now()])
         return idx
 
     def model_calls(self, episode_id: str) -> list[ModelCallRow]:

@@ -13,7 +13,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._chat_template import CHAT_TEMPLATE
-    from ._export import dpo_rows, export_dpo, export_rl, export_sft, rl_rows, sft_rows
+    from ._export import dpo_rows, export_dpo, export_rl, export_sft, rl_rows, sft_rows, sft_skipped
     from ._model import (
         TinyConfig,
         TrainingUnavailable,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
-    "_export": ("dpo_rows", "export_dpo", "export_rl", "export_sft", "rl_rows", "sft_rows"),
+    "_export": ("dpo_rows", "export_dpo", "export_rl", "export_sft", "rl_rows", "sft_rows", "sft_skipped"),
     "_model": (
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",

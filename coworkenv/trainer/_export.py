@@ -70,8 +70,19 @@ def _conversation(store: Store, episode_id: str) -> list[Message]:
     return clean(store.messages(episode_id))
 
 
+NO_CONVERSATION = ("a live episode without a captured conversation (its agent's model calls did not go "
+                   "through the capture proxy of `coworkenv serve --upstream`)")
+
+
+def sft_skipped(store: Store, *, grader_version: str = GRADER_VERSION, run_tag: str | None = None,
+                ) -> list[tuple[str, str]]:
+    """(episode id, reason) of the admitted episodes ``sft_rows`` leaves out."""
+    return [(e.id, NO_CONVERSATION) for e in store.admitted_episodes(grader_version)
+            if (run_tag is None or e.run_tag == run_tag) and not _conversation(store, e.id)]
+
+
 def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
-             vision: bool = False, image_dir: Path | None = None) -> list[dict[str, Any]]:
+             vision: bool = False, image_dir: Path | None = None, run_tag: str | None = None) -> list[dict[str, Any]]:
     """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance.
 
     ``images`` names the files of the images the agent was given, in order (written under
@@ -80,6 +91,8 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
     views = _Views(store, style)
     rows = []
     for episode in store.admitted_episodes(grader_version):
+        if run_tag is not None and episode.run_tag != run_tag:
+            continue
         conversation = _conversation(store, episode.id)
         messages = to_chat(conversation, images=vision)
         if not messages:
@@ -93,6 +106,8 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "task_id": episode.task_id,
             "source": episode.source,  # teacher, or live (an agent whose conversation the capture proxy recorded)
             "provider": episode.provider,
+            "client": episode.client,  # a live episode's MCP client; its run tag below
+            "run_tag": episode.run_tag,
             "capability": store.task_spec(episode.task_id).capability,
             "repaired": episode.repaired_from is not None,
             **_provenance(store, episode, grader_version),
@@ -198,14 +213,14 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
 
 
 def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True,
-               vision: bool = False) -> int:
+               vision: bool = False, run_tag: str | None = None) -> int:
     """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count.
 
     Images the agents were given go to ``<path stem>.images/`` beside it, named in each row's
     ``images``. With ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and
     writes nothing."""
     path = Path(path)
-    rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images")
+    rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag)
     if not rows and not allow_empty:
         raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")
