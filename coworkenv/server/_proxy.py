@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -184,7 +183,6 @@ class CaptureProxy:
         self._views: dict[str, AgentView] = {}  # task id -> its view
         self._next: dict[str, int] = {}  # episode id -> the index of its next model call, in request order
         self._latest: dict[str, int] = {}  # episode id -> the index whose conversation the episode holds
-        self._lock = threading.Lock()
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
                                         limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
 
@@ -295,20 +293,17 @@ class CaptureProxy:
 
     async def _record(self, done: asyncio.Future, episode_id: str, idx: int, api: str, request: dict[str, Any],
                       response: dict[str, Any] | None, status: int, stream: bool, duration: float) -> None:
-        """Record the exchange and take its conversation as the episode's, in a worker thread; runs as
-        the response's background task, after its last byte went out. ``done`` resolves then."""
-
-        def write() -> None:
+        """Record the exchange and take its conversation as the episode's. Runs as the response's
+        background task, after its last byte went out, on the event loop: the write takes a
+        millisecond or two, where handing it to a thread cost other requests tens (the thread and the
+        loop taking turns at the interpreter). ``done`` resolves then."""
+        try:
             self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
                                       stream=stream, duration_ms=duration, upstream=self.upstream, idx=idx)
             conversation = conversation_of(api, request, response) if 200 <= status < 300 else None
-            with self._lock:  # the conversation of the latest request wins, whichever is written last
-                if conversation and idx > self._latest.get(episode_id, -1):
-                    self._latest[episode_id] = idx
-                    self.store.set_conversation(episode_id, conversation)
-
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, write)
+            if conversation and idx > self._latest.get(episode_id, -1):  # the latest request's conversation wins
+                self._latest[episode_id] = idx
+                self.store.set_conversation(episode_id, conversation)
         except Exception:
             log.exception("recording a model call of episode %s failed", episode_id)
         finally:
