@@ -16,6 +16,8 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from coworkenv.gate import GRADER_VERSION
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 TASK = "multi_step-0-schedule_sync-000"
@@ -60,7 +62,7 @@ def server(store: Path):
 
 
 def test_the_python_snippets_run_as_written(server: str, tmp_path: Path):
-    snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code]
+    snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code and "base_url" not in code]
     assert len(snippets) == 2, "the README's MCP SDK and Agents SDK snippets"
     for number, code in enumerate(snippets):
         program = tmp_path / f"snippet{number}.py"
@@ -71,6 +73,45 @@ def test_the_python_snippets_run_as_written(server: str, tmp_path: Path):
         task = httpx.get(f"{server}/tasks").json()
         instruction = next(t["instruction"] for t in task if t["id"] == TASK)
         assert instruction in out.stdout  # each prints the task it plays
+
+
+def test_the_proxy_snippets_run_as_written(store: Path, tool_model_server: str, tmp_path: Path):
+    """The capture proxy's snippets (an Agents SDK agent on a served model, the Anthropic SDK) against
+    `coworkenv serve --upstream` in front of a real vLLM server; only the port and the model's name differ."""
+    from coworkenv.store import Store
+    from coworkenv.trainer._serve import free_port
+
+    snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code and "base_url" in code]
+    assert len(snippets) == 2, "the README's Agents SDK and Anthropic SDK snippets for the proxy"
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(port),
+                                "--upstream", tool_model_server, "--upstream-view", "compact"],
+                               env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        for _ in range(300):
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/tasks", timeout=1)
+                break
+            except httpx.TransportError:
+                anyio.run(anyio.sleep, 0.1)
+        for number, code in enumerate(snippets):
+            program = tmp_path / f"proxy{number}.py"
+            program.write_text(code.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace('model="model"',
+                                                                                           'model="tool-model"'))
+            out = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300, env=env())
+            assert out.returncode == 0, f"proxy snippet {number}:\n{code}\n{out.stderr}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    opened = Store(store, create=False)
+    try:
+        keys = {e.key: e for e in opened.episodes(task_id=TASK, source="live")}
+        for key in ("sdk-run-1", "claude-run-1"):  # each snippet's episode, with what its model said
+            assert opened.model_calls(keys[key].id), key
+        assert opened.verdict(keys["sdk-run-1"].id, GRADER_VERSION) is not None  # it submitted: graded
+    finally:
+        opened.close()
 
 
 def test_the_claude_desktop_configuration_starts_a_stdio_episode(store: Path):

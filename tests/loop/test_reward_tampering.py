@@ -17,7 +17,7 @@ from mcp import Client
 from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION, grade_episode
 from coworkenv.loop import LocalEpisodes
-from coworkenv.server import running_http_server
+from coworkenv.server import ServeSettings, running_http_server
 from coworkenv.store import Provenance, VerdictRow
 from coworkenv.synth import synthesize
 
@@ -111,7 +111,8 @@ async def test_writing_grader_state_through_every_file_tool_and_resource_does_no
     calibration_before = store.calibration(task.id)
 
     with anyio.fail_after(300):
-        async with running_http_server(host) as base:
+        # no rate limit: the tampering episodes send hundreds of requests as fast as the server answers
+        async with running_http_server(host, ServeSettings(rate_per_s=None)) as base:
             honest_empty = await _play(host, base, task.id, tamper=False, answer="", reference=False)
             forged_empty = await _play(host, base, task.id, tamper=True, answer=FORGED, reference=False)
             honest = await _play(host, base, task.id, tamper=False, answer=task.reference_answer, reference=True)

@@ -70,8 +70,10 @@ def store(tmp_path_factory) -> Path:
     return d / "coworkenv.db"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module: Playwright's sync API keeps an event loop running in this thread
+    while it is open, which later tests' ``asyncio.run`` must not meet."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs the 'test' extra")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
