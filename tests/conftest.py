@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -248,3 +249,25 @@ def tool_model_server(tmp_path_factory):
     assert code == 0, (logs / "cli.log").read_text()[-3000:]
     assert "stopping vLLM" in (logs / "cli.log").read_text()
     assert not _serving(url)  # the server went down with the command
+
+
+@contextlib.contextmanager
+def _cli_server(args: list[str], address: str) -> Iterator[str]:
+    """``python -m coworkenv ARGS`` serving until the block ends; yields what ``address`` (a pattern
+    with one group) finds in the first line it prints on stderr, its URL."""
+    process = subprocess.Popen([sys.executable, "-m", "coworkenv", *args], stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    match = re.search(address, line)
+    assert match, line
+    try:
+        yield match.group(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def cli_server() -> Callable[[list[str], str], contextlib.AbstractContextManager[str]]:
+    """Starts a serving coworkenv command (``view``, ``browse``) as a user does; see ``_cli_server``."""
+    return _cli_server

@@ -484,11 +484,7 @@ class HttpEpisodes:
         if episode is not None and not episode.ended and episode.task.id == task_id:
             self.last_seen[episode.id] = time.monotonic()
             return episode
-        problem = self.refusal(task_id, "live")
-        if problem is None and "workspace" in params:
-            owner = self.host.task(task_id).workspace_id
-            if owner != params["workspace"]:
-                problem = f"task {task_id!r} belongs to workspace {owner!r}, not {params['workspace']!r}"
+        problem = self._live_refusal(task_id, params.get("workspace"))
         if problem is not None:
             raise MCPError(code=INVALID_PARAMS, message=problem)
         return TaskPreview.of(self.host, task_id)
@@ -555,16 +551,8 @@ class HttpEpisodes:
                     message=f"this session belongs to task {episode.task.id!r}, not {task_id!r}",
                 )
             return episode
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        async with lock:
-            episode = self.by_key.get(key)
-            if episode is None or (episode.ended and key[0] == "session"):
-                provenance = Provenance("live", client=_client_name(ctx, request), key=params.get("key", ""),
-                                        run_tag=_run_tag(request))
-                episode = await self._open(task_id, params.get("workspace"), _client(request), provenance)
-                self.by_key[key] = episode
+        episode = await self._keyed(key, task_id, params.get("workspace"), _client(request), lambda: Provenance(
+            "live", client=_client_name(ctx, request), key=params.get("key", ""), run_tag=_run_tag(request)))
         if episode.task.id != task_id:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -582,28 +570,39 @@ class HttpEpisodes:
                 raise LookupError(f"no episode {params['episode']!r}")
             return row.id
         key = ("key", params["task"], params["key"])
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            episode = self.by_key.get(key)
-            if episode is None:
-                provenance = Provenance("live", client=_client_name(None, request), key=params["key"],
-                                        run_tag=_run_tag(request) if request is not None else "")
-                try:
-                    episode = await self._open(params["task"], params.get("workspace"), client, provenance)
-                except MCPError as exc:
-                    raise LookupError(exc.error.message) from None
-                self.by_key[key] = episode
+        try:
+            episode = await self._keyed(key, params["task"], params.get("workspace"), client, lambda: Provenance(
+                "live", client=_client_name(None, request), key=params["key"],
+                run_tag=_run_tag(request) if request is not None else ""))
+        except MCPError as exc:
+            raise LookupError(exc.error.message) from None
         if not episode.ended:  # a model call keeps its episode from ending idle
             self.last_seen[episode.id] = time.monotonic()
         return episode.id
 
-    async def _open(self, task_id: str, workspace_id: str | None, client: str, provenance: Provenance) -> Episode:
+    def _live_refusal(self, task_id: str, workspace_id: str | None) -> str | None:
+        """Why a live client may not have ``task_id`` at an address of ``workspace_id``, or None."""
         problem = self.refusal(task_id, "live")
         if problem is None and workspace_id is not None:
             owner = self.host.task(task_id).workspace_id
             if owner != workspace_id:
                 problem = f"task {task_id!r} belongs to workspace {owner!r}, not {workspace_id!r}"
-        problem = problem or self._capacity(client)
+        return problem
+
+    async def _keyed(self, key: tuple[str, ...], task_id: str, workspace_id: str | None, client: str,
+                     provenance: Callable[[], Provenance]) -> Episode:
+        """The episode of ``key``, opened (with ``provenance()``) when it has none, or when a legacy
+        session's episode has ended; one opening per key at a time."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            episode = self.by_key.get(key)
+            if episode is None or (episode.ended and key[0] == "session"):
+                episode = await self._open(task_id, workspace_id, client, provenance())
+                self.by_key[key] = episode
+        return episode
+
+    async def _open(self, task_id: str, workspace_id: str | None, client: str, provenance: Provenance) -> Episode:
+        problem = self._live_refusal(task_id, workspace_id) or self._capacity(client)
         if problem is not None:
             raise MCPError(code=INVALID_PARAMS, message=problem)
         return await self._track(await self.host.open(task_id, provenance), client)

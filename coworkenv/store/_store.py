@@ -621,19 +621,15 @@ class Store:
                           (episode_id,))[0]["n"]
 
     def add_model_call(self, episode_id: str, *, api: str, request: dict[str, Any], response: dict[str, Any] | None,
-                       status: int, stream: bool, duration_ms: float, upstream: str, idx: int | None = None) -> int:
-        """Record a model call of the episode (at ``idx``, its place in request order, when the caller
-        numbered it; else after the last); returns its index."""
+                       status: int, stream: bool, duration_ms: float, upstream: str, idx: int) -> None:
+        """Record a model call of the episode at ``idx``, its place in request order (the caller numbers
+        its calls from ``model_call_count``: they may be written out of order)."""
         with self.transaction() as db:
-            if idx is None:
-                idx = int(db.execute("select coalesce(max(idx), -1) + 1 from model_calls where episode_id = ?",
-                                     [episode_id]).fetchone()[0])
             db.execute(  # plain SQL: a recorded model call is on the proxy's path
                 "insert into model_calls (episode_id, idx, api, request, response, status, stream, duration_ms,"
                 " upstream, created_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [episode_id, idx, api, json.dumps(request), None if response is None else json.dumps(response), status,
                  int(stream), duration_ms, upstream, now()])
-        return idx
 
     def model_calls(self, episode_id: str) -> list[ModelCallRow]:
         """The episode's captured model calls, in order."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import socket
 import sqlite3
 import subprocess
@@ -43,18 +42,9 @@ def store(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browsing(store) -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, "-m", "coworkenv", "browse", "--store", str(store), "--port", "0"],
-                               stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    match = re.search(r"on (http://\S+)/coworkenv \(read only\)", line)
-    assert match, line
-    try:
-        yield match.group(1)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+def browsing(store, cli_server) -> Iterator[str]:
+    with cli_server(["browse", "--store", str(store), "--port", "0"], r"on (http://\S+)/coworkenv \(read only\)") as url:
+        yield url
 
 
 def get(url: str) -> tuple[int, str]:

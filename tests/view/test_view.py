@@ -5,7 +5,6 @@ are kept as files."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,18 +19,9 @@ pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def viewer(store) -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, "-m", "coworkenv", "view", "--store", str(store), "--port", "0"],
-                               stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    match = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
-    assert match, line
-    try:
-        yield match.group(1)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+def viewer(store, cli_server) -> Iterator[str]:
+    with cli_server(["view", "--store", str(store), "--port", "0"], r"on (http://127\.0\.0\.1:\d+)/") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
