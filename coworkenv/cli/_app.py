@@ -363,7 +363,7 @@ def gate(
 
 StyleOpt = Annotated[PromptStyle, typer.Option(
     "--style", help="Agent view the rows show: full, compact (short prompt, only the tools of the apps a task "
-    "needs; for small models) or minimal (compact without descriptions; for tiny models).")]
+    "needs; for small models) or minimal (compact with empty descriptions; for tiny models).")]
 
 
 def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False,

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         TrainSettings,
         check_reporters,
         check_training,
+        sft_token_ids,
         train_dpo,
         train_sft,
     )
@@ -54,7 +55,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     ),
     "_rl": ("REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training", "train_rl"),
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
-               "train_dpo", "train_sft"),
+               "sft_token_ids", "train_dpo", "train_sft"),
     "_serve": (
         "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "check_vllm", "resolve_model",
         "running_vllm_server", "vllm_server",

@@ -85,7 +85,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     for row in rows:
         yield "system\nuser\nassistant\n"  # the role names of the chat template
         for tool in row.get("tools") or []:
-            yield json.dumps(tool.get("function", tool))
+            yield json.dumps(tool.get("function", tool), ensure_ascii=False)
         messages = [*(row.get("messages") or row.get("prompt") or []), *(row.get("chosen") or []),
                     *(row.get("rejected") or [])]
         for message in messages:
@@ -93,7 +93,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
                 yield str(message["content"])
             for call in message.get("tool_calls") or []:
                 fn = call.get("function", call)
-                args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"])
+                args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"], ensure_ascii=False)
                 yield f'{{"name": "{fn["name"]}", "arguments": {args}}}'
 
 

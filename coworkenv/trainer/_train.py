@@ -162,6 +162,12 @@ def file_hash(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _arguments_json(arguments: dict[str, Any]) -> str:
+    """A call's arguments as chat templates render a dict (``tojson``: non-ASCII kept as is), which
+    is what a server renders once it has parsed the arguments string an OpenAI client sends."""
+    return json.dumps(arguments, ensure_ascii=False)
+
+
 def _message(m: dict[str, Any]) -> dict[str, Any]:
     out = {"role": m["role"], "content": m.get("content") or ""}
     if m.get("tool_calls"):
@@ -169,7 +175,7 @@ def _message(m: dict[str, Any]) -> dict[str, Any]:
             {"type": "function", "function": {
                 "name": c["function"]["name"],
                 "arguments": c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
-                else json.dumps(c["function"]["arguments"]),
+                else _arguments_json(c["function"]["arguments"]),
             }}
             for c in m["tool_calls"]
         ]
@@ -448,20 +454,36 @@ def _plain_loss_trainer():
 def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: ProgressHook | None = None) -> TrainResult:
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
-    def build(rows):
-        from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
+    return _run(store, "sft", settings, lambda rows: _sft_trainer(settings, rows), on_progress)
 
-        model, tokenizer = load_model(settings.model)
-        fused = settings.fused_lm_head
-        if fused is None:
-            fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
-        trainer_class = SFTTrainer if fused else _plain_loss_trainer()
-        config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
-        trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
-                                peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)
-        return trainer, tokenizer
 
-    return _run(store, "sft", settings, build, on_progress)
+def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
+    from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
+
+    model, tokenizer = load_model(settings.model)
+    fused = settings.fused_lm_head
+    if fused is None:
+        fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
+    trainer_class = SFTTrainer if fused else _plain_loss_trainer()
+    config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
+    trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
+                            peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)
+    return trainer, tokenizer
+
+
+def sft_token_ids(model: str, rows: list[dict[str, Any]], *, max_length: int = 2048) -> list[list[int]]:
+    """The token ids ``train sft`` trains ``model`` on for each of ``rows`` (SFT rows as exported),
+    prepared by the same trainer and settings as a run, without training. What a server renders for
+    the same conversation must equal these (``vllm``'s ``/tokenize`` shows what it renders)."""
+    import tempfile
+
+    require_training()
+    with tempfile.TemporaryDirectory(prefix="coworkenv-tokens-") as out:
+        settings = TrainSettings(model=model, data="", out_dir=out, max_length=max_length, max_steps=1)
+        trainer, _ = _sft_trainer(settings, rows)
+        dataset = trainer.train_dataset
+        assert dataset is not None
+        return [list(ids) for ids in dataset["input_ids"]]
 
 
 def train_dpo(store: Store | None, settings: TrainSettings, *, on_progress: ProgressHook | None = None) -> TrainResult:
