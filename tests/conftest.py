@@ -202,6 +202,17 @@ def vllm_python() -> str:
     return str(local) if local.exists() else sys.executable
 
 
+@pytest.fixture(scope="session")
+def vllm_interpreter() -> str:
+    """The Python that has vLLM (skips the test where none has)."""
+    python = vllm_python()
+    try:
+        check_vllm(python)
+    except ServeError as exc:
+        pytest.skip(str(exc))
+    return python
+
+
 def _serving(url: str) -> set[str]:
     try:
         response = httpx.get(f"{url}/models", timeout=5)

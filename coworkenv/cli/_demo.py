@@ -2,9 +2,11 @@
 
 ``coworkenv demo --full`` closes the loop: it exports the minimal agent view, builds a tiny
 Qwen3 on the corpus (``init-tiny``), fine-tunes it with TRL (``train sft``), serves the base and
-the trained model (vLLM when ``--serve vllm``; in process, ``hf:PATH``, when ``--serve local``)
-and evaluates both on held-out tasks of new seeds through the MCP server, then prints the
-before/after table. Every stage resumes from what the run folder already holds.
+the trained model and evaluates both on held-out tasks of new seeds through the MCP server, then
+prints the before/after table. ``--serve auto`` (the default) evaluates in process (``hf:PATH``)
+and, where vLLM is installed, the trained model through vLLM's OpenAI server as well, and prints
+both pass rates with how often the two paths agree trial by trial; ``--serve local`` or
+``--serve vllm`` evaluate on one path. Every stage resumes from what the run folder already holds.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ def demo_command(
         f"{', '.join(FULL_CAPABILITIES)}).")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = FULL_EVAL_TASKS,
-    serve: Annotated[Literal["local", "vllm"], typer.Option(
-        help="--full: how models are served for evaluation: local (in process, hf:PATH) or vllm (vLLM's OpenAI "
-        "server, tool parser hermes).")] = "local",
-    vllm_python: Annotated[str | None, typer.Option(help="--full --serve vllm: the interpreter that has vLLM.")] = None,
+    serve: Annotated[Literal["auto", "local", "vllm"], typer.Option(
+        help="--full: how models are served for evaluation: local (in process, hf:PATH), vllm (vLLM's OpenAI "
+        "server, tool parser hermes) or auto (in process, and the trained model through vLLM too where vLLM is "
+        "installed; both pass rates reported).")] = "auto",
+    vllm_python: Annotated[str | None, typer.Option(help="--full: the interpreter that has vLLM (for --serve vllm or auto).")] = None,
 ) -> None:
     """Run the loop on embedded defaults (SQLite, bubblewrap, oracle teacher) and summarize it."""
     try:
@@ -85,6 +88,11 @@ def demo_command(
         typer.echo(f"store: {summary['store']}\nSFT data: {summary['export']}")
         if settings is not None:
             out.print(_full_table(summary))
+            serving = summary["serving"]
+            if len(serving["pass_rate"]) > 1:
+                rates = ", ".join(f"{path} {rate:.0%}" for path, rate in serving["pass_rate"].items())
+                typer.echo(f"trained model by serving path: {rates}; the same verdict in "
+                           f"{serving['agreement']:.0%} of {serving['trials']} trials")
             typer.echo(f"trained model: {summary['trained_model']}")
         typer.echo(f"report: {summary['report']} (open it in a browser)")
 

@@ -10,7 +10,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from rich.progress import Progress
@@ -25,6 +25,7 @@ from ..synth import GENERATED
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
+from ._eval import EvalReport
 from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
@@ -95,8 +96,22 @@ class FullSettings(BaseModel):
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
     eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
-    serve: Literal["local", "vllm"] = "local"
+    # how models are served for evaluation: "local" in process (hf:PATH), "vllm" by vLLM's OpenAI server,
+    # "auto" in process and, where vLLM is installed, the trained model through vLLM as well (both reported)
+    serve: Literal["auto", "local", "vllm"] = "auto"
     vllm_python: str | None = None
+
+    def paths(self) -> list[str]:
+        """The serving paths evaluated, the first of them the one of the before/after table."""
+        if self.serve != "auto":
+            return [self.serve]
+        from ..trainer import ServeError, check_vllm
+
+        try:
+            check_vllm(self.vllm_python)
+        except ServeError:
+            return ["local"]
+        return ["local", "vllm"]
 
 
 @contextlib.contextmanager
@@ -111,7 +126,8 @@ def _stage(progress: Progress, name: str, timings: dict[str, float]) -> Iterator
         progress.update(job, completed=1)
 
 
-async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path) -> dict:
+async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path,
+                    path: str) -> EvalReport:
     from ..trainer import VLLMSettings, running_vllm_server
     from ._eval import EvalSettings, run_eval
 
@@ -121,13 +137,26 @@ async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: Ful
                             prompt_style=settings.style, temperature=0.0 if settings.eval_trials == 1 else 0.7,
                             max_tokens=256, concurrency=2)
 
-    profile = store_dir / "eval" / f"{name}.profile.json"
-    if settings.serve == "local":
-        report = await run_eval(host, options(f"hf:{model_dir}"), profile_path=profile)
-    else:
-        async with running_vllm_server(model_dir, name, settings=VLLMSettings(python=settings.vllm_python)) as url:
-            report = await run_eval(host, options(f"openai:{name}@{url}"), profile_path=profile)
-    return report.summary
+    profile = store_dir / "eval" / f"{name}.{path}.profile.json"
+    if path == "local":
+        return await run_eval(host, options(f"hf:{model_dir}"), profile_path=profile)
+    async with running_vllm_server(model_dir, name, settings=VLLMSettings(python=settings.vllm_python)) as url:
+        return await run_eval(host, options(f"openai:{name}@{url}"), profile_path=profile)
+
+
+def compare_paths(reports: dict[str, EvalReport]) -> dict[str, Any]:
+    """The trained model's pass rate on each serving path, and how often the paths agree trial by
+    trial (the same task and trial passed on both, or failed on both)."""
+    verdicts = {path: {(t.task_id, t.trial): t.passed for t in report.trials} for path, report in reports.items()}
+    shared = set.intersection(*(set(v) for v in verdicts.values()))
+    agree = sum(len({v[key] for v in verdicts.values()}) == 1 for key in shared)
+    return {
+        "pass_rate": {path: report.summary["overall"]["pass_rate"] for path, report in reports.items()},
+        "trials": len(shared),
+        "agreement": round(agree / len(shared), 3) if shared else None,
+        "disagreements": sorted(f"{task}#{trial}" for task, trial in shared
+                                if len({v[(task, trial)] for v in verdicts.values()}) > 1),
+    }
 
 
 async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
@@ -158,13 +187,17 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                                            learning_rate=settings.learning_rate, seed=seed,
                                            assistant_only_loss=settings.assistant_only_loss))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
+    paths = settings.paths()
+    trained: dict[str, EvalReport] = {}
     try:
-        with _stage(progress, f"eval base ({settings.serve})", timings):
-            before = await _evaluate(host, base_dir, "base", settings, directory)
-        with _stage(progress, f"eval trained ({settings.serve})", timings):
-            after = await _evaluate(host, run_dir / "model", "trained", settings, directory)
+        with _stage(progress, f"eval base ({paths[0]})", timings):
+            before = (await _evaluate(host, base_dir, "base", settings, directory, paths[0])).summary
+        for path in paths:
+            with _stage(progress, f"eval trained ({path})", timings):
+                trained[path] = await _evaluate(host, run_dir / "model", "trained", settings, directory, path)
     finally:
         await host.close()
+    after = trained[paths[0]].summary
     def rates(base: dict, trained: dict) -> dict:
         return {"base": base.get("pass_rate"), "trained": trained.get("pass_rate"), "tasks": trained.get("tasks", 0)}
 
@@ -181,6 +214,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         "capabilities": capabilities,
         "overall": {"base": before["overall"]["pass_rate"], "trained": after["overall"]["pass_rate"],
                     "tasks": after["overall"]["tasks"]},
+        "serving": compare_paths(trained),  # the trained model on each path (in process, through vLLM)
         "base_model": str(base_dir),
         "trained_model": str(run_dir / "model"),
         "report": str(write_report(store, directory / "report.html")),  # now with the training and both evaluations
