@@ -202,6 +202,25 @@ def vllm_python() -> str:
     return str(local) if local.exists() else sys.executable
 
 
+@pytest.fixture
+async def tool_model_tasks(host: EpisodeHost) -> list[str]:
+    """The tasks the fixture model ``tool-model`` was trained on (its bundles), calibrated in this
+    test's store; returns the admitted ids. The model replays the oracle's compact trajectories of
+    these, whatever synthesis makes of their seed today."""
+    from coworkenv.synth import calibrate_task
+    from coworkenv.workspace import load_bundle
+
+    ids = []
+    for directory in sorted((FIXTURES / "tool-model-tasks").iterdir()):
+        workspace, specs = load_bundle(directory)
+        host.store.put_workspace(workspace)
+        for task in specs:
+            host.store.put_task(task)
+            await calibrate_task(host, task)
+            ids.append(task.id)
+    return [i for i in ids if host.store.task(i).status == "admitted"]
+
+
 @pytest.fixture(scope="session")
 def vllm_interpreter() -> str:
     """The Python that has vLLM (skips the test where none has)."""

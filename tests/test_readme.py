@@ -76,13 +76,13 @@ def test_the_python_snippets_run_as_written(server: str, tmp_path: Path):
 
 
 def test_the_proxy_snippets_run_as_written(store: Path, tool_model_server: str, tmp_path: Path):
-    """The capture proxy's snippets (an Agents SDK agent on a served model, the Anthropic SDK) against
+    """The capture proxy's snippets (Agents SDK and LangGraph agents on a served model, the Anthropic SDK) against
     `coworkenv serve --upstream` in front of a real vLLM server; only the port and the model's name differ."""
     from coworkenv.store import Store
     from coworkenv.trainer._serve import free_port
 
     snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code and "base_url" in code]
-    assert len(snippets) == 2, "the README's Agents SDK and Anthropic SDK snippets for the proxy"
+    assert len(snippets) == 3, "the README's Agents SDK, LangGraph and Anthropic SDK snippets for the proxy"
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(port),
                                 "--upstream", tool_model_server, "--upstream-view", "compact"],
@@ -107,9 +107,10 @@ def test_the_proxy_snippets_run_as_written(store: Path, tool_model_server: str, 
     opened = Store(store, create=False)
     try:
         keys = {e.key: e for e in opened.episodes(task_id=TASK, source="live")}
-        for key in ("sdk-run-1", "claude-run-1"):  # each snippet's episode, with what its model said
+        for key in ("sdk-run-1", "langgraph-run-1", "claude-run-1"):  # each snippet's episode, with what its model said
             assert opened.model_calls(keys[key].id), key
-        assert opened.verdict(keys["sdk-run-1"].id, GRADER_VERSION) is not None  # it submitted: graded
+        for key in ("sdk-run-1", "langgraph-run-1"):  # the agents submitted: graded
+            assert opened.verdict(keys[key].id, GRADER_VERSION) is not None, key
     finally:
         opened.close()
 

@@ -1,4 +1,5 @@
-"""Agents: the LangGraph rollout used by the teacher, repair, evaluation and RL, the chat-model
+"""Agents: the LangGraph rollout used by the teacher, repair, evaluation and RL (and ``mcp_tools``,
+an MCP session's tools as LangChain tools for any other LangGraph agent), the chat-model
 providers (including the offline oracle), and the RL policy's recording chat model. Agents meet workspaces only over MCP.
 
 Names are imported on first use, so a process that needs some of them does not load the rest
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
         provider_problem,
         provider_usage,
     )
-    from ._rollout import Rollout, build_agent_graph, repair_hint, rollout
+    from ._rollout import Rollout, build_agent_graph, mcp_tools, repair_hint, rollout
     from ._scripted import ScriptedChatModel, ScriptExhausted, load_replies
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
@@ -40,6 +41,6 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "PROVIDERS", "Provider", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
         "parse_provider", "provider_help", "provider_problem", "provider_usage",
     ),
-    "_rollout": ("Rollout", "build_agent_graph", "repair_hint", "rollout"),
+    "_rollout": ("Rollout", "build_agent_graph", "mcp_tools", "repair_hint", "rollout"),
     "_scripted": ("ScriptExhausted", "ScriptedChatModel", "load_replies"),
 })

@@ -26,6 +26,7 @@ import httpx2
 import mcp_types as types
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from mcp import Client, MCPError
@@ -81,6 +82,31 @@ async def _call(client: Client, name: str, arguments: dict[str, Any]) -> types.C
         return await client.call_tool(name, arguments)
     except _TRANSPORT_ERRORS as exc:
         raise ProtocolError(f"calling {name} over MCP failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def mcp_tools(client: Client) -> list[BaseTool]:
+    """The tools of an MCP session as LangChain tools, for any LangGraph or LangChain agent
+    (``create_react_agent(model, await mcp_tools(client))``). A call goes to the session and gives
+    the text the rollout's own agent reads (images and documents ride along as the artifact); a
+    tool's error comes back to the model as its text, marked as an error."""
+    from langchain_core.tools import StructuredTool, ToolException
+
+    def bind(tool: types.Tool) -> BaseTool:
+        async def call(**arguments: Any) -> tuple[str, list[Attachment] | None]:
+            result = await _call(client, tool.name, arguments)
+            if result.is_error:
+                raise ToolException(_tool_text(result))
+            return _tool_text(result), _tool_attachments(result) or None
+
+        return StructuredTool(name=tool.name, description=tool.description or "", coroutine=call,
+                              args_schema=tool.input_schema or {"type": "object", "properties": {}},
+                              response_format="content_and_artifact", handle_tool_error=True)
+
+    try:
+        listed = await client.list_tools()
+    except _TRANSPORT_ERRORS as exc:
+        raise ProtocolError(f"listing the tools over MCP failed: {type(exc).__name__}: {exc}") from exc
+    return [bind(t) for t in listed.tools]
 
 
 def is_question(text: str) -> bool:

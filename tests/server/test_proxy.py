@@ -1,8 +1,9 @@
 """The capture proxy of `coworkenv serve --upstream`: real clients (the OpenAI and Anthropic SDKs, an
-MCP client) at an episode's address, a real vLLM server upstream serving the committed tiny
-tool-calling model. What the agent and the model said is recorded on the episode the address names
-(streamed or not, token ids and log-probabilities included when asked for), becomes the episode's
-conversation, and a live episode exports like a teacher's."""
+MCP client, an OpenAI Agents SDK agent and a LangGraph agent) at an episode's address, a real vLLM
+server upstream serving the committed tiny tool-calling model. What the agent and the model said
+is recorded on the episode the address names (streamed or not, token ids and log-probabilities
+included when asked for), becomes the episode's conversation, and a live episode exports like a
+teacher's."""
 
 from __future__ import annotations
 
@@ -150,7 +151,7 @@ async def test_bad_requests_and_unknown_addresses_are_named(host, tasks, tool_mo
     assert recorded.status == 404 and host.store.messages(episode.id) == []  # an error is no conversation
 
 
-async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, tasks, tool_model_server):
+async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, tool_model_tasks, tool_model_server):
     """An OpenAI Agents SDK agent with its own instructions and the workspace attached over MCP (every
     tool) meets the served PocketWorker in the compact view it was trained on, through the proxy."""
     import openai
@@ -163,7 +164,7 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
     settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
     with anyio.fail_after(600):
         async with running_http_server(host, settings) as base:
-            for task_id in tasks:
+            for task_id in tool_model_tasks:
                 task = host.store.task(task_id)
                 address = f"{base}/t/{task.id}/e/agents-sdk/mcp"
                 model = openai.AsyncOpenAI(base_url=address.removesuffix("/mcp") + "/v1", api_key="unused")
@@ -198,3 +199,58 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
         verdict = host.store.verdict(episode_id, GRADER_VERSION)
         assert verdict is not None and (episode_id in admitted_rows) == verdict.admitted
     assert played >= len(results) // 2  # the tiny model's calls reached the workspace in most episodes
+    exported = [r for r in sft_rows(host.store) if r["episode_id"] in set(results.values())]
+    # the fixture model replays the oracle's compact trajectories of these tasks: most pass and export
+    assert len(exported) >= len(results) // 2 and all(r["source"] == "live" and r["client"] for r in exported)
+
+
+async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, tool_model_tasks, tool_model_server):
+    """LangGraph's prebuilt ReAct agent, the model client at the episode's proxy address and the
+    workspace's MCP tools as LangChain tools: whole episodes recorded, graded and exported."""
+    from langchain_openai import ChatOpenAI
+    from langgraph.errors import GraphRecursionError
+    from langgraph.prebuilt import create_react_agent
+
+    from coworkenv.agents import mcp_tools
+
+    episodes = {}
+    settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
+    with anyio.fail_after(600):
+        async with running_http_server(host, settings) as base:
+            for task_id in tool_model_tasks:
+                address = f"{base}/t/{task_id}/e/langgraph-1"
+                model = ChatOpenAI(model="tool-model", base_url=f"{address}/v1", api_key="unused", temperature=0,
+                                   max_tokens=128)
+                async with (httpx2.AsyncClient(timeout=30) as http,
+                            Client(streamable_http_client(f"{address}/mcp", http_client=http)) as mcp):
+                    tools = [t for t in await mcp_tools(mcp) if t.name != "submit_answer"]
+                    instruction = (await mcp.get_prompt("task")).messages[0].content.text
+                    agent = create_react_agent(model, tools)
+                    try:
+                        state = await agent.ainvoke({"messages": [("user", instruction)]}, {"recursion_limit": 16})
+                        answer = str(state["messages"][-1].content)
+                    except GraphRecursionError:
+                        answer = ""
+                    done = await mcp.call_tool("submit_answer", {"answer": answer})
+                    episodes[task_id] = done.structured_content["episode_id"]
+            await settle(host)
+    rows = {r["episode_id"]: r for r in sft_rows(host.store)}
+    passed = 0
+    for task_id, episode_id in episodes.items():
+        task = host.store.task_spec(task_id)
+        calls = host.store.model_calls(episode_id)
+        assert calls and all(c.status == 200 and c.api == "chat" for c in calls)
+        conversation = host.store.messages(episode_id)
+        assert [m.role for m in conversation[:2]] == ["system", "user"] and conversation[1].content == task.instruction
+        ran = [c.tool for c in host.store.tool_calls(episode_id) if c.tool != "submit_answer"]
+        assert [c.name for m in conversation if m.role == "assistant" for c in m.tool_calls][:len(ran)] == ran
+        verdict = host.store.verdict(episode_id, GRADER_VERSION)
+        assert verdict is not None and (episode_id in rows) == verdict.admitted
+        if verdict.admitted:
+            passed += 1
+            row = rows[episode_id]
+            assert row["source"] == "live" and row["client"]
+            view = agent_view("full", host.store.workspace(task.workspace_id).tools, task)
+            assert [m["role"] for m in row["messages"]][:2] == ["system", "user"]
+            assert [t["function"]["name"] for t in row["tools"]] == view.names  # exported in the asked view
+    assert passed >= len(episodes) // 2  # the fixture model replays the oracle's compact trajectories of these tasks
