@@ -9,10 +9,11 @@ from the stream) are recorded on that episode. The conversation they hold become
 so that a live agent's episode exports like a teacher's.
 
 Routes under each episode prefix: ``POST v1/chat/completions``, ``POST v1/messages``, ``POST
-v1/responses`` (recorded) and ``GET v1/models`` (passed through). On a server with a bearer token,
+v1/responses`` (recorded; a request that continues an earlier response with ``previous_response_id``
+gets that response's conversation before its own turns) and ``GET v1/models`` (passed through). On a server with a bearer token,
 proxy requests carry it in ``X-Coworkenv-Token`` (``Authorization`` is the upstream's).
 
-With a ``view`` (``serve --upstream-view compact``), a chat request reaches the model in the agent
+With a ``view`` (``serve --upstream-view compact``), a chat or Responses request reaches the model in the agent
 view it was trained on: its system prompt and tool list are replaced by that view's for the
 episode's task (the conversation itself is kept). An agent app that sends its own system prompt and
 the workspace's whole tool list then meets a PocketWorker as it was trained, within its context;
@@ -26,6 +27,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -36,7 +38,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..store import Store
-from ..workspace import AgentView, agent_view, check_style, from_anthropic_messages, from_openai_chat
+from ..workspace import (
+    AgentView,
+    Message,
+    agent_view,
+    check_style,
+    from_anthropic_messages,
+    from_openai_chat,
+    from_openai_responses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +91,22 @@ class _Stream:
     def result(self) -> dict[str, Any] | None:
         if not self.chunks:
             return None
-        return _assemble_messages(self.chunks) if self.api == "messages" else (
-            _assemble_chat(self.chunks) if self.api == "chat" else {"events": self.chunks})
+        if self.api == "messages":
+            return _assemble_messages(self.chunks)
+        if self.api == "chat":
+            return _assemble_chat(self.chunks)
+        return _assemble_response(self.chunks)
+
+
+def _assemble_response(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Responses API response from its stream: the response its last ``response.completed``
+    (or ``incomplete``, ``failed``) event carries, else the output items that were done."""
+    for event in reversed(events):
+        if event.get("type") in ("response.completed", "response.incomplete", "response.failed") and \
+                isinstance(event.get("response"), dict):
+            return event["response"]
+    items = [e["item"] for e in events if e.get("type") == "response.output_item.done" and isinstance(e.get("item"), dict)]
+    return {"object": "response", "status": "incomplete", "output": items}
 
 
 def _assemble_chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -157,9 +181,11 @@ def _assemble_messages(events: list[dict[str, Any]]) -> dict[str, Any]:
     return message
 
 
-def conversation_of(api: str, request: dict[str, Any], response: dict[str, Any] | None):
+def conversation_of(api: str, request: dict[str, Any], response: dict[str, Any] | None,
+                    before: list[Message] | None = None):
     """The conversation a recorded exchange holds (the request's turns and the reply), or None when
-    the API's turns are not read here (Responses) or the reply is not one."""
+    the reply is not one. ``before``: for a Responses request that continues an earlier response
+    (``previous_response_id``), that response's conversation."""
     if api == "chat":
         choices = (response or {}).get("choices") or []
         reply = choices[0].get("message") if choices else None
@@ -168,7 +194,10 @@ def conversation_of(api: str, request: dict[str, Any], response: dict[str, Any] 
         if not response or response.get("type", "message") != "message":
             return None
         return from_anthropic_messages(request.get("system"), request.get("messages") or [], response)
-    return None
+    if not response or response.get("object", "response") != "response" or response.get("status") == "failed":
+        return None
+    return from_openai_responses(request.get("instructions"), request.get("input"), response.get("output") or [],
+                                 before)
 
 
 class CaptureProxy:
@@ -183,6 +212,8 @@ class CaptureProxy:
         self._views: dict[str, AgentView] = {}  # task id -> its view
         self._next: dict[str, int] = {}  # episode id -> the index of its next model call, in request order
         self._latest: dict[str, int] = {}  # episode id -> the index whose conversation the episode holds
+        # Responses API: response id -> its conversation, for a request that continues it (previous_response_id)
+        self._responses: OrderedDict[str, list[Message]] = OrderedDict()
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
                                         limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256))
 
@@ -233,8 +264,8 @@ class CaptureProxy:
             self._next[episode_id] = self.store.model_call_count(episode_id)
         idx = self._next[episode_id]
         self._next[episode_id] = idx + 1
-        if self.view is not None and api == "chat":
-            payload = self._in_view(episode_id, payload)
+        if self.view is not None and api in ("chat", "responses"):
+            payload = self._in_view(episode_id, api, payload)
             body = json.dumps(payload).encode()
         url = f"{self.upstream}/{path}"
         stream = payload.get("stream") is True
@@ -279,8 +310,8 @@ class CaptureProxy:
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=headers,
                                  background=BackgroundTask(record))
 
-    def _in_view(self, episode_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """The chat request with the view's system prompt and tools for the episode's task."""
+    def _in_view(self, episode_id: str, api: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The chat (or Responses) request with the view's system prompt and tools for the episode's task."""
         assert self.view is not None
         row = self.store.episode(episode_id)
         assert row is not None  # episode_for found it
@@ -288,6 +319,12 @@ class CaptureProxy:
         if view is None:
             task = self.store.task_spec(row.task_id)
             view = self._views[row.task_id] = agent_view(self.view, self.store.workspace(task.workspace_id).tools, task)
+        if api == "responses":
+            items = payload.get("input")
+            items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+            kept = [i for i in items if not (isinstance(i, dict) and i.get("role") in ("system", "developer"))]
+            return {**payload, "instructions": view.system, "input": kept,
+                    "tools": [{"type": "function", **t["function"]} for t in view.tools]}
         turns = [m for m in payload.get("messages") or [] if m.get("role") not in ("system", "developer")]
         return {**payload, "messages": [{"role": "system", "content": view.system}, *turns], "tools": view.tools}
 
@@ -300,7 +337,7 @@ class CaptureProxy:
         try:
             self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
                                       stream=stream, duration_ms=duration, upstream=self.upstream, idx=idx)
-            conversation = conversation_of(api, request, response) if 200 <= status < 300 else None
+            conversation = self._conversation(api, request, response) if 200 <= status < 300 else None
             if conversation and idx > self._latest.get(episode_id, -1):  # the latest request's conversation wins
                 self._latest[episode_id] = idx
                 self.store.set_conversation(episode_id, conversation)
@@ -311,6 +348,22 @@ class CaptureProxy:
                 done.set_result(None)
 
 
+    def _conversation(self, api: str, request: dict[str, Any], response: dict[str, Any] | None):
+        if api != "responses":
+            return conversation_of(api, request, response)
+        previous = request.get("previous_response_id")
+        before = self._responses.get(previous) if previous else None
+        if previous and before is None:  # it continues a response this proxy never saw: only part of it is here
+            return None
+        conversation = conversation_of(api, request, response, before)
+        if conversation and response and response.get("id"):
+            self._responses[response["id"]] = conversation
+            while len(self._responses) > RESPONSES_KEPT:
+                self._responses.popitem(last=False)
+        return conversation
+
+
+RESPONSES_KEPT = 4096  # conversations kept for previous_response_id, the oldest forgotten first
 _PENDING: set[asyncio.Future] = set()
 
 

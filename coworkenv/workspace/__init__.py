@@ -9,6 +9,7 @@ from ._conversation import (
     clean,
     from_anthropic_messages,
     from_openai_chat,
+    from_openai_responses,
     to_chat,
 )
 from ._spec import (
@@ -127,6 +128,7 @@ __all__ = [
     "clean",
     "from_anthropic_messages",
     "from_openai_chat",
+    "from_openai_responses",
     "dump_state",
     "dump_state_changes",
     "load_bundle",

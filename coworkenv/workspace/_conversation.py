@@ -157,3 +157,40 @@ def from_anthropic_messages(system: Any, messages: list[dict[str, Any]],
             if text:
                 out.append(Message(role="user", content=text))
     return out
+
+
+def from_openai_responses(instructions: Any, items: Any, output: list[dict[str, Any]] | None = None,
+                          before: list[Message] | None = None) -> list[Message]:
+    """A conversation in OpenAI's Responses format (a request's ``instructions`` and ``input``, and
+    the response's ``output`` items when given) as ``Message``s: ``function_call`` items become
+    tool calls (consecutive ones, and the message before them, one assistant turn),
+    ``function_call_output`` items tool messages; reasoning items are left out. ``before`` is the
+    conversation of the response a request continues (``previous_response_id``)."""
+    out: list[Message] = list(before or [])
+    if instructions and not before:
+        out.append(Message(role="system", content=_text(instructions)))
+    names: dict[str, str] = {c.id: c.name for m in out for c in m.tool_calls}
+    turns = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+    for item in [*turns, *(output or [])]:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = "system" if item.get("role") == "developer" else item.get("role")
+            if role in ("system", "user", "assistant"):
+                out.append(Message(role=role, content=_text(item.get("content"))))
+        elif kind == "function_call":
+            call = ToolCall(id=str(item.get("call_id") or item.get("id") or f"call_{len(names)}"),
+                            name=str(item.get("name", "")), arguments=_arguments(item.get("arguments")))
+            names[call.id] = call.name
+            last = out[-1] if out else None
+            if last is not None and last.role == "assistant":  # the same turn: its text, then its calls
+                out[-1] = last.model_copy(update={"tool_calls": [*last.tool_calls, call]})
+            else:
+                out.append(Message(role="assistant", tool_calls=[call]))
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id"))
+            output_value = item.get("output")
+            content = output_value if isinstance(output_value, str) else _text(output_value)
+            out.append(Message(role="tool", content=content, tool_call_id=call_id, name=names.get(call_id)))
+    return out

@@ -87,6 +87,39 @@ async def test_openai_calls_are_recorded_on_the_episode_of_their_address(host, t
              "function": {"name": PROBE["expected"]["name"], "arguments": PROBE["expected"]["arguments"]}}]}]
 
 
+async def test_openai_responses_become_the_conversation_across_previous_response_id(host, tasks, tool_model_server):
+    import openai
+
+    task = host.store.task(tasks[0])
+    tools = [{"type": "function", **t["function"]} for t in PROBE["tools"]]
+    with anyio.fail_after(240):
+        async with running_http_server(host, ServeSettings(upstream=tool_model_server)) as base:
+            model = openai.AsyncOpenAI(base_url=f"{base}/t/{task.id}/e/responses-1/v1", api_key="upstream-key")
+            first = await model.responses.create(model="tool-model", instructions=PROBE["messages"][0]["content"],
+                                                 input=PROBE["messages"][1]["content"], tools=tools, temperature=0,
+                                                 max_output_tokens=96)
+            [call] = [o for o in first.output if o.type == "function_call"]
+            assert (call.name, json.loads(call.arguments)) == (PROBE["expected"]["name"], PROBE["expected"]["arguments"])
+            result = [{"type": "function_call_output", "call_id": call.call_id, "output": '{"people": []}'}]
+            streamed = await model.responses.create(model="tool-model", previous_response_id=first.id, input=result,
+                                                    tools=tools, temperature=0, max_output_tokens=48, stream=True)
+            events = [event.type async for event in streamed]
+            assert events[-1] == "response.completed"
+            await model.close()
+            await settle(host)
+    [episode] = host.store.episodes(task_id=task.id, source="live")
+    calls = host.store.model_calls(episode.id)
+    assert [(c.api, c.stream, c.status) for c in calls] == [("responses", False, 200), ("responses", True, 200)]
+    assert calls[1].response["object"] == "response" and calls[1].response["output"]  # assembled from the stream
+    conversation = host.store.messages(episode.id)  # the first exchange, then the one that continued it
+    assert [m.role for m in conversation[:4]] == ["system", "user", "assistant", "tool"] and len(conversation) == 5
+    assert conversation[1].content == PROBE["messages"][1]["content"]
+    assert (conversation[2].tool_calls[0].name, conversation[2].tool_calls[0].arguments) == (
+        PROBE["expected"]["name"], PROBE["expected"]["arguments"])
+    assert conversation[3].content == '{"people": []}' and conversation[3].name == PROBE["expected"]["name"]
+    assert conversation[4].role == "assistant"
+
+
 def anthropic_tools() -> list[dict]:
     return [{"name": t["function"]["name"], "description": t["function"]["description"],
              "input_schema": t["function"]["parameters"]} for t in PROBE["tools"]]
