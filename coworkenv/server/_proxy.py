@@ -210,8 +210,11 @@ class CaptureProxy:
         self.episode_for = episode_for
         self.view = check_style(view) if view else None
         self._views: dict[str, AgentView] = {}  # task id -> its view
-        self._next: dict[str, int] = {}  # episode id -> the index of its next model call, in request order
-        self._latest: dict[str, int] = {}  # episode id -> the index whose conversation the episode holds
+        # episode id -> the index of its next model call (in request order), and the index whose conversation
+        # the episode holds; the episodes used least recently are forgotten past EPISODES_KEPT (a forgotten
+        # episode's next index is read back from the store)
+        self._next: OrderedDict[str, int] = OrderedDict()
+        self._latest: OrderedDict[str, int] = OrderedDict()
         # Responses API: response id -> its conversation, for a request that continues it (previous_response_id)
         self._responses: OrderedDict[str, list[Message]] = OrderedDict()
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10),
@@ -263,7 +266,7 @@ class CaptureProxy:
         if episode_id not in self._next:
             self._next[episode_id] = self.store.model_call_count(episode_id)
         idx = self._next[episode_id]
-        self._next[episode_id] = idx + 1
+        _keep(self._next, episode_id, idx + 1)
         if self.view is not None and api in ("chat", "responses"):
             payload = self._in_view(episode_id, api, payload)
             body = json.dumps(payload).encode()
@@ -339,7 +342,7 @@ class CaptureProxy:
                                       stream=stream, duration_ms=duration, upstream=self.upstream, idx=idx)
             conversation = self._conversation(api, request, response) if 200 <= status < 300 else None
             if conversation and idx > self._latest.get(episode_id, -1):  # the latest request's conversation wins
-                self._latest[episode_id] = idx
+                _keep(self._latest, episode_id, idx)
                 self.store.set_conversation(episode_id, conversation)
         except Exception:
             log.exception("recording a model call of episode %s failed", episode_id)
@@ -357,13 +360,21 @@ class CaptureProxy:
             return None
         conversation = conversation_of(api, request, response, before)
         if conversation and response and response.get("id"):
-            self._responses[response["id"]] = conversation
-            while len(self._responses) > RESPONSES_KEPT:
-                self._responses.popitem(last=False)
+            _keep(self._responses, response["id"], conversation, RESPONSES_KEPT)
         return conversation
 
 
 RESPONSES_KEPT = 4096  # conversations kept for previous_response_id, the oldest forgotten first
+EPISODES_KEPT = 65536  # episodes whose call counters the proxy keeps in memory
+
+
+def _keep(table: OrderedDict, key: str, value: Any, limit: int | None = None) -> None:
+    """Set ``table[key]`` as its most recent entry, forgetting the least recent past ``limit``
+    (``EPISODES_KEPT`` when not given)."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > (EPISODES_KEPT if limit is None else limit):
+        table.popitem(last=False)
 _PENDING: set[asyncio.Future] = set()
 
 

@@ -184,6 +184,22 @@ async def test_bad_requests_and_unknown_addresses_are_named(host, tasks, tool_mo
     assert recorded.status == 404 and host.store.messages(episode.id) == []  # an error is no conversation
 
 
+async def test_forgotten_episode_counters_are_read_back_from_the_store(host, tasks, tool_model_server, monkeypatch):
+    """The proxy keeps few episodes' call counters in memory; one it forgot numbers on from the store."""
+    monkeypatch.setattr("coworkenv.server._proxy.EPISODES_KEPT", 1)
+    request = {"model": "tool-model", "messages": PROBE["messages"], "max_tokens": 1}
+    with anyio.fail_after(120):
+        async with (running_http_server(host, ServeSettings(upstream=tool_model_server)) as base,
+                    httpx.AsyncClient(timeout=60) as http):
+            for key in ("a", "b", "a", "b", "a"):
+                reply = await http.post(f"{base}/t/{tasks[0]}/e/{key}/v1/chat/completions", json=request)
+                assert reply.status_code == 200
+                await settle(host)
+    by_key = {e.key: e.id for e in host.store.episodes(task_id=tasks[0], source="live")}
+    assert [c.idx for c in host.store.model_calls(by_key["a"])] == [0, 1, 2]
+    assert [c.idx for c in host.store.model_calls(by_key["b"])] == [0, 1]
+
+
 async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, tool_model_tasks, tool_model_server):
     """An OpenAI Agents SDK agent with its own instructions and the workspace attached over MCP (every
     tool) meets the served PocketWorker in the compact view it was trained on, through the proxy."""
