@@ -38,7 +38,11 @@ def serve_model_command(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
     python: Annotated[str | None, typer.Option(
         envvar="COWORKENV_VLLM_PYTHON", help="Interpreter with vLLM installed (default: this one).")] = None,
-    max_model_len: Annotated[int, typer.Option(min=64, help="Context length.")] = 2048,
+    max_model_len: Annotated[int | None, typer.Option(
+        min=64, help="Context length (default: the model's own, max_position_embeddings).")] = None,
+    dtype: Annotated[str, typer.Option(
+        help="What vLLM computes in: model (the dtype the checkpoint was saved in; vLLM alone would downcast a "
+        "float32 checkpoint to bfloat16) or a vLLM --dtype value (auto, float32, bfloat16, float16).")] = "model",
     optimization_level: Annotated[int | None, typer.Option(
         "--optimization-level", "-O", min=0, max=3, help="vLLM's -O level; 0 skips compilation (fastest start).")] = None,
     startup_timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for the server to be healthy.")] = 600,
@@ -58,7 +62,7 @@ def serve_model_command(
                 raise ServeError(f"--lora {spec}: {directory} is not a LoRA adapter folder (no adapter_config.json)")
             adapters[adapter_name] = Path(directory)
         model = replace(model, adapters=adapters)
-        settings = VLLMSettings(python=python, host=host, port=port, max_model_len=max_model_len,
+        settings = VLLMSettings(python=python, host=host, port=port, max_model_len=max_model_len, dtype=dtype,
                                 optimization_level=optimization_level, startup_timeout=startup_timeout, log_path=log)
         server = VLLMServer(model, settings)
         server.start()

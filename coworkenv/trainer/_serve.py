@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -49,7 +50,12 @@ class VLLMSettings(BaseModel):
     python: str | None = None
     host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=0, le=65535)  # a free port when unset
-    max_model_len: int = Field(default=2048, ge=64)
+    # the context length; the model's own (max_position_embeddings) when unset, as in process
+    max_model_len: int | None = Field(default=None, ge=64)
+    # what vLLM computes in: "model" is the dtype the checkpoint was saved in (vLLM itself downcasts a
+    # float32 checkpoint to bfloat16, which is not the model that was trained and evaluated in process);
+    # or any value of vLLM's --dtype (auto, float32, bfloat16, float16)
+    dtype: str = "model"
     max_lora_rank: int = Field(default=16, ge=1)
     kv_cache_gib: int = Field(default=1, ge=1)  # VLLM_CPU_KVCACHE_SPACE on a CPU build
     optimization_level: int | None = Field(default=None, ge=0, le=3)  # 0: no compilation, fastest start
@@ -113,15 +119,31 @@ def port_is_free(host: str, port: int) -> bool:
         return True
 
 
+def model_config(base_dir: Path) -> dict[str, Any]:
+    """A model folder's ``config.json`` (the text model's part of a vision-language one), or ``{}``."""
+    try:
+        config = json.loads((Path(base_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    text = config.get("text_config")
+    return {**config, **text} if isinstance(text, dict) else config
+
+
 def vllm_command(model: ServedModel, settings: VLLMSettings, port: int) -> list[str]:
-    """The command line that serves ``model`` on ``port``."""
+    """The command line that serves ``model`` on ``port``: in the dtype it was saved in and with its
+    own context length unless the settings say otherwise, so that it answers as it does in process."""
+    config = model_config(model.base_dir)
+    length = settings.max_model_len or config.get("max_position_embeddings") or 2048
+    dtype = settings.dtype if settings.dtype != "model" else (config.get("dtype") or config.get("torch_dtype"))
     command = [
         settings.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(model.base_dir), "--served-model-name", model.name,
         "--host", settings.host, "--port", str(port),
-        "--max-model-len", str(settings.max_model_len),
+        "--max-model-len", str(length),
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
     ]
+    if isinstance(dtype, str) and dtype:
+        command += ["--dtype", dtype]
     if settings.optimization_level is not None:
         command += ["--optimization-level", str(settings.optimization_level)]
     if model.adapters:

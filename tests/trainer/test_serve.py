@@ -46,7 +46,13 @@ def test_the_command_enables_hermes_tool_calls_and_lora_modules():
     assert f"--enable-lora --max-lora-rank 16 --lora-modules tool-lora={TOOL_ADAPTER}" in joined
     assert "--served-model-name tool-model" in joined and "--port 8123" in joined
     assert "--max-model-len 1024" in joined
-    assert "--enable-lora" not in vllm_command(model_from_dir(TOOL_MODEL), VLLMSettings(), 8123)
+    plain = " ".join(vllm_command(model_from_dir(TOOL_MODEL), VLLMSettings(), 8123))
+    assert "--enable-lora" not in plain
+    # as in process: the model's own context length and the dtype it was saved in (not vLLM's bfloat16)
+    config = json.loads((TOOL_MODEL / "config.json").read_text())
+    assert f"--max-model-len {config['max_position_embeddings']} " in plain
+    assert "--dtype float32" in plain and config.get("dtype", config.get("torch_dtype")) == "float32"
+    assert "--dtype bfloat16" in " ".join(vllm_command(model, VLLMSettings(dtype="bfloat16"), 8123))
 
 
 def test_bad_models_and_missing_vllm_are_named(tmp_path, store_path):
