@@ -169,11 +169,12 @@ class LocalChatModel(TemplateChatModel):
             tokenizer, model = load_local_model(self.path)
         inputs = tokenizer(chat_text(tokenizer, to_chat(to_messages(messages)), self.tools), add_special_tokens=False,
                            return_tensors="pt")
-        limit = getattr(model.config, "max_position_embeddings", 4096) - self.max_tokens
-        if inputs["input_ids"].shape[1] > limit:
+        # as vLLM serves it: the reply may use what is left of the context, up to max_tokens
+        room = getattr(model.config, "max_position_embeddings", 4096) - inputs["input_ids"].shape[1]
+        if room <= 0:
             text = ""  # the conversation outgrew the model's context: end with an empty answer
         else:
-            options = generation_options(tokenizer, self.max_tokens, self.temperature)
+            options = generation_options(tokenizer, min(self.max_tokens, room), self.temperature)
             with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

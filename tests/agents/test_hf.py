@@ -100,3 +100,34 @@ def test_temperature_samples_and_a_seed_replays_a_trial():
                for seed in range(4)}
     assert all(a == b for a, b in by_seed.values())
     assert len({replies[0] for replies in by_seed.values()}) > 1
+
+
+def test_a_reply_uses_what_is_left_of_the_context_as_vllm_does():
+    pytest.importorskip("transformers", reason="needs the 'train' extra")
+    from coworkenv.agents import chat_text
+    from coworkenv.agents._hf import LocalChatModel, load_local_model
+
+    path = str(FIXTURES / "tool-model")
+    tokenizer, model = load_local_model(path)
+    context = model.config.max_position_embeddings
+    probe = json.loads((FIXTURES / "tool-model" / "probe.json").read_text())
+
+    def prompt_tokens(filler: int) -> tuple[list, int]:
+        messages = [SystemMessage(probe["messages"][0]["content"]),
+                    HumanMessage(probe["messages"][1]["content"] + " ok" * filler)]
+        chat = [{"role": "system", "content": messages[0].content}, {"role": "user", "content": messages[1].content}]
+        return messages, len(tokenizer(chat_text(tokenizer, chat, probe["tools"]), add_special_tokens=False)["input_ids"])
+
+    filler = 0
+    while prompt_tokens(filler)[1] < context - 8:  # a prompt that leaves fewer than 8 tokens of room
+        filler += max(1, (context - 8 - prompt_tokens(filler)[1]) // 2)
+    messages, length = prompt_tokens(filler)
+    assert context - 8 <= length < context
+    local = LocalChatModel(path=path, max_tokens=256).bind_tools(probe["tools"])
+    reply = local.invoke(messages)  # room for a few tokens: they are generated (vLLM's rule), not refused
+    assert 0 < len(tokenizer(str(reply.content) or " ".join(c["name"] for c in reply.tool_calls),
+                             add_special_tokens=False)["input_ids"]) <= context - length
+    messages, length = prompt_tokens(filler + context)  # past the context: an empty answer
+    assert length > context
+    reply = local.invoke(messages)
+    assert reply.content == "" and not reply.tool_calls
