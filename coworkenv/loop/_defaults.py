@@ -11,4 +11,4 @@ DEMO_TASKS = 24
 FULL_CAPABILITIES = ("lookup", "single_write", "multi_step", "multi_turn")
 FULL_EVAL_TASKS = 48  # held-out tasks of new seeds: 12 per capability
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
-FULL_STEPS = 2400  # about 16 minutes of a quiet 2-core CPU for the default tiny model (benchmarks/loop.md)
+FULL_STEPS = 2400  # 16 minutes of a quiet 2-core CPU when rows were ≈355 tokens; ≈880 now, about 2 h (benchmarks/loop.md)
