@@ -241,13 +241,9 @@ def _serving(url: str) -> set[str]:
 
 
 @pytest.fixture(scope="session")
-def tool_model_server(tmp_path_factory):
+def tool_model_server(tmp_path_factory, vllm_interpreter):
     """The base URL (``http://127.0.0.1:PORT/v1``) of vLLM serving ``tool-model`` and ``tool-lora``."""
-    python = vllm_python()
-    try:
-        check_vllm(python)
-    except ServeError as exc:
-        pytest.skip(str(exc))
+    python = vllm_interpreter
     logs = tmp_path_factory.mktemp("vllm")
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"

@@ -149,13 +149,13 @@ def compare_paths(reports: dict[str, EvalReport]) -> dict[str, Any]:
     trial (the same task and trial passed on both, or failed on both)."""
     verdicts = {path: {(t.task_id, t.trial): t.passed for t in report.trials} for path, report in reports.items()}
     shared = set.intersection(*(set(v) for v in verdicts.values()))
-    agree = sum(len({v[key] for v in verdicts.values()}) == 1 for key in shared)
+    disagreements = sorted(f"{task}#{trial}" for task, trial in shared
+                           if len({v[(task, trial)] for v in verdicts.values()}) > 1)
     return {
         "pass_rate": {path: report.summary["overall"]["pass_rate"] for path, report in reports.items()},
         "trials": len(shared),
-        "agreement": round(agree / len(shared), 3) if shared else None,
-        "disagreements": sorted(f"{task}#{trial}" for task, trial in shared
-                                if len({v[(task, trial)] for v in verdicts.values()}) > 1),
+        "agreement": round(1 - len(disagreements) / len(shared), 3) if shared else None,
+        "disagreements": disagreements,
     }
 
 

@@ -10,15 +10,16 @@ so that a live agent's episode exports like a teacher's.
 
 Routes under each episode prefix: ``POST v1/chat/completions``, ``POST v1/messages``, ``POST
 v1/responses`` (recorded; a request that continues an earlier response with ``previous_response_id``
-gets that response's conversation before its own turns) and ``GET v1/models`` (passed through). On a server with a bearer token,
-proxy requests carry it in ``X-Coworkenv-Token`` (``Authorization`` is the upstream's).
+gets that response's conversation before its own turns) and ``GET v1/models`` (passed through).
+On a server with a bearer token, proxy requests carry it in ``X-Coworkenv-Token``
+(``Authorization`` is the upstream's).
 
-With a ``view`` (``serve --upstream-view compact``), a chat or Responses request reaches the model in the agent
-view it was trained on: its system prompt and tool list are replaced by that view's for the
-episode's task (the conversation itself is kept). An agent app that sends its own system prompt and
-the workspace's whole tool list then meets a PocketWorker as it was trained, within its context;
-the model's tool calls name the same tools, which the app runs over MCP. What is recorded is what
-the model saw.
+With a ``view`` (``serve --upstream-view compact``), a chat or Responses request reaches the model
+in the agent view it was trained on: its system prompt and tool list are replaced by that view's
+for the episode's task (the conversation itself is kept). An agent app that sends its own system
+prompt and the workspace's whole tool list then meets a PocketWorker as it was trained, within its
+context; the model's tool calls name the same tools, which the app runs over MCP. What is recorded
+is what the model saw.
 """
 
 from __future__ import annotations
@@ -350,7 +351,6 @@ class CaptureProxy:
             if not done.done():
                 done.set_result(None)
 
-
     def _conversation(self, api: str, request: dict[str, Any], response: dict[str, Any] | None):
         if api != "responses":
             return conversation_of(api, request, response)
@@ -375,6 +375,8 @@ def _keep(table: OrderedDict, key: str, value: Any, limit: int | None = None) ->
     table.move_to_end(key)
     while len(table) > (EPISODES_KEPT if limit is None else limit):
         table.popitem(last=False)
+
+
 _PENDING: set[asyncio.Future] = set()
 
 

@@ -16,6 +16,9 @@ transformers renders with ``trim_blocks`` (which would drop it).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 IM_START, IM_END, EOS = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
@@ -68,3 +71,10 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def tojson(value: Any) -> str:
+    """``value`` as chat templates' ``tojson`` renders it (non-ASCII kept as is). A call's arguments
+    kept as a string in a training row must read so: a server parses the arguments string an OpenAI
+    client sends and renders the dict with ``tojson``."""
+    return json.dumps(value, ensure_ascii=False)

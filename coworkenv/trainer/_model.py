@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS
+from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS, tojson
 
 
 class TrainingUnavailable(RuntimeError):
@@ -85,7 +85,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     for row in rows:
         yield "system\nuser\nassistant\n"  # the role names of the chat template
         for tool in row.get("tools") or []:
-            yield json.dumps(tool.get("function", tool), ensure_ascii=False)
+            yield tojson(tool.get("function", tool))
         messages = [*(row.get("messages") or row.get("prompt") or []), *(row.get("chosen") or []),
                     *(row.get("rejected") or [])]
         for message in messages:
@@ -93,7 +93,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
                 yield str(message["content"])
             for call in message.get("tool_calls") or []:
                 fn = call.get("function", call)
-                args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"], ensure_ascii=False)
+                args = fn["arguments"] if isinstance(fn["arguments"], str) else tojson(fn["arguments"])
                 yield f'{{"name": "{fn["name"]}", "arguments": {args}}}'
 
 

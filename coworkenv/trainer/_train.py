@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
+from ._chat_template import tojson
 from ._model import TrainingUnavailable, read_rows, require_training
 
 
@@ -162,12 +163,6 @@ def file_hash(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _arguments_json(arguments: dict[str, Any]) -> str:
-    """A call's arguments as chat templates render a dict (``tojson``: non-ASCII kept as is), which
-    is what a server renders once it has parsed the arguments string an OpenAI client sends."""
-    return json.dumps(arguments, ensure_ascii=False)
-
-
 def _message(m: dict[str, Any]) -> dict[str, Any]:
     out = {"role": m["role"], "content": m.get("content") or ""}
     if m.get("tool_calls"):
@@ -175,7 +170,7 @@ def _message(m: dict[str, Any]) -> dict[str, Any]:
             {"type": "function", "function": {
                 "name": c["function"]["name"],
                 "arguments": c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
-                else _arguments_json(c["function"]["arguments"]),
+                else tojson(c["function"]["arguments"]),
             }}
             for c in m["tool_calls"]
         ]
