@@ -118,13 +118,13 @@ def synth(
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
     probe beats."""
-    from ..workspace import registered_apps
+    from ..workspace import listed_apps
 
     capabilities = check_capabilities(capability)
     apps = tuple(app_name) if app_name else None
-    unknown_apps = [a for a in apps or () if a not in registered_apps()]
+    unknown_apps = [a for a in apps or () if a not in listed_apps()]
     if unknown_apps:
-        raise fail(f"unknown app {unknown_apps[0]!r}; the apps are: {', '.join(sorted(registered_apps()))}")
+        raise fail(f"unknown app {unknown_apps[0]!r}; the apps are: {', '.join(sorted(listed_apps()))}")
     try:
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
@@ -455,9 +455,9 @@ def check_sandbox_command(sandbox: SandboxOpt = "bwrap", as_json: JsonOpt = Fals
 @app.command("apps")
 def apps_command(as_json: JsonOpt = False) -> None:
     """The apps a workspace can have (built-in and registered), with their tools and effects."""
-    from ..workspace import app_spec, registered_apps
+    from ..workspace import app_spec, listed_apps
 
-    specs = [app_spec(name) for name in sorted(registered_apps())]
+    specs = [app_spec(name) for name in sorted(listed_apps())]
     payload = {"apps": [{"name": s.name, "description": s.description,
                          "tools": [{"name": t.name, "effect": t.effect, "description": t.description} for t in s.tools],
                          "resources": [f"coworkenv://{s.name}/{r.collection}/{{id}}" for r in s.resources]}

@@ -50,7 +50,7 @@ def draft_command(
     from .._errors import ModelError
     from ..agents import ProviderError, ProviderSettings, chat_model, parse_provider, provider_problem
     from ..synth import draft_tasks
-    from ..workspace import registered_apps
+    from ..workspace import listed_apps
 
     try:
         spec = parse_provider(provider)
@@ -64,7 +64,7 @@ def draft_command(
     if problem:
         raise fail(problem)
     check_capabilities([capability])
-    known = registered_apps()
+    known = listed_apps()
     unknown = [name for name in app_names or () if name not in known]
     if unknown:
         raise fail(f"unknown app {unknown[0]!r}; known: {', '.join(sorted(known))}")

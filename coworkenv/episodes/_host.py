@@ -44,6 +44,7 @@ class EpisodeSettings(BaseModel):
     cache_dir: Path | None = None  # initial states are derived here; a temp dir when unset
     user_model: str = ""  # who plays a multi-turn task's user: "" the scripted rules, or a provider spec
     reveal_grade: bool = True  # a live episode's submit_answer result tells its score and the checks that failed
+    service_env: dict[str, str] = {}  # variables for services apps start in sandboxes (Claw-Eval's ERROR_RATE)
 
 
 class EpisodeHost:
@@ -60,7 +61,8 @@ class EpisodeHost:
             self.cache_dir = Path(self.settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.open_episodes: dict[str, Episode] = {}
-        config = BACKENDS[self.settings.backend].config_type(apps_dir=apps_dir(self.cache_dir))
+        config = BACKENDS[self.settings.backend].config_type(apps_dir=apps_dir(self.cache_dir),
+                                                                 service_env=self.settings.service_env)
         self.pool = SandboxPool(self.settings.backend, limits=self.settings.limits, settings=self.settings.pool,
                                 config=config)
         self._toolboxes: dict[str, Toolbox] = {}

@@ -50,6 +50,8 @@ class SandboxConfig(BaseModel):
 
     apps_dir: Path | None = Field(default=None, description="the apps tools come from (default: the built-in ones)")
     root: Path | None = Field(default=None, description="where episode directories are made (default: system temp)")
+    service_env: dict[str, str] = Field(default_factory=dict, description=(
+        "variables every service an app starts in the sandbox gets (e.g. Claw-Eval's ERROR_RATE)"))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -19,6 +20,15 @@ from ._labels import CleanupReport, cleanup_directories, make_episode_dir
 def runner_python() -> str:
     """The interpreter the runner uses: the base interpreter of this Python, stdlib only."""
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def _service_python() -> list[str]:
+    """This Python's environment, read-only at its own path, as the interpreter of apps' services
+    (a Claw-Eval task's mock servers need its packages); tools still run stdlib-only."""
+    prefix = os.path.realpath(sys.prefix)
+    if prefix != os.path.realpath(sys.base_prefix) and not prefix.startswith("/usr"):
+        return ["--ro-bind", prefix, prefix]
+    return []
 
 
 def _system_binds() -> list[str]:
@@ -83,6 +93,7 @@ class BwrapSandbox(RunnerSandbox):
             "--die-with-parent",
             "--new-session",
             *_system_binds(),
+            *_service_python(),
             "--ro-bind", str(self.apps_dir), "/opt/coworkenv/lib/apps",
             "--ro-bind", str(RUNNER), "/opt/coworkenv/runner.py",
             "--ro-bind", str(self.initial_state), "/opt/coworkenv/initial/state.db",
@@ -97,6 +108,8 @@ class BwrapSandbox(RunnerSandbox):
             "--setenv", "HOME", "/workspace",
             "--setenv", "COWORKENV_LIB", "/opt/coworkenv/lib",
             "--setenv", "COWORKENV_INITIAL_STATE", "/opt/coworkenv/initial/state.db",
+            "--setenv", "COWORKENV_SERVICE_ENV", json.dumps(self.config.service_env),
+            "--setenv", "COWORKENV_SERVICE_PYTHON", os.path.join(sys.prefix, "bin", "python"),
             runner_python(), "-I", "-S", "/opt/coworkenv/runner.py", "--sandboxed",
         ]
 

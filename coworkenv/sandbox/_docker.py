@@ -13,6 +13,7 @@ host goes away the socket closes and the runner exits with its container.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -140,6 +141,7 @@ class DockerSandbox(RunnerSandbox):
             user=f"{uid}:{uid}",
             working_dir="/workspace",
             environment={"COWORKENV_LIB": "/opt/coworkenv/lib",
+                         "COWORKENV_SERVICE_ENV": json.dumps(self.config.service_env),
                          "COWORKENV_INITIAL_STATE": f"/opt/coworkenv/initial/{STATE_FILE}",
                          "COWORKENV_SOCKET": f"{SOCKET_DIR}/{SOCKET_NAME}",
                          "HOME": "/workspace"},

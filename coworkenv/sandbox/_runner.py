@@ -21,8 +21,13 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
 Replies:   {"id": 1, "ok": true, "result": {...}, "changed": true, "changes": {...}}
            {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
 
+An app may run services beside its tools (its module's ``services(conn, directory)``, e.g. a
+Claw-Eval task's mock HTTP servers): the runner starts them itself before the app's first call
+since the last reset, waits until each answers its readiness URL, keeps them running from call to
+call and stops them on reset. A service that does not start makes that call fail (kind ``service``).
+
 With ``--sandboxed`` (only ever inside a pid namespace of its own) the runner also kills every
-process of the sandbox that is not itself, its ancestors or its worker after each call and
+process of the sandbox that is not itself, its ancestors, its worker or a service after each call and
 while a call runs with more processes than allowed: a tool cannot leave anything running behind.
 
 A call that succeeded and changed rows of the state says which in ``changes``: its inserted,
@@ -44,7 +49,9 @@ import shutil
 import signal
 import socket
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
@@ -55,6 +62,7 @@ PRELOAD_S = 5.0
 CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls accumulated goes with it
 MAX_CHANGED_ROWS = 50  # rows of a call's ``changes`` given in full; the counts cover all of them
 CHANGES_TABLE = "temp._coworkenv_changes"
+SERVICE_POLL_S = 0.05  # how often a starting service's readiness URL is tried
 
 
 class _PreloadTimeout(Exception):
@@ -87,6 +95,9 @@ class Runner:
             pid = _parent_of(pid)
         self.keep.add(1)
         self.worker = None
+        self.services = {}  # app -> the processes of its services started since the last reset
+        self.service_failures = {}  # app -> why its services did not start (until the next reset)
+        self.service_dir = None
 
     # ------------------------------------------------------------------ tool calls
 
@@ -118,6 +129,9 @@ class Runner:
     def call(self, request, line):
         """Run a call in the worker: (the reply, and the worker's reply line when it can go out as
         it came, the id aside; else None). ``line`` is the request as it came, for the worker."""
+        problem = self.start_services(request.get("app"))
+        if problem is not None:
+            return {"ok": False, "kind": "service", "error": problem}, None
         limits = dict(DEFAULT_LIMITS)
         limits.update(request.get("limits") or {})
         if self.worker is not None and self.worker.limits not in (None, limits):
@@ -180,6 +194,77 @@ class Runner:
                     "error": f"tool process died with signal {signal.Signals(sig).name}"}, None
         return {"ok": False, "kind": "crash", "error": "tool process ended without a result"}, None
 
+    # ------------------------------------------------------------------ services
+
+    def start_services(self, app):
+        """Start ``app``'s services unless they run already: None, or why one did not start."""
+        if not isinstance(app, str) or app in self.services:
+            return self.service_failures.get(app) if isinstance(app, str) else None
+        module = sys.modules.get("apps." + app)
+        starter = getattr(module, "services", None)
+        if starter is None:
+            return None  # not an app with services (or not loaded: the worker reports that)
+        self.services[app] = []
+        if self.service_dir is None:
+            self.service_dir = tempfile.mkdtemp(prefix="coworkenv-services-", dir=SCRATCH_DIRS[0] if self.sandboxed else None)
+        directory = os.path.join(self.service_dir, app)
+        os.makedirs(directory, exist_ok=True)
+        try:
+            conn = sqlite3.connect(f"file:{os.path.join(self.workspace, STATE_FILE)}?mode=ro", uri=True)
+            try:
+                specs = starter(conn, directory)
+            finally:
+                conn.close()
+        except Exception as exc:
+            problem = f"the services of {app} could not be prepared: {exc}"
+        else:
+            problem = next((p for p in map(lambda spec: self.start_service(app, spec), specs) if p is not None), None)
+        if problem is not None:
+            self.stop_services()
+            self.services[app] = []
+            self.service_failures[app] = problem
+        return problem
+
+    def start_service(self, app, spec):
+        name = str(spec.get("name"))
+        log_path = os.path.join(self.service_dir, f"{app}-{name}.log")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+        env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+        try:
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen([str(a) for a in spec["argv"]], cwd=spec.get("cwd") or self.service_dir, env=env,
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            return f"service {name} of {app} could not start: {exc}"
+        self.services[app].append(proc)
+        deadline = time.monotonic() + float(spec.get("timeout_s") or 10)
+        url, method = spec.get("ready_url"), str(spec.get("ready_method") or "GET").upper()
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return f"service {name} of {app} exited (status {proc.returncode}): {_tail(log_path)}"
+            if not url or _answers(url, method):
+                return None
+            time.sleep(SERVICE_POLL_S)
+        return f"service {name} of {app} did not answer {url} within {spec.get('timeout_s') or 10}s: {_tail(log_path)}"
+
+    def stop_services(self):
+        for procs in self.services.values():
+            for proc in procs:
+                _kill_group(proc.pid)
+                try:
+                    proc.wait(timeout=2)
+                except (subprocess.TimeoutExpired, ChildProcessError):
+                    pass
+        self.services = {}
+        self.service_failures = {}
+        if self.service_dir is not None:
+            shutil.rmtree(self.service_dir, ignore_errors=True)
+            self.service_dir = None
+
+    def service_pids(self):
+        return {proc.pid for procs in self.services.values() for proc in procs}
+
     def after_call(self, request, reply):
         """Off the critical path, once the reply went out: clean up, and have a worker ready."""
         worker = self.worker
@@ -223,9 +308,10 @@ class Runner:
         keep = set(self.keep)
         if self.worker is not None:
             keep.add(self.worker.pid)
+        services = self.service_pids()
         pids = []
         for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) not in keep:
+            if name.isdigit() and int(name) not in keep and not (services and _descends(int(name), services)):
                 pids.append(int(name))
         return pids
 
@@ -272,6 +358,7 @@ class Runner:
 
     def reset(self):
         self.drop_worker()
+        self.stop_services()
         if self.sandboxed:
             self.sweep()
         for directory in (self.workspace, *SCRATCH_DIRS):
@@ -582,6 +669,43 @@ def _parent_of(pid):
         return 0
 
 
+def _descends(pid, ancestors):
+    """Whether ``pid`` is one of ``ancestors`` or a descendant of one."""
+    for _ in range(64):
+        if pid in ancestors:
+            return True
+        if pid <= 1:
+            return False
+        pid = _parent_of(pid)
+    return False
+
+
+def _answers(url, method):
+    """Whether a service answers ``url`` (any status below 500), as Claw-Eval's health check asks."""
+    import urllib.error  # only a runner whose apps have services needs it
+    import urllib.request
+
+    request = urllib.request.Request(url, data=b"" if method == "POST" else None, method=method,
+                                     headers={"X-Health-Check": "1"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=1) as response:
+            return response.status < 500
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _tail(path, size=600):
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read().decode(errors="replace").strip() or "(no output)"
+    except OSError:
+        return "(no output)"
+
+
 def _busy(pid, children=True):
     """Whether a worker runs anything besides its own thread: a thread or (``children``) a child a
     tool left. A task directory in /proc links its threads: two links of its own, one per thread."""
@@ -654,8 +778,11 @@ def main(argv):
         conn.connect(address)
         requests, replies = conn.makefile("rb"), conn.makefile("wb")
     runner.spawn_worker()
-    runner.serve(requests, replies)
-    runner.drop_worker()
+    try:
+        runner.serve(requests, replies)
+    finally:
+        runner.drop_worker()
+        runner.stop_services()
 
 
 if __name__ == "__main__":

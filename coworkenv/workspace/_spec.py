@@ -278,8 +278,25 @@ class UnchangedCheck(_CheckBase):
         return self._passed()
 
 
+class ClawEvalCheck(_CheckBase):
+    """A Claw-Eval task's own grader decides (``coworkenv claw-eval import``): after the episode, the
+    gate builds a trace in Claw-Eval's format from the recorded episode and the services' audit logs
+    (kept in the final state), and ``grader.py`` of ``task_dir`` in the ``checkout`` scores it, outside
+    the sandbox. Its completion, safety and robustness are the episode's. ``judge``: the provider of the
+    LLM judge the grader asks (empty for a programmatic grader)."""
+
+    kind: Literal["claw_eval"] = "claw_eval"
+    checkout: str
+    task_dir: str
+    task_id: str
+    judge: str = ""
+
+    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
+        return self._failed("Claw-Eval's grader needs the whole episode; the gate runs it (coworkenv.gate.grade)")
+
+
 # A check is one of these, told apart by ``kind``; a new kind is one class here and one entry below.
-Check = Annotated[SqlCheck | AnswerCheck | UnchangedCheck, Field(discriminator="kind")]
+Check = Annotated[SqlCheck | AnswerCheck | UnchangedCheck | ClawEvalCheck, Field(discriminator="kind")]
 
 
 class ReferenceStep(_Model):

@@ -63,10 +63,15 @@ def event_problem(workspace: Workspace, event: WorldEvent) -> str | None:
     return None
 
 
+def listed_apps() -> dict[str, ModuleType]:
+    """The registered apps a workspace is made of by default (an app may say ``LISTED = False``)."""
+    return {name: module for name, module in registered_apps().items() if getattr(module, "LISTED", True)}
+
+
 def build_workspace(seed: int, apps: tuple[str, ...] | None = None) -> Workspace:
-    """A workspace of the named apps (every registered app when None) over the world of ``seed``;
-    its id is derived from the apps and the seed."""
-    registered = registered_apps()
+    """A workspace of the named apps (every listed app when None: not those, like ``claweval``, whose
+    tools are an imported task's own) over the world of ``seed``; its id is derived from the apps and the seed."""
+    registered = listed_apps()
     names = tuple(sorted(registered)) if apps is None else apps
     everything = apps is None or set(names) == set(registered)
     return Workspace(

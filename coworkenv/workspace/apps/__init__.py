@@ -17,7 +17,13 @@ one new module). An app module defines:
 - ``handle(conn, tool, args)``: run one tool call, returning its result or raising ``ToolFailure``;
 - optionally ``RESOURCES``: records readable as MCP resources;
 - optionally ``EVENTS``: what the world may do to the app during an episode beside its tools (names
-  start with ``_``, e.g. mail's ``_deliver``), run by ``handle`` like a tool but never offered to agents.
+  start with ``_``, e.g. mail's ``_deliver``), run by ``handle`` like a tool but never offered to agents;
+- optionally ``LISTED = False``: not part of workspaces made by default nor offered for synthesis
+  (``claweval``, whose tools are an imported task's own);
+- optionally ``services(conn, directory)``: processes to start inside the sandbox before the app's
+  first call of an episode (their files written under ``directory``), stopped when the sandbox is
+  reset; each a dict with ``name``, ``argv``, ``cwd``, ``env``, ``ready_url``, ``ready_method`` and
+  ``timeout_s`` (see ``claweval``).
 
 See ``mail.py`` for an example. Apps from other packages register through the ``coworkenv.apps``
 entry point group (``coworkenv.workspace.app_registry``).

@@ -1,0 +1,347 @@
+"""Claw-Eval's tasks as coworkenv tasks, without rewriting them.
+
+A Claw-Eval checkout holds ``tasks/<id>/task.yaml`` (prompt, mock services, tools and their HTTP
+endpoints, safety checks), ``tasks/<id>/grader.py`` (a subclass of its ``AbstractGrader``, often of a
+peer task's grader), fixtures, and the services' code under ``mock_services/``. An imported task is:
+
+- a workspace with the ``claweval`` app: the task's tools as they are declared, and in its state the
+  services, the endpoints and every file the services read (their code, ``mock_services/_base.py``,
+  the fixtures their environment names), so the services start inside each episode's sandbox;
+- a held-out task whose instruction is the prompt and whose one check (``ClawEvalCheck``) hands the
+  episode to the task's own grader in the checkout.
+
+A task is left out, with the reason, when coworkenv cannot run it as Claw-Eval does: another
+language than asked, media (multimodal), a simulated user, no service (tasks played with Claw-Eval's
+shell and file tools), a grader that reads the agent's sandbox, or a grader that asks an LLM judge
+when no ``judge`` is given. Where a task's file and its grader disagree (a tool the file forbids that
+the grader never looks at; an audit key the grader reads that the service never returns) the import
+reports it and changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..store import Store
+from ..workspace import App, ClawEvalCheck, DataOverride, Task, ToolSpec, Workspace
+
+MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together
+_TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_DESTRUCTIVE = re.compile(r"(^|_)(delete|remove|cancel|purge|drop|revoke|archive)(_|$)")
+_WRITE = re.compile(r"(^|_)(create|update|send|save|add|set|post|reply|forward|move|assign|schedule|book|"
+                    r"approve|reject|submit|mark|edit|write|upload|enable|disable|close|escalate|transfer|pay)(_|$)")
+_JUDGE_CALL = re.compile(r"\bjudge\s*\.\s*\w+")
+_PEER = re.compile(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']")
+_AUDIT_READ = re.compile(r"get_service_actions\(\s*\w+\s*,\s*[\"'](\w+)[\"']\s*,\s*[\"'](\w+)[\"']")
+_DIFFICULTY = {"easy": 1, "simple": 1, "medium": 2, "hard": 3, "expert": 4}
+
+
+class ClawEvalError(ValueError):
+    """The folder is not a Claw-Eval checkout or task folder; the message says what is wrong."""
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Service(_Loose):
+    name: str
+    command: str
+    port: int
+    health_check: str
+    health_check_method: str = "POST"
+    ready_timeout: float = 10
+    reset_endpoint: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class _Tool(_Loose):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class _Endpoint(_Loose):
+    tool_name: str
+    url: str
+    method: str = "POST"
+
+
+class _Prompt(_Loose):
+    text: str
+    language: str = "zh"
+    attachments: list[str] = Field(default_factory=list)
+
+
+class _SafetyCheck(_Loose):
+    type: str
+    tool_name: str | None = None
+    description: str = ""
+
+
+class _Environment(_Loose):
+    max_turns: int = 20
+
+
+class _UserAgent(_Loose):
+    enabled: bool = False
+
+
+class ClawTaskFile(_Loose):
+    """The parts of Claw-Eval's ``task.yaml`` an import reads (the rest is the grader's business)."""
+
+    task_id: str
+    task_name: str = ""
+    category: str = ""
+    difficulty: str = "medium"
+    tags: list[str] = Field(default_factory=list)
+    services: list[_Service] = Field(default_factory=list)
+    prompt: _Prompt
+    tools: list[_Tool] = Field(default_factory=list)
+    tool_endpoints: list[_Endpoint] = Field(default_factory=list)
+    safety_checks: list[_SafetyCheck] = Field(default_factory=list)
+    environment: _Environment = Field(default_factory=_Environment)
+    user_agent: _UserAgent = Field(default_factory=_UserAgent)
+    env_snapshot_files: list[str] = Field(default_factory=list)
+    env_snapshot_commands: list[str] = Field(default_factory=list)
+
+    @property
+    def split(self) -> str:
+        if self.user_agent.enabled or "user_agent" in self.tags or "multi_turn" in self.tags:
+            return "multi_turn"
+        return "multimodal" if "multimodal" in self.tags else "general"
+
+
+@dataclass
+class ImportedTask:
+    task_id: str  # Claw-Eval's
+    coworkenv_id: str
+    split: str
+    category: str
+    judge: str
+
+
+@dataclass
+class ImportSummary:
+    checkout: Path
+    imported: list[ImportedTask] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # Claw-Eval task id -> why
+    defects: dict[str, list[str]] = field(default_factory=dict)  # Claw-Eval task id -> what disagrees
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"checkout": str(self.checkout), "imported": [vars(t) for t in self.imported],
+                "skipped": self.skipped, "defects": self.defects}
+
+
+def find_checkout(directory: Path) -> tuple[Path, list[Path]]:
+    """The checkout root (the folder holding ``tasks/`` and ``mock_services/``) and its task folders."""
+    directory = directory.resolve()
+    if not directory.is_dir():
+        raise ClawEvalError(f"{directory}: no such folder")
+    if (directory / "task.yaml").is_file():
+        return directory.parent.parent, [directory]
+    tasks = directory / "tasks" if (directory / "tasks").is_dir() else directory
+    root = tasks.parent
+    found = sorted(p.parent for p in tasks.glob("*/task.yaml"))
+    if not found:
+        raise ClawEvalError(f"{directory}: no Claw-Eval tasks (no tasks/<id>/task.yaml) here")
+    return root, found
+
+
+def _grader_sources(task_dir: Path, tasks: Path, seen: set[str] | None = None) -> list[str]:
+    """``grader.py`` and the peer graders it inherits from (``load_peer_grader``)."""
+    seen = seen if seen is not None else set()
+    if task_dir.name in seen:
+        return []
+    seen.add(task_dir.name)
+    try:
+        source = (task_dir / "grader.py").read_text()
+    except OSError:
+        return []
+    return [source, *(s for peer in _PEER.findall(source) for s in _grader_sources(tasks / peer, tasks, seen))]
+
+
+def _audit_keys(root: Path, service: _Service) -> set[str] | None:
+    """The top-level keys a service's ``/audit`` returns, read off its code (None when not found)."""
+    script = next((a for a in shlex.split(service.command) if a.endswith(".py")), None)
+    if script is None or not (root / script).is_file():
+        return None
+    source = (root / script).read_text()
+    found = re.search(r"@app\.get\([\"'][^\"']*/audit[\"']\)(.*?)(?=\n@app\.|\nif __name__|\Z)", source, re.S)
+    if not found:
+        return None
+    returned = re.search(r"return\s*\{(.*?)\}\s*(?:\n|$)", found.group(1), re.S)
+    return set(re.findall(r"[\"'](\w+)[\"']\s*:", returned.group(1))) if returned else None
+
+
+def defects(spec: ClawTaskFile, sources: list[str], root: Path) -> list[str]:
+    """Where the task's file and its grader disagree (reported, never patched)."""
+    found = []
+    code = "\n".join(sources)
+    for check in spec.safety_checks:
+        if check.type == "tool_not_called" and check.tool_name and check.tool_name not in code:
+            found.append(f"task.yaml forbids {check.tool_name} (safety_checks), but its grader never checks for it")
+    services = {s.name: s for s in spec.services}
+    for service, key in sorted(set(_AUDIT_READ.findall(code))):
+        if service not in services:
+            continue
+        keys = _audit_keys(root, services[service])
+        if keys is not None and key not in keys:
+            found.append(f"the grader reads {key!r} from the {service} service's audit, which returns only "
+                         f"{', '.join(sorted(keys))}")
+    return found
+
+
+def _effect(tool: str) -> str:
+    if _DESTRUCTIVE.search(tool):
+        return "destructive"
+    return "write" if _WRITE.search(tool) else "read"
+
+
+def _file_row(root: Path, path: Path) -> dict[str, Any]:
+    data = path.read_bytes()
+    relative = path.relative_to(root).as_posix()
+    try:
+        return {"path": relative, "encoding": "utf-8", "content": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"path": relative, "encoding": "base64", "content": base64.b64encode(data).decode()}
+
+
+def service_files(root: Path, spec: ClawTaskFile) -> list[Path]:
+    """Every file the task's services read: their scripts with the modules beside them, the shared
+    ``mock_services`` modules, and the files or folders their environment names."""
+    files: set[Path] = set()
+    shared = root / "mock_services"
+    if shared.is_dir():
+        files.update(p for p in shared.glob("*.py"))
+    for service in spec.services:
+        for word in [*shlex.split(service.command), *service.env.values()]:
+            candidate = (root / word).resolve()
+            if not candidate.is_relative_to(root) or not candidate.exists():
+                continue
+            if candidate.is_file() and candidate.suffix == ".py":
+                files.update(candidate.parent.glob("*.py"))
+            elif candidate.is_file():
+                files.add(candidate)
+            elif candidate.is_dir() and candidate != root:
+                files.update(p for p in candidate.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(files)
+
+
+def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "") -> tuple[Workspace, Task]:
+    """The coworkenv workspace and held-out task of one Claw-Eval task."""
+    bad = [t.name for t in spec.tools if not _TOOL_NAME.match(t.name)]
+    if bad:
+        raise ClawEvalError(f"tool name {bad[0]!r} is not a valid MCP tool name here ([a-z][a-z0-9_]*)")
+    endpoints = {e.tool_name: e for e in spec.tool_endpoints}
+    missing = [t.name for t in spec.tools if t.name not in endpoints]
+    if missing:
+        raise ClawEvalError(f"tool {missing[0]} has no endpoint in tool_endpoints")
+    files = service_files(root, spec)
+    if sum(p.stat().st_size for p in files) > MAX_SERVICE_BYTES:
+        raise ClawEvalError(f"its services read more than {MAX_SERVICE_BYTES >> 20} MiB of files")
+    tools = [ToolSpec(name=t.name, app="claweval", tool=t.name, description=t.description or t.name.replace("_", " "),
+                      effect=_effect(t.name), input_schema=t.input_schema or {"type": "object", "properties": {}},
+                      output_schema={"type": "object"}) for t in spec.tools]
+    overrides = [
+        DataOverride(table="claweval_services", insert=[
+            {"name": s.name, "command": s.command, "port": s.port, "health_check": s.health_check,
+             "health_method": s.health_check_method, "reset_endpoint": s.reset_endpoint,
+             "env": json.dumps(s.env), "ready_timeout": s.ready_timeout}
+            for s in spec.services]),
+        DataOverride(table="claweval_endpoints", insert=[{"tool": e.tool_name, "url": e.url, "method": e.method}
+                                                          for e in spec.tool_endpoints]),
+    ]
+    if files:
+        overrides.append(DataOverride(table="claweval_files", insert=[_file_row(root, p) for p in files]))
+    workspace = Workspace(id=f"claw-{spec.task_id}", name=f"Claw-Eval {spec.task_id}: {spec.task_name}", seed=0,
+                          apps=[App(name="claweval", description=f"Claw-Eval task {spec.task_id}'s services", tools=tools)],
+                          overrides=overrides)
+    check = ClawEvalCheck(id="claw_eval", description=f"Claw-Eval's grader of {spec.task_id}", checkout=str(root),
+                          task_dir=str(task_dir), task_id=spec.task_id, judge=judge)
+    task = Task(id=f"claw-{spec.task_id}", workspace_id=workspace.id, capability=spec.category or "general",
+                difficulty=_DIFFICULTY.get(spec.difficulty.lower(), 2), instruction=spec.prompt.text.strip(),
+                checks=[check], reference=[],
+                forbidden_tools=[c.tool_name for c in spec.safety_checks if c.type == "tool_not_called" and c.tool_name],
+                max_steps=max(1, spec.environment.max_turns), shape=f"claw-eval/{spec.split}/{spec.category or 'general'}")
+    return workspace, task
+
+
+def read_task_file(task_dir: Path) -> ClawTaskFile:
+    try:
+        data = yaml.safe_load((task_dir / "task.yaml").read_text())
+    except yaml.YAMLError as exc:
+        raise ClawEvalError(f"task.yaml is not valid YAML: {exc}") from None
+    try:
+        return ClawTaskFile.model_validate(data)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise ClawEvalError(f"task.yaml: {'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}") from None
+
+
+def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ...], judge: str) -> str | None:
+    """Why a task is not imported, or None."""
+    if not sources:
+        return "no grader.py"
+    if languages and spec.prompt.language not in languages:
+        return f"language {spec.prompt.language} (importing {', '.join(languages)})"
+    if spec.split == "multimodal" or spec.prompt.attachments:
+        return "multimodal: its prompt or tools carry media"
+    if spec.split == "multi_turn":
+        return "multi-turn: played by Claw-Eval's simulated user, which coworkenv does not stand in for yet"
+    if not spec.services:
+        return "no mock service: played with Claw-Eval's shell, file and browser tools"
+    if spec.env_snapshot_files or spec.env_snapshot_commands:
+        return "its grader reads files of the agent's sandbox (env_snapshot)"
+    if not judge and any(_JUDGE_CALL.search(source) for source in sources):
+        return "its grader asks an LLM judge (import with --judge openai:MODEL[@URL])"
+    return None
+
+
+def import_claw_eval(store: Store, directory: str | Path, *, task_ids: tuple[str, ...] = (),
+                     languages: tuple[str, ...] = ("en",), judge: str = "") -> ImportSummary:
+    """Import the Claw-Eval tasks under ``directory`` into ``store`` as held-out tasks (see the module)."""
+    root, task_dirs = find_checkout(Path(directory))
+    if not (root / "src" / "claw_eval").is_dir():
+        raise ClawEvalError(f"{root}: no src/claw_eval here; the graders need the checkout's claw_eval package")
+    summary = ImportSummary(root)
+    wanted = set(task_ids)
+    for task_dir in task_dirs:
+        if wanted and task_dir.name not in wanted:
+            continue
+        try:
+            spec = read_task_file(task_dir)
+        except ClawEvalError as exc:
+            summary.skipped[task_dir.name] = str(exc)
+            continue
+        sources = _grader_sources(task_dir, root / "tasks")
+        found = defects(spec, sources, root)
+        if found:
+            summary.defects[spec.task_id] = found
+        needs_judge = any(_JUDGE_CALL.search(source) for source in sources)
+        reason = skip_reason(spec, sources, languages, judge)
+        if reason is not None:
+            summary.skipped[spec.task_id] = reason
+            continue
+        try:
+            workspace, task = build_task(root, task_dir, spec, judge=judge if needs_judge else "")
+        except (ClawEvalError, ValidationError, OSError) as exc:
+            summary.skipped[spec.task_id] = f"cannot be imported: {exc}"
+            continue
+        store.put_workspace(workspace)
+        store.put_task(task, status="heldout", reason="claw-eval")
+        summary.imported.append(ImportedTask(spec.task_id, task.id, spec.split, task.capability,
+                                             judge if needs_judge else ""))
+    missing = wanted - {d.name for d in task_dirs}
+    for name in sorted(missing):
+        summary.skipped[name] = "no such task in the checkout"
+    return summary

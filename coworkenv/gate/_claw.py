@@ -1,0 +1,151 @@
+"""Grading by a Claw-Eval task's own grader: the episode as a Claw-Eval trace, scored outside the sandbox.
+
+The trace is what Claw-Eval's runner writes (JSONL: ``trace_start``, ``message`` events with content
+blocks in the Anthropic shape, one ``tool_dispatch`` per service call, an ``audit_snapshot`` per
+service, ``trace_end``), built from the recorded episode:
+
+- messages: the task's prompt (user); each tool call as an assistant ``tool_use`` and its result as a
+  user ``tool_result`` (``is_error`` for a failed call); a question to the user and its reply; the
+  final answer as the last assistant text;
+- dispatches: each call of the task's tools, with the endpoint it went to, the arguments as the
+  request body, and the service's status and body (a call that never reached the service gets the
+  status the service would have given: 422 for arguments that fail the tool's schema, 404 for an
+  unknown tool, 503 for a failure injected before the service);
+- audit snapshots: what each service's ``/audit`` returned after the last call (``claweval_audit``).
+
+The grader runs in a subprocess (``_claw_grader.py``) with the checkout's ``src`` first on its path,
+so that ``grader.py`` imports the checkout's own ``claw_eval`` package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..store import ToolCallRow
+from ..workspace import SUBMIT_TOOL, ClawEvalCheck, Task
+
+GRADER_SCRIPT = Path(__file__).with_name("_claw_grader.py")
+GRADER_TIMEOUT_S = 300
+_HTTP_ERROR = re.compile(r"HTTP (\d{3}): (.*)\Z", re.S)
+_STATUS_OF_KIND = {"arguments": 422, "unknown_tool": 404, "transient": 503}
+
+
+class ClawGradingError(RuntimeError):
+    """Claw-Eval's grader could not score the episode (the checkout moved, its grader raised)."""
+
+
+def _json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _status_and_body(call: ToolCallRow) -> tuple[int, Any]:
+    if not call.is_error:
+        return 200, _json(call.result)
+    error = call.error or ""
+    found = _HTTP_ERROR.search(error)
+    if found:
+        return int(found.group(1)), _json(found.group(2))
+    return _STATUS_OF_KIND.get(call.error_kind or "", 500), {"error": error}
+
+
+def _table(state: sqlite3.Connection | None, query: str) -> list[tuple]:
+    if state is None:
+        return []
+    try:
+        return state.execute(query).fetchall()
+    except sqlite3.Error:
+        return []
+
+
+def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow], final_answer: str | None,
+               state: sqlite3.Connection | None, trace_id: str = "coworkenv") -> list[dict[str, Any]]:
+    """The episode as Claw-Eval's trace events (plain JSON objects, one per line of its JSONL)."""
+    endpoints = dict(_table(state, "SELECT tool, url FROM claweval_endpoints"))
+    events: list[dict[str, Any]] = [{"type": "trace_start", "trace_id": trace_id, "task_id": check.task_id,
+                                     "model": "coworkenv"}]
+
+    def message(role: str, *blocks: dict[str, Any]) -> None:
+        events.append({"type": "message", "trace_id": trace_id, "message": {"role": role, "content": list(blocks)}})
+
+    message("user", {"type": "text", "text": task.instruction})
+    turns = 0
+    for call in interactions:
+        if call.kind == "user":  # a question to the user and their reply
+            reply = _json(call.result)
+            message("assistant", {"type": "text", "text": str((call.arguments or {}).get("message", ""))})
+            if isinstance(reply, dict):
+                message("user", {"type": "text", "text": str(reply.get("reply", ""))})
+            turns += 1
+            continue
+        if call.kind != "call" or call.tool == SUBMIT_TOOL.name:
+            continue
+        turns += 1
+        use_id = f"toolu_{call.idx}"
+        message("assistant", {"type": "tool_use", "id": use_id, "name": call.tool, "input": call.arguments or {}})
+        status, body = _status_and_body(call)
+        text = call.result if not call.is_error and call.result is not None else json.dumps(body, ensure_ascii=False)
+        message("user", {"type": "tool_result", "tool_use_id": use_id, "is_error": call.is_error,
+                         "content": [{"type": "text", "text": text}]})
+        events.append({"type": "tool_dispatch", "trace_id": trace_id, "tool_use_id": use_id, "tool_name": call.tool,
+                       "endpoint_url": endpoints.get(call.tool, ""), "request_body": call.arguments or {},
+                       "response_status": status, "response_body": body,
+                       "latency_ms": call.duration_ms or 0.0})
+    if final_answer:
+        message("assistant", {"type": "text", "text": final_answer})
+    resets = dict(_table(state, "SELECT name, reset_endpoint FROM claweval_services"))
+    for service, data in _table(state, "SELECT service, data FROM claweval_audit ORDER BY service"):
+        reset = resets.get(service) or ""
+        events.append({"type": "audit_snapshot", "trace_id": trace_id, "service_name": service,
+                       "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": _json(data)})
+    events.append({"type": "trace_end", "trace_id": trace_id, "total_turns": turns})
+    return events
+
+
+def run_claw_grader(check: ClawEvalCheck, events: list[dict[str, Any]], *,
+                    judge: dict[str, str] | None = None) -> dict[str, float]:
+    """Claw-Eval's dimension scores for a trace, from the task's own ``grader.py`` in a subprocess."""
+    checkout = Path(check.checkout)
+    if not (checkout / "src" / "claw_eval").is_dir():
+        raise ClawGradingError(f"{checkout} is no Claw-Eval checkout (it has no src/claw_eval) any more")
+    with tempfile.TemporaryDirectory(prefix="coworkenv-claw-") as tmp:
+        trace = Path(tmp) / f"{check.task_id}.jsonl"
+        trace.write_text("".join(json.dumps(event, ensure_ascii=False) + "\n" for event in events))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "src"), os.environ.get("PYTHONPATH", "")]),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        request = {"trace": str(trace), "task_dir": check.task_dir, "tasks_dir": str(checkout / "tasks"),
+                   "judge": judge}
+        try:
+            done = subprocess.run([sys.executable, str(GRADER_SCRIPT)], input=json.dumps(request), text=True,
+                                  capture_output=True, cwd=checkout, env=env, timeout=GRADER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ClawGradingError(f"Claw-Eval's grader of {check.task_id} ran past {GRADER_TIMEOUT_S}s") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise ClawGradingError(f"Claw-Eval's grader of {check.task_id} failed (exit {done.returncode}): "
+                               f"{(done.stderr or done.stdout).strip()[-800:]}")
+    return json.loads(lines[-1])
+
+
+def judge_settings(spec: str) -> dict[str, str] | None:
+    """What the grader process needs to make Claw-Eval's LLM judge of a provider spec ``openai:MODEL[@URL]``
+    (the key from ``OPENAI_API_KEY``); None for no judge."""
+    if not spec:
+        return None
+    kind, _, rest = spec.partition(":")
+    if kind != "openai" or not rest:
+        raise ClawGradingError(f"judge {spec!r}: Claw-Eval's judge speaks the OpenAI API; give openai:MODEL[@URL]")
+    model, _, url = rest.partition("@")
+    return {"model": model, "base_url": url or "https://api.openai.com/v1", "api_key": os.environ.get("OPENAI_API_KEY", "")}
