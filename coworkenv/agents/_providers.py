@@ -123,7 +123,7 @@ def _scripted(spec: ProviderSpec, task: Task | None, workspace: Workspace | None
               settings: ProviderSettings) -> BaseChatModel:
     from ._scripted import ScriptedChatModel, load_replies
 
-    return ScriptedChatModel(path=spec.model, replies=load_replies(spec.model))
+    return ScriptedChatModel(path=spec.model, replies=load_replies(spec.model, task.id if task is not None else None))
 
 
 def _scripted_check(spec: ProviderSpec) -> None:
@@ -142,8 +142,9 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
              "langchain_openai", "providers", "OPENAI_API_KEY"),
     Provider("hf", "hf:PATH", "a local transformers model folder, played in process (the train extra)",
              "a local model folder", False, _hf, "transformers", "train", local=True, check=_hf_check),
-    Provider("scripted", "scripted:FILE", "offline; replays the replies of FILE (a YAML or JSON list of strings), "
-             "one per model call, in order: task drafts for coworkenv draft, text-only answers for an agent",
+    Provider("scripted", "scripted:FILE", "offline; replays the replies of FILE (a YAML or JSON list, or a mapping of "
+             "task ids to lists), one per model call, in order: task drafts for coworkenv draft; text and tool "
+             "calls ({content, tool_calls: [{name, arguments}]}) for an agent",
              "a replies file", False, _scripted, local=True, check=_scripted_check),
 )}
 

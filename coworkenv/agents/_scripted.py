@@ -1,10 +1,15 @@
 """The offline ``scripted:FILE`` provider: a chat model that replays prepared replies.
 
-FILE is a YAML (or JSON) list of strings. Each call of the model returns the next one as its
+FILE is a YAML (or JSON) list of replies. Each call of the model returns the next one as its
 message, in order, whatever it was asked; a call past the last raises ``ScriptExhausted``. Each
 chat model built from FILE starts from its first reply. It is how tests and demos drive a
 model-written path (task drafting and its repair rounds) without a model: a draft that fails,
-then the one that fixes it. As an agent it only answers in text, never calls a tool.
+then the one that fixes it.
+
+A reply is a string (the message's text) or a mapping ``{content: TEXT, tool_calls: [{name: TOOL,
+arguments: {...}}]}``, so that a script can play an agent: tool calls, then a text reply, which an
+agent gives as its final answer. FILE may also map task ids to lists of replies: a model built for
+a task replays that task's list (a scripted agent that follows each task's reference solution).
 """
 
 from __future__ import annotations
@@ -26,8 +31,24 @@ class ScriptExhausted(RuntimeError):
     """The scripted model was called once more than its file has replies."""
 
 
-def load_replies(path: str | Path) -> list[str]:
-    """The replies of a ``scripted:FILE`` file; ``ProviderError`` naming the file and its problem."""
+Reply = str | dict[str, Any]
+
+
+def _reply_problem(reply: Any) -> str | None:
+    if isinstance(reply, str):
+        return None
+    if not isinstance(reply, dict) or set(reply) - {"content", "tool_calls"}:
+        return "a reply is a string or a mapping of content and tool_calls"
+    calls = reply.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                              and isinstance(c.get("arguments", {}), dict) for c in calls):
+        return "tool_calls is a list of {name: TOOL, arguments: {...}}"
+    return None if isinstance(reply.get("content", ""), str) else "content is a string"
+
+
+def load_replies(path: str | Path, task_id: str | None = None) -> list[Reply]:
+    """The replies of a ``scripted:FILE`` file (of ``task_id``'s list when FILE maps task ids to
+    lists); ``ProviderError`` naming the file and its problem."""
     file = Path(path)
     try:
         data = yaml.safe_load(file.read_text())
@@ -37,17 +58,34 @@ def load_replies(path: str | Path) -> list[str]:
         raise ProviderError(f"scripted:{path}: cannot read {file}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ProviderError(f"scripted:{path}: {file} is not YAML or JSON: {exc}") from None
-    if not isinstance(data, list) or not data or not all(isinstance(reply, str) for reply in data):
-        raise ProviderError(f"scripted:{path}: {file} must hold a non-empty list of strings, one reply per "
-                            "model call")
-    return data
+    if isinstance(data, dict):
+        if not data or not all(isinstance(replies, list) and replies for replies in data.values()):
+            raise ProviderError(f"scripted:{path}: {file} is a mapping, so it must map task ids to non-empty "
+                                "lists of replies")
+        if task_id is None:  # checked as a whole: every task's replies
+            return [r for replies in data.values() for r in load_replies_of(path, file, replies)]
+        if task_id not in data:
+            raise ProviderError(f"scripted:{path}: {file} has no replies for task {task_id} "
+                                f"(it has {', '.join(map(str, data))})")
+        data = data[task_id]
+    if not isinstance(data, list) or not data:
+        raise ProviderError(f"scripted:{path}: {file} must hold a non-empty list of replies, one per model call")
+    return load_replies_of(path, file, data)
+
+
+def load_replies_of(path: str | Path, file: Path, replies: list[Any]) -> list[Reply]:
+    for number, reply in enumerate(replies, 1):
+        problem = _reply_problem(reply)
+        if problem is not None:
+            raise ProviderError(f"scripted:{path}: {file}, reply {number}: {problem}")
+    return replies
 
 
 class ScriptedChatModel(BaseChatModel):
     """Returns ``replies`` one per call, in order (``path`` names them in errors)."""
 
     path: str
-    replies: list[str]
+    replies: list[Reply]
     _next: int = PrivateAttr(default=0)
 
     @property
@@ -74,4 +112,9 @@ class ScriptedChatModel(BaseChatModel):
                                   f"call {self._next + 1} asked for another (add replies to the file)")
         reply = self.replies[self._next]
         self._next += 1
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+        if isinstance(reply, str):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+        calls = [{"name": call["name"], "args": call.get("arguments", {}), "id": f"call_{self._next}_{number}",
+                  "type": "tool_call"} for number, call in enumerate(reply.get("tool_calls", []))]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply.get("content", ""),
+                                                                          tool_calls=calls))])

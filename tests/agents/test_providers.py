@@ -13,7 +13,7 @@ from coworkenv.agents import (
     provider_problem,
     provider_usage,
 )
-from coworkenv.workspace import Task
+from coworkenv.workspace import AnswerCheck, Task
 
 
 def test_provider_specs_parse_or_name_the_problem():
@@ -75,9 +75,28 @@ def test_the_scripted_provider_replays_its_file_in_order(tmp_path):
     assert chat_model(spec, None, None).invoke([HumanMessage("?")]).content == "first draft"  # each model starts over
 
 
+def test_a_scripted_agent_calls_tools_and_replays_each_tasks_own_list(tmp_path):
+    path = tmp_path / "replies.yaml"
+    path.write_text("t1: [{content: 'looking', tool_calls: [{name: mail_search, arguments: {query: x}}]}, done]\n"
+                    "t2: [other]\n")
+    from langchain_core.messages import HumanMessage
+
+    spec = parse_provider(f"scripted:{path}")
+    assert provider_problem(spec, {}) is None
+    task = Task(id="t1", workspace_id="w", capability="lookup", difficulty=1, instruction="i", reference=[],
+                checks=[AnswerCheck(id="c", description="d", contains=["x"])])
+    model = chat_model(spec, task, None)
+    first = model.invoke([HumanMessage("?")])
+    assert first.content == "looking" and [(c["name"], c["args"]) for c in first.tool_calls] == [("mail_search", {"query": "x"})]
+    assert model.invoke([HumanMessage("?")]).content == "done"
+    with pytest.raises(ProviderError, match="no replies for task t3"):
+        chat_model(spec, task.model_copy(update={"id": "t3"}), None)
+
+
 @pytest.mark.parametrize(("content", "problem"), [
-    (None, "no replies file"), ("[unclosed", "is not YAML or JSON"), ("a: mapping", "non-empty list of strings"),
-    ("[]", "non-empty list of strings"), ("[1, 2]", "non-empty list of strings"),
+    (None, "no replies file"), ("[unclosed", "is not YAML or JSON"), ("a: mapping", "map task ids to non-empty lists"),
+    ("[]", "non-empty list of replies"), ("[1, 2]", "a reply is a string or a mapping"),
+    ("[{tool_calls: [{arguments: {}}]}]", "tool_calls is a list of"),
 ])
 def test_a_scripted_file_that_cannot_be_replayed_is_named(tmp_path, content, problem):
     path = tmp_path / "replies.yaml"
