@@ -43,6 +43,7 @@ from ._common import (
 )
 from ._bundle import bundle_app
 from ._browse import browse_command
+from ._claw import claw_app
 from ._compose import compose_app
 from ._demo import demo_command
 from ._doctor import doctor_command
@@ -69,6 +70,7 @@ app.add_typer(train_app, name="train")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(bundle_app, name="bundle")
 app.add_typer(compose_app, name="compose")
+app.add_typer(claw_app, name="claw-eval")
 register_inspect(app)  # tasks, episodes, runs
 app.command("demo")(demo_command)
 app.command("serve-model")(serve_model_command)

@@ -178,12 +178,12 @@ def check_user_model(user_model: str) -> None:
 
 
 def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False,
-              user_model: str = "", reveal_grade: bool = True) -> EpisodeHost:
+              user_model: str = "", reveal_grade: bool = True, service_env: dict[str, str] | None = None) -> EpisodeHost:
     check_sandbox(sandbox)
     check_user_model(user_model)
     return EpisodeHost(open_store(store, create=create),
                        EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache",
-                                       user_model=user_model, reveal_grade=reveal_grade))
+                                       user_model=user_model, reveal_grade=reveal_grade, service_env=service_env or {}))
 
 
 def progress() -> Progress:

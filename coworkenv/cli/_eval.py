@@ -33,7 +33,21 @@ from ._common import (
 from ._common import fail as _fail
 
 
+def _claw_table(summary: dict[str, Any], k: int) -> Table:
+    table = Table("group", "tasks", "trials", "avg score", "pass rate", f"pass@{k}", f"pass^{k} (c/n)^k",
+                  title="Claw-Eval")
+    rows = [("overall", summary["overall"])]
+    rows += [(f"split: {s}", v) for s, v in summary["splits"].items()]
+    rows += [(f"  {c}", v) for c, v in summary["categories"].items()]
+    for label, stats in rows:
+        table.add_row(label, str(stats["tasks"]), str(stats["trials"]), f"{stats['avg_score']:.2f}",
+                      f"{stats['pass_rate']:.0%}", f"{stats[f'pass@{k}']:.0%}", f"{stats[f'pass^{k}']:.0%}")
+    return table
+
+
 def _table(summary: dict[str, Any], k: int) -> Table:
+    if summary.get("suite") == "claw-eval":
+        return _claw_table(summary, k)
     table = Table("group", "tasks", "trials", "avg score", "pass rate", f"pass@{k}", f"pass^{k}", "avg steps",
                   title="evaluation")
     rows = [("overall", summary["overall"])]
@@ -72,8 +86,17 @@ def eval_command(
     as_json: JsonOpt = False,
     sandbox: SandboxOpt = "bwrap",
     user_model: UserModelOpt = "",
+    suite: Annotated[str, typer.Option(
+        help="generated: held-out tasks synthesized for the run; claw-eval: the imported Claw-Eval tasks "
+             "(coworkenv claw-eval import), graded by their own graders.")] = "generated",
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", help="claw-eval: only this task (repeat for more; Claw-Eval's id or coworkenv's).")] = None,
+    service_error_rate: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="claw-eval: the share of service calls that fail with injected HTTP errors "
+                               "(Claw-Eval's ERROR_RATE robustness setting).")] = 0.0,
 ) -> None:
-    """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability."""
+    """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability
+    (or, with --suite claw-eval, on imported Claw-Eval tasks per split and category)."""
     from ..agents import ProviderError, parse_provider, provider_problem
     from ..loop import EvalError, EvalSettings, run_eval, task_ids_in
 
@@ -84,6 +107,7 @@ def eval_command(
             temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
             retries=retries, api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
+            suite=suite, suite_tasks=list(task) if task else None,
         ))
     except ValidationError as exc:
         raise _fail("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
@@ -92,12 +116,15 @@ def eval_command(
     problem = provider_problem(parse_provider(model), os.environ)
     if problem:
         raise _fail(problem)
-    host = open_host(store, sandbox, user_model=user_model)
+    if (task or service_error_rate) and suite != "claw-eval":
+        raise _fail("--task and --service-error-rate apply to --suite claw-eval only")
+    host = open_host(store, sandbox, user_model=user_model,
+                     service_env={"ERROR_RATE": str(service_error_rate)} if service_error_rate else None)
     profile = profile or store.parent / "profile.json"
 
     async def run():
         with progress() as bar:
-            prepare = bar.add_task("held-out tasks", total=tasks)
+            prepare = bar.add_task("held-out tasks", total=tasks, visible=suite == "generated")
             play = bar.add_task("episodes", total=None)
             try:
                 return await run_eval(host, settings, profile_path=profile,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, Field, model_validator
@@ -65,6 +65,8 @@ class EvalSettings(BaseModel):
     api_key: str | None = None
     error_rate: float = Field(default=0.0, ge=0.0, le=1.0)  # oracle only: seeded by the trial number
     train_tasks: list[str] | None = None  # task ids seen in training; the store's when unset
+    suite: Literal["generated", "claw-eval"] = "generated"  # claw-eval: the imported Claw-Eval tasks
+    suite_tasks: list[str] | None = None  # claw-eval: only these (Claw-Eval or coworkenv task ids)
 
     @model_validator(mode="after")
     def _check(self) -> EvalSettings:
@@ -166,6 +168,69 @@ async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
         if on_task is not None:
             on_task(task)
     return heldout
+
+
+CLAW_SHAPE = "claw-eval/"  # the shape of an imported Claw-Eval task: claw-eval/<split>/<category>
+
+
+def claw_eval_tasks(store: Store, only: list[str] | None = None) -> list[HeldoutTask]:
+    """The imported Claw-Eval tasks (``coworkenv claw-eval import``), each with its Claw-Eval split
+    and category; ``only``: those of these ids (Claw-Eval's or coworkenv's)."""
+    found = []
+    for row in store.tasks("heldout"):
+        task = row.spec
+        if not task.shape.startswith(CLAW_SHAPE):
+            continue
+        claw_id = task.id.removeprefix("claw-")
+        if only and task.id not in only and claw_id not in only:
+            continue
+        _, split, category = task.shape.split("/", 2)
+        found.append(HeldoutTask(task, split, category))
+    if only:
+        missing = sorted(set(only) - {h.task.id for h in found} - {h.task.id.removeprefix("claw-") for h in found})
+        if missing:
+            raise EvalError(f"no imported Claw-Eval task {missing[0]!r} (import it with coworkenv claw-eval import)")
+    return found
+
+
+def claw_pass_hat_k(n: int, c: int, k: int) -> float:
+    """Claw-Eval's own pass^k estimator: ``(c/n)^k``."""
+    _check_counts(n, c, min(k, n))
+    return (c / n) ** k
+
+
+def claw_summarize(trials: Iterable[Trial], k: int) -> dict[str, Any]:
+    """A group's figures as Claw-Eval reports them: average score, pass rate, pass@k (unbiased) and
+    pass^k (``(c/n)^k``), per task, then averaged."""
+    by_task: dict[str, list[Trial]] = {}
+    for t in trials:
+        by_task.setdefault(t.task_id, []).append(t)
+    if not by_task:
+        return {"tasks": 0, "trials": 0, "avg_score": None, "pass_rate": None, f"pass@{k}": None, f"pass^{k}": None}
+    mean = lambda xs: round(sum(xs) / len(xs), 4)
+    every = [t for runs in by_task.values() for t in runs]
+    return {
+        "tasks": len(by_task),
+        "trials": len(every),
+        "avg_score": mean([t.score for t in every]),
+        "pass_rate": mean([float(t.passed) for t in every]),
+        f"pass@{k}": mean([pass_at_k(len(r), sum(t.passed for t in r), min(k, len(r))) for r in by_task.values()]),
+        f"pass^{k}": mean([claw_pass_hat_k(len(r), sum(t.passed for t in r), k) for r in by_task.values()]),
+    }
+
+
+def claw_report(trials: list[Trial], k: int) -> dict[str, Any]:
+    """Claw-Eval's figures overall, per split and per category (its ``split`` and ``combination``)."""
+    return {
+        "suite": "claw-eval",
+        "k": k,
+        "overall": claw_summarize(trials, k),
+        "splits": {s: claw_summarize([t for t in trials if t.split == s], k) for s in sorted({t.split for t in trials})},
+        "categories": {c: claw_summarize([t for t in trials if t.combination == c], k)
+                       for c in sorted({t.combination for t in trials})},
+        "tasks": {tid: claw_summarize([t for t in trials if t.task_id == tid], k)
+                  for tid in sorted({t.task_id for t in trials})},
+    }
 
 
 # --- trials -------------------------------------------------------------------------------
@@ -312,7 +377,12 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
     """
     store = host.store
     check_model_server(settings.model, settings.api_key)
-    heldout = await prepare_heldout(host, settings, on_task=on_task)
+    if settings.suite == "claw-eval":
+        heldout = claw_eval_tasks(store, settings.suite_tasks)
+        if not heldout:
+            raise EvalError("no Claw-Eval task in the store; import some with coworkenv claw-eval import DIR")
+    else:
+        heldout = await prepare_heldout(host, settings, on_task=on_task)
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
     run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json", exclude={"api_key"}))
@@ -344,7 +414,7 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
         store.end_eval_run(run_id, status="failed")
         raise
     trials = [t for t in results if t is not None]
-    summary = report(trials, k)
+    summary = claw_report(trials, k) if settings.suite == "claw-eval" else report(trials, k)
     prof = profile(run_id, settings.model, trials, k)
     path = Path(profile_path) if profile_path is not None and not failures else None
     if path is not None:
