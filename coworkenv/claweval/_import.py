@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..store import Store
 from ..workspace import App, ClawEvalCheck, DataOverride, Task, ToolSpec, Workspace
+from ..workspace._spec import Effect
 
 MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together
 _TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -41,6 +42,7 @@ _WRITE = re.compile(r"(^|_)(create|update|send|save|add|set|post|reply|forward|m
                     r"approve|reject|submit|mark|edit|write|upload|enable|disable|close|escalate|transfer|pay)(_|$)")
 _JUDGE_CALL = re.compile(r"\bjudge\s*\.\s*\w+")
 _PEER = re.compile(r"load_peer_grader\(\s*[\"']([^\"']+)[\"']")
+_PACKAGE_GRADER = re.compile(r"from\s+claw_eval\.graders\.(\w+)\s+import")
 _AUDIT_READ = re.compile(r"get_service_actions\(\s*\w+\s*,\s*[\"'](\w+)[\"']\s*,\s*[\"'](\w+)[\"']")
 _DIFFICULTY = {"easy": 1, "simple": 1, "medium": 2, "hard": 3, "expert": 4}
 
@@ -158,7 +160,8 @@ def find_checkout(directory: Path) -> tuple[Path, list[Path]]:
 
 
 def _grader_sources(task_dir: Path, tasks: Path, seen: set[str] | None = None) -> list[str]:
-    """``grader.py`` and the peer graders it inherits from (``load_peer_grader``)."""
+    """``grader.py``, the peer graders it inherits from (``load_peer_grader``) and the modules of the
+    checkout's grader package they import (shared bases such as a multi-turn grader's)."""
     seen = seen if seen is not None else set()
     if task_dir.name in seen:
         return []
@@ -167,7 +170,13 @@ def _grader_sources(task_dir: Path, tasks: Path, seen: set[str] | None = None) -
         source = (task_dir / "grader.py").read_text()
     except OSError:
         return []
-    return [source, *(s for peer in _PEER.findall(source) for s in _grader_sources(tasks / peer, tasks, seen))]
+    package = tasks.parent / "src" / "claw_eval" / "graders"
+    shared = []
+    for module in _PACKAGE_GRADER.findall(source):
+        if module not in seen and (package / f"{module}.py").is_file():
+            seen.add(module)
+            shared.append((package / f"{module}.py").read_text())
+    return [source, *shared, *(s for peer in _PEER.findall(source) for s in _grader_sources(tasks / peer, tasks, seen))]
 
 
 def _audit_keys(root: Path, service: _Service) -> set[str] | None:
@@ -201,7 +210,7 @@ def defects(spec: ClawTaskFile, sources: list[str], root: Path) -> list[str]:
     return found
 
 
-def _effect(tool: str) -> str:
+def _effect(tool: str) -> Effect:
     if _DESTRUCTIVE.search(tool):
         return "destructive"
     return "write" if _WRITE.search(tool) else "read"

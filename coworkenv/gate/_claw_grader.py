@@ -14,9 +14,9 @@ from pathlib import Path
 
 def main() -> None:
     request = json.load(sys.stdin)
-    from claw_eval.graders.registry import get_grader
-    from claw_eval.models.task import TaskDefinition
-    from claw_eval.trace.reader import load_trace
+    from claw_eval.graders.registry import get_grader  # pyright: ignore[reportMissingImports]  (the checkout's)
+    from claw_eval.models.task import TaskDefinition  # pyright: ignore[reportMissingImports]
+    from claw_eval.trace.reader import load_trace  # pyright: ignore[reportMissingImports]
 
     task_dir = Path(request["task_dir"])
     task = TaskDefinition.from_yaml(task_dir / "task.yaml")
@@ -24,7 +24,7 @@ def main() -> None:
     _start, messages, dispatches, media_events, _end, audit_data = load_trace(request["trace"])
     judge = None
     if request.get("judge"):
-        from claw_eval.graders.llm_judge import LLMJudge
+        from claw_eval.graders.llm_judge import LLMJudge  # pyright: ignore[reportMissingImports]
 
         settings = request["judge"]
         judge = LLMJudge(model_id=settings["model"], api_key=settings["api_key"] or None, base_url=settings["base_url"])

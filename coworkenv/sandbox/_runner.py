@@ -207,7 +207,7 @@ class Runner:
         self.services[app] = []
         if self.service_dir is None:
             self.service_dir = tempfile.mkdtemp(prefix="coworkenv-services-", dir=SCRATCH_DIRS[0] if self.sandboxed else None)
-        directory = os.path.join(self.service_dir, app)
+        directory = os.path.join(str(self.service_dir), app)
         os.makedirs(directory, exist_ok=True)
         try:
             conn = sqlite3.connect(f"file:{os.path.join(self.workspace, STATE_FILE)}?mode=ro", uri=True)
@@ -227,7 +227,7 @@ class Runner:
 
     def start_service(self, app, spec):
         name = str(spec.get("name"))
-        log_path = os.path.join(self.service_dir, f"{app}-{name}.log")
+        log_path = os.path.join(str(self.service_dir), f"{app}-{name}.log")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
         env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
         try:
