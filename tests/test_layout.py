@@ -24,6 +24,7 @@ MAY_USE: dict[str, set[str]] = {
     "agents": {"workspace"},
     "trainer": {"workspace", "store", "gate"},
     "view": {"workspace", "store", "gate"},
+    "claweval": {"workspace", "store"},
     "loop": {"workspace", "store", "sandbox", "gate", "episodes", "server", "synth", "agents", "trainer", "view"},
     "cli": set(),  # anything
 }

@@ -179,3 +179,22 @@ def test_injected_service_errors_reach_the_grader_as_failed_dispatches(tmp_path)
     assert report["overall"]["avg_score"] == 1.0
     code, output = cli("eval", "--model", "oracle", "--store", str(store_path), "--service-error-rate", "0.5")
     assert code != 0 and "--suite claw-eval only" in output
+
+
+def test_a_served_model_is_evaluated_on_the_claw_eval_suite(tmp_path, tool_model_server):
+    """``eval --suite claw-eval`` against a model served by vLLM (the tiny fixture model): every trial
+    is played and graded by the task's grader, and the report carries pass@k and pass^k."""
+    store_path = tmp_path / "s.db"
+    imported(store_path)
+    code, output = cli("eval", "--suite", "claw-eval", "--model", f"openai:tool-model@{tool_model_server}",
+                       "--trials", "2", "--max-tokens", "64", "--max-steps", "4", "--store", str(store_path), "--json")
+    assert code == 0, output
+    report = json.loads(output[output.index("{"):])
+    assert report["failures"] == {} and report["overall"]["trials"] == 2
+    assert {"pass@2", "pass^2", "avg_score", "pass_rate"} <= set(report["overall"])
+    store = Store(store_path)
+    episodes = store.episodes(task_id=TASK, source="eval")
+    assert len(episodes) == 2
+    for episode in episodes:
+        verdict = store.verdict(episode.id, GRADER_VERSION)
+        assert verdict is not None and "Claw-Eval's grader of T900_note_filing" in verdict.checks[0].detail

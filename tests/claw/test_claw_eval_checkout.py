@@ -57,6 +57,19 @@ SCRIPTS = {  # the reference solution of each task, as a scripted agent's replie
             "attendees": ["john@example.com"]}}]},
         "Booked \"Project Sync\" on 2026-03-10 at 3:00 PM with john@example.com; the meeting is for discussing "
         "the Q1 roadmap."],
+    "T087_pinbench_market_news_brief": [
+        {"tool_calls": [{"name": "rss_list_articles", "arguments": {}}]},
+        {"tool_calls": [{"name": "rss_get_article", "arguments": {"article_id": "rss_001"}},
+                        {"name": "rss_get_article", "arguments": {"article_id": "rss_003"}}]},
+        "Market brief. Main topic: AI models and cloud infrastructure. Developments: GPT-5 shipped with much "
+        "stronger multimodal abilities; Kubernetes 1.32 optimises AI workloads. Takeaway for an engineering "
+        "leader: plan capacity for multimodal inference and upgrade clusters to run AI workloads efficiently."],
+    "T088_pinbench_project_bootstrap_plan": [
+        {"tool_calls": [{"name": "todo_create_task", "arguments": {"title": f"datautils: {what}"}}
+                        for what in ("create the package structure under src/datautils", "add tests with pytest",
+                                     "write pyproject.toml metadata", "write the README")]},
+        "Setup plan for datautils: 1. package structure under src/datautils, 2. tests, 3. pyproject metadata, "
+        "4. README. Four todo items are created, one per step."],
     "T089_pinbench_config_workflow_notes": [
         {"tool_calls": [{"name": "config_list_integrations", "arguments": {"status": "active"}}]},
         {"tool_calls": [{"name": "config_get_integration", "arguments": {"integration_id": "INT-001"}}]},
