@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -122,6 +125,60 @@ async def test_an_mcp_client_plays_it_in_a_sandbox_and_its_own_grader_scores_it(
     # that never reached the service) and recovered from both, so robustness stays 1.
     assert (verdict.completion, verdict.safety, verdict.robustness) == (1.0, 1.0, 1.0)
     assert "Claw-Eval's grader of T900_note_filing" in verdict.checks[0].detail
+
+
+class _Judge(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat endpoint that scores every answer 0.9 and keeps what it was asked."""
+
+    asked: list[dict] = []
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Judge.asked.append(request)
+        content = json.dumps({"score": 0.9, "reasoning": "a faithful digest"})
+        body = json.dumps({"id": "j1", "object": "chat.completion", "created": 0, "model": request["model"],
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def judge() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Judge.asked = []
+    try:
+        yield f"openai:judge@http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_judge_graded_task_is_scored_with_the_judge_given_at_import(tmp_path, judge):
+    store_path = tmp_path / "s.db"
+    summary = imported(store_path, "--judge", judge)
+    assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {"T900_note_filing": "", "T901_note_digest": judge}
+    agent = tmp_path / "agent.yaml"
+    answer = "Two inbox notes: a vendor call to Ardent Supplies, and offsite ideas within 4,000 EUR."
+    agent.write_text(yaml.safe_dump({"claw-T901_note_digest": [
+        {"tool_calls": [{"name": "notes_list", "arguments": {"folder": "inbox"}}]}, answer]}))
+    code, output = cli("eval", "--suite", "claw-eval", "--task", "T901_note_digest", "--model", f"scripted:{agent}",
+                       "--trials", "1", "--store", str(store_path), "--json")
+    assert code == 0, output
+    store = Store(store_path)
+    (episode,) = store.episodes(task_id="claw-T901_note_digest")
+    verdict = store.verdict(episode.id, GRADER_VERSION)
+    assert (verdict.completion, verdict.robustness, verdict.score) == (0.9, 1.0, 0.92)
+    assert f"with judge {judge}" in verdict.checks[0].detail
+    (asked,) = _Judge.asked
+    assert asked["model"] == "judge" and answer in asked["messages"][-1]["content"]
 
 
 def test_eval_suite_claw_eval_scores_a_scripted_agent_per_split_and_category(tmp_path):
