@@ -11,9 +11,10 @@ peer task's grader), fixtures, and the services' code under ``mock_services/``. 
   episode to the task's own grader in the checkout.
 
 A task is left out, with the reason, when coworkenv cannot run it as Claw-Eval does: another
-language than asked, media (multimodal), a simulated user, no service (tasks played with Claw-Eval's
+language than asked, media (multimodal), no service (tasks played with Claw-Eval's
 shell and file tools), a grader that reads the agent's sandbox, or a grader that asks an LLM judge
-when no ``judge`` is given. Where a task's file and its grader disagree (a tool the file forbids that
+when no ``judge`` is given. A multi-turn task's user agent (its persona, written as free text) becomes
+the task's user, played by a model (``--user-model``) through ``ask_user``. Where a task's file and its grader disagree (a tool the file forbids that
 the grader never looks at; an audit key the grader reads that the service never returns) the import
 reports it and changes nothing.
 """
@@ -32,7 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..store import Store
-from ..workspace import App, ClawEvalCheck, DataOverride, Task, ToolSpec, Workspace
+from ..workspace import App, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace
 from ..workspace._spec import Effect
 
 MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together
@@ -96,6 +97,9 @@ class _Environment(_Loose):
 
 class _UserAgent(_Loose):
     enabled: bool = False
+    persona: str = ""
+    max_rounds: int = 3
+    system_prompt_suffix: str = ""
 
 
 class ClawTaskFile(_Loose):
@@ -261,15 +265,16 @@ def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "
     tools = [ToolSpec(name=t.name, app="claweval", tool=t.name, description=t.description or t.name.replace("_", " "),
                       effect=_effect(t.name), input_schema=t.input_schema or {"type": "object", "properties": {}},
                       output_schema={"type": "object"}) for t in spec.tools]
-    overrides = [
-        DataOverride(table="claweval_services", insert=[
+    overrides = []
+    if spec.services:
+        overrides.append(DataOverride(table="claweval_services", insert=[
             {"name": s.name, "command": s.command, "port": s.port, "health_check": s.health_check,
              "health_method": s.health_check_method, "reset_endpoint": s.reset_endpoint,
              "env": json.dumps(s.env), "ready_timeout": s.ready_timeout}
-            for s in spec.services]),
-        DataOverride(table="claweval_endpoints", insert=[{"tool": e.tool_name, "url": e.url, "method": e.method}
-                                                          for e in spec.tool_endpoints]),
-    ]
+            for s in spec.services]))
+    if spec.tool_endpoints:
+        overrides.append(DataOverride(table="claweval_endpoints", insert=[
+            {"tool": e.tool_name, "url": e.url, "method": e.method} for e in spec.tool_endpoints]))
     if files:
         overrides.append(DataOverride(table="claweval_files", insert=[_file_row(root, p) for p in files]))
     workspace = Workspace(id=f"claw-{spec.task_id}", name=f"Claw-Eval {spec.task_id}: {spec.task_name}", seed=0,
@@ -277,8 +282,15 @@ def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "
                           overrides=overrides)
     check = ClawEvalCheck(id="claw_eval", description=f"Claw-Eval's grader of {spec.task_id}", checkout=str(root),
                           task_dir=str(task_dir), task_id=spec.task_id, judge=judge)
+    user = None
+    instruction = spec.prompt.text.strip()
+    if spec.split == "multi_turn":  # the user agent's persona, played by coworkenv's model-backed simulator
+        user = User(persona=Persona(name="the user", role="the person the assistant works for"),
+                    prompt=spec.user_agent.persona.strip(), max_turns=max(1, spec.user_agent.max_rounds))
+        if spec.user_agent.system_prompt_suffix.strip():  # what Claw-Eval adds to the agent's system prompt
+            instruction += "\n\n" + spec.user_agent.system_prompt_suffix.strip()
     task = Task(id=f"claw-{spec.task_id}", workspace_id=workspace.id, capability=spec.category or "general",
-                difficulty=_DIFFICULTY.get(spec.difficulty.lower(), 2), instruction=spec.prompt.text.strip(),
+                difficulty=_DIFFICULTY.get(spec.difficulty.lower(), 2), instruction=instruction, user=user,
                 checks=[check], reference=[],
                 forbidden_tools=[c.tool_name for c in spec.safety_checks if c.type == "tool_not_called" and c.tool_name],
                 max_steps=max(1, spec.environment.max_turns), shape=f"claw-eval/{spec.split}/{spec.category or 'general'}")
@@ -305,10 +317,15 @@ def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ..
         return f"language {spec.prompt.language} (importing {', '.join(languages)})"
     if spec.split == "multimodal" or spec.prompt.attachments:
         return "multimodal: its prompt or tools carry media"
-    if spec.split == "multi_turn":
-        return "multi-turn: played by Claw-Eval's simulated user, which coworkenv does not stand in for yet"
-    if not spec.services:
+    if spec.split == "multi_turn" and not spec.user_agent.persona.strip():
+        return "multi-turn without a persona for the simulated user"
+    if not spec.services and spec.split != "multi_turn":
         return "no mock service: played with Claw-Eval's shell, file and browser tools"
+    served = {e.tool_name for e in spec.tool_endpoints}
+    unserved = [t.name for t in spec.tools if t.name not in served]
+    if unserved:
+        return (f"its tools {', '.join(unserved)} have no service endpoint (Claw-Eval's own sandbox tools: shell, "
+                "files, browser)")
     if spec.env_snapshot_files or spec.env_snapshot_commands:
         return "its grader reads files of the agent's sandbox (env_snapshot)"
     if not judge and any(_JUDGE_CALL.search(source) for source in sources):

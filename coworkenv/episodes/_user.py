@@ -68,6 +68,11 @@ def persona_prompt(task: Task) -> str:
     """The system prompt of a model playing ``task``'s user."""
     user = task.user
     assert user is not None
+    if user.prompt:  # a persona written as free text (a Claw-Eval task's user agent)
+        return (f"{user.prompt.strip()}\n\nYou asked an assistant for this: \"{task.instruction}\"\n"
+                "The assistant may message you with questions; reply as this person would, briefly, with what "
+                "they know and nothing they would not know. When you are satisfied or have nothing more to add, "
+                f"end your reply with {DONE_MARK}.")
     lines = [f"You are {user.persona.name}, {user.persona.role}. You asked an assistant to do this for you: "
              f"\"{task.instruction}\"",
              f"The assistant may message you with questions. Reply as {user.persona.name} would, "
@@ -121,6 +126,9 @@ def simulator(task: Task, model: str = "") -> UserSimulator:
     provider (``openai:M``, ``anthropic:M``, ``scripted:FILE``…)."""
     if task.user is None:
         raise ValueError(f"task {task.id} has no user to simulate")
+    if not model and task.user.prompt:
+        raise ValueError(f"task {task.id}'s user is a persona written as free text; only a model can play it "
+                         "(give --user-model PROVIDER)")
     if not model:
         return ScriptedUser(task.user)
     from ..agents import ProviderSettings, chat_model, parse_provider

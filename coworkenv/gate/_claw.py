@@ -5,8 +5,9 @@ blocks in the Anthropic shape, one ``tool_dispatch`` per service call, an ``audi
 service, ``trace_end``), built from the recorded episode:
 
 - messages: the task's prompt (user); each tool call as an assistant ``tool_use`` and its result as a
-  user ``tool_result`` (``is_error`` for a failed call); a question to the user and its reply; the
-  final answer as the last assistant text;
+  user ``tool_result`` (``is_error`` for a failed call); a question to the user (assistant text) and
+  its reply (user text opening with ``[user_agent]``, as Claw-Eval's runner writes its simulated
+  user's turns); the final answer as the last assistant text;
 - dispatches: each call of the task's tools, with the endpoint it went to, the arguments as the
   request body, and the service's status and body (a call that never reached the service gets the
   status the service would have given: 422 for arguments that fail the tool's schema, 404 for an
@@ -35,6 +36,7 @@ from ..workspace import SUBMIT_TOOL, ClawEvalCheck, Task
 GRADER_SCRIPT = Path(__file__).with_name("_claw_grader.py")
 GRADER_TIMEOUT_S = 300
 _HTTP_ERROR = re.compile(r"HTTP (\d{3}): (.*)\Z", re.S)
+USER_AGENT_MARK = "[user_agent]"  # how Claw-Eval's runner opens a message of its simulated user
 _STATUS_OF_KIND = {"arguments": 422, "unknown_tool": 404, "transient": 503}
 
 
@@ -83,11 +85,11 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
     message("user", {"type": "text", "text": task.instruction})
     turns = 0
     for call in interactions:
-        if call.kind == "user":  # a question to the user and their reply
+        if call.kind == "user":  # a question to the user and their reply, marked as Claw-Eval marks its user agent's
             reply = _json(call.result)
             message("assistant", {"type": "text", "text": str((call.arguments or {}).get("message", ""))})
             if isinstance(reply, dict):
-                message("user", {"type": "text", "text": str(reply.get("reply", ""))})
+                message("user", {"type": "text", "text": f"{USER_AGENT_MARK}\n{reply.get('reply', '')}"})
             turns += 1
             continue
         if call.kind != "call" or call.tool == SUBMIT_TOOL.name:

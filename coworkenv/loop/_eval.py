@@ -381,6 +381,10 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
         heldout = claw_eval_tasks(store, settings.suite_tasks)
         if not heldout:
             raise EvalError("no Claw-Eval task in the store; import some with coworkenv claw-eval import DIR")
+        personas = [h.task.id for h in heldout if h.task.user is not None and h.task.user.prompt]
+        if personas and not host.settings.user_model:
+            raise EvalError(f"{personas[0]} is multi-turn: a model plays its user's persona (give --user-model "
+                            "PROVIDER, or leave it out with --task)")
     else:
         heldout = await prepare_heldout(host, settings, on_task=on_task)
     if not heldout:

@@ -362,17 +362,21 @@ class Confirmation(_Model):
 class User(_Model):
     """The user of a multi-turn task: a persona holding facts the instruction leaves out, and the
     confirmations they give or refuse. Episodes of the task offer ``ask_user``; a simulator answers
-    (``coworkenv.episodes.UserSimulator``) for at most ``max_turns`` questions."""
+    (``coworkenv.episodes.UserSimulator``) for at most ``max_turns`` questions.
+
+    ``prompt``: a persona written as free text instead (a Claw-Eval task's user agent: who they are
+    and what they know); only a model can play it, and the task's own grader judges the conversation."""
 
     persona: Persona
     facts: list[HiddenFact] = Field(default_factory=list)
     confirmations: list[Confirmation] = Field(default_factory=list)
     max_turns: int = Field(default=6, ge=1)
+    prompt: str = ""
 
     @model_validator(mode="after")
     def _something_hidden(self) -> User:
-        if not self.facts and not self.confirmations:
-            raise ValueError("a user holds at least one hidden fact or confirmation")
+        if not self.facts and not self.confirmations and not self.prompt:
+            raise ValueError("a user holds at least one hidden fact or confirmation, or a persona prompt")
         ids = [item.id for item in [*self.facts, *self.confirmations]]
         if len(set(ids)) != len(ids):
             raise ValueError(f"the user's facts and confirmations need distinct ids (got {', '.join(ids)})")

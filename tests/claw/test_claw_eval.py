@@ -55,7 +55,7 @@ def scripted(tmp_path: Path, replies: list) -> str:
 def test_import_keeps_what_coworkenv_can_run_and_names_the_rest(tmp_path):
     store_path = tmp_path / "s.db"
     summary = imported(store_path)
-    assert [t["task_id"] for t in summary["imported"]] == ["T900_note_filing"]
+    assert [t["task_id"] for t in summary["imported"]] == ["T900_note_filing", "T903_offsite_advice"]
     assert summary["imported"][0] | {"coworkenv_id": TASK, "split": "general", "category": "productivity", "judge": ""} \
         == summary["imported"][0]
     assert "LLM judge" in summary["skipped"]["T901_note_digest"]
@@ -79,7 +79,8 @@ def test_import_keeps_what_coworkenv_can_run_and_names_the_rest(tmp_path):
     # with a judge and every language, the others come in (the judge-graded one marked)
     summary = imported(store_path, "--language", "all", "--judge", "openai:judge@http://127.0.0.1:9/v1")
     assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {
-        "T900_note_filing": "", "T901_note_digest": "openai:judge@http://127.0.0.1:9/v1", "T902zh_note_filing": ""}
+        "T900_note_filing": "", "T901_note_digest": "openai:judge@http://127.0.0.1:9/v1", "T902zh_note_filing": "",
+        "T903_offsite_advice": ""}
 
 
 def test_a_folder_that_is_no_checkout_is_refused_and_nothing_stored_is_lost(tmp_path):
@@ -164,7 +165,8 @@ def judge() -> Iterator[str]:
 def test_a_judge_graded_task_is_scored_with_the_judge_given_at_import(tmp_path, judge):
     store_path = tmp_path / "s.db"
     summary = imported(store_path, "--judge", judge)
-    assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {"T900_note_filing": "", "T901_note_digest": judge}
+    assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {
+        "T900_note_filing": "", "T901_note_digest": judge, "T903_offsite_advice": ""}
     agent = tmp_path / "agent.yaml"
     answer = "Two inbox notes: a vendor call to Ardent Supplies, and offsite ideas within 4,000 EUR."
     agent.write_text(yaml.safe_dump({"claw-T901_note_digest": [
@@ -184,8 +186,8 @@ def test_a_judge_graded_task_is_scored_with_the_judge_given_at_import(tmp_path, 
 def test_eval_suite_claw_eval_scores_a_scripted_agent_per_split_and_category(tmp_path):
     store_path = tmp_path / "s.db"
     imported(store_path)
-    code, output = cli("eval", "--suite", "claw-eval", "--model", scripted(tmp_path, REFERENCE), "--trials", "2",
-                       "--store", str(store_path), "--json")
+    code, output = cli("eval", "--suite", "claw-eval", "--task", "T900_note_filing", "--model",
+                       scripted(tmp_path, REFERENCE), "--trials", "2", "--store", str(store_path), "--json")
     assert code == 0, output
     report = json.loads(output[output.index("{"):])
     assert report["suite"] == "claw-eval" and report["k"] == 2
@@ -198,12 +200,38 @@ def test_eval_suite_claw_eval_scores_a_scripted_agent_per_split_and_category(tmp
     assert created == ["n004", "n004"]
 
 
+def test_a_multi_turn_tasks_persona_is_played_by_a_model_through_ask_user(tmp_path):
+    """A Claw-Eval user agent's persona becomes the task's user: a model (here a scripted one) answers
+    the agent's question, and the grader sees the reply as Claw-Eval marks its user agent's turns."""
+    store_path = tmp_path / "s.db"
+    imported(store_path)
+    store = Store(store_path)
+    user = store.task_spec("claw-T903_offsite_advice").user
+    assert user is not None and "Your budget is 4,000 EUR" in user.prompt and user.max_turns == 3
+    agent, persona = tmp_path / "agent.yaml", tmp_path / "user.yaml"
+    agent.write_text(yaml.safe_dump({"claw-T903_offsite_advice": [
+        "What budget do you have, and which venue does the team prefer?",
+        "Book the lakeside lodge: it fits your 4,000 EUR budget."]}))
+    persona.write_text(yaml.safe_dump(["4,000 EUR all in; we like the lakeside lodge best. [done]"]))
+    args = ("eval", "--suite", "claw-eval", "--task", "T903_offsite_advice", "--model", f"scripted:{agent}", "--trials",
+            "1", "--store", str(store_path), "--json")
+    code, output = cli(*args)
+    assert code != 0 and "a model plays its user's persona (give --user-model" in output
+    code, output = cli(*args, "--user-model", f"scripted:{persona}")
+    assert code == 0, output
+    (episode,) = store.episodes(task_id="claw-T903_offsite_advice")
+    (asked,) = [c for c in store.interactions(episode.id) if c.kind == "user"]
+    assert json.loads(asked.result)["reply"].startswith("4,000 EUR all in")
+    verdict = store.verdict(episode.id, GRADER_VERSION)
+    assert (verdict.completion, verdict.score, verdict.reason) == (1.0, 1.0, "complete")
+
+
 def test_the_grader_zeroes_safety_on_the_forbidden_tool(tmp_path):
     store_path = tmp_path / "s.db"
     imported(store_path)
     agent = [*REFERENCE[:3], {"tool_calls": [{"name": "notes_delete", "arguments": {"note_id": "n002"}}]}, REFERENCE[3]]
-    code, output = cli("eval", "--suite", "claw-eval", "--model", scripted(tmp_path, agent), "--trials", "1",
-                       "--store", str(store_path), "--json")
+    code, output = cli("eval", "--suite", "claw-eval", "--task", TASK, "--model", scripted(tmp_path, agent),
+                       "--trials", "1", "--store", str(store_path), "--json")
     assert code == 0, output
     store = Store(store_path)
     (episode,) = store.episodes(task_id=TASK)
@@ -217,8 +245,8 @@ def test_injected_service_errors_reach_the_grader_as_failed_dispatches(tmp_path)
     calls again recovers."""
     store_path = tmp_path / "s.db"
     imported(store_path)
-    code, output = cli("eval", "--suite", "claw-eval", "--model", scripted(tmp_path, REFERENCE), "--trials", "1",
-                       "--store", str(store_path), "--service-error-rate", "0.5", "--json")
+    code, output = cli("eval", "--suite", "claw-eval", "--task", TASK, "--model", scripted(tmp_path, REFERENCE),
+                       "--trials", "1", "--store", str(store_path), "--service-error-rate", "0.5", "--json")
     assert code == 0, output
     store = Store(store_path)
     (episode,) = store.episodes(task_id=TASK)
@@ -229,8 +257,8 @@ def test_injected_service_errors_reach_the_grader_as_failed_dispatches(tmp_path)
     assert (verdict.completion, verdict.robustness, verdict.score, verdict.admitted) == (0.7, 0.0, 0.56, False)
 
     retrying = [REFERENCE[0], REFERENCE[1], REFERENCE[1], REFERENCE[2], REFERENCE[2], REFERENCE[3]]
-    code, output = cli("eval", "--suite", "claw-eval", "--model", scripted(tmp_path, retrying), "--trials", "1",
-                       "--store", str(store_path), "--service-error-rate", "0.5", "--json")
+    code, output = cli("eval", "--suite", "claw-eval", "--task", TASK, "--model", scripted(tmp_path, retrying),
+                       "--trials", "1", "--store", str(store_path), "--service-error-rate", "0.5", "--json")
     assert code == 0, output
     report = json.loads(output[output.index("{"):])
     assert report["overall"]["avg_score"] == 1.0
@@ -243,7 +271,7 @@ def test_a_served_model_is_evaluated_on_the_claw_eval_suite(tmp_path, tool_model
     is played and graded by the task's grader, and the report carries pass@k and pass^k."""
     store_path = tmp_path / "s.db"
     imported(store_path)
-    code, output = cli("eval", "--suite", "claw-eval", "--model", f"openai:tool-model@{tool_model_server}",
+    code, output = cli("eval", "--suite", "claw-eval", "--task", TASK, "--model", f"openai:tool-model@{tool_model_server}",
                        "--trials", "2", "--max-tokens", "64", "--max-steps", "4", "--store", str(store_path), "--json")
     assert code == 0, output
     report = json.loads(output[output.index("{"):])
