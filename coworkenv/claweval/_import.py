@@ -11,12 +11,13 @@ peer task's grader), fixtures, and the services' code under ``mock_services/``. 
   episode to the task's own grader in the checkout.
 
 A task is left out, with the reason, when coworkenv cannot run it as Claw-Eval does: another
-language than asked, media (multimodal), no service (tasks played with Claw-Eval's
-shell and file tools), a grader that reads the agent's sandbox, or a grader that asks an LLM judge
-when no ``judge`` is given. A multi-turn task's user agent (its persona, written as free text) becomes
-the task's user, played by a model (``--user-model``) through ``ask_user``. Where a task's file and its grader disagree (a tool the file forbids that
-the grader never looks at; an audit key the grader reads that the service never returns) the import
-reports it and changes nothing.
+language than asked, media (multimodal), no service or tools without one (tasks played with
+Claw-Eval's own shell, file and browser tools), a grader that reads the agent's sandbox, or a grader
+that asks an LLM judge when no ``judge`` is given. A multi-turn task's user agent (its persona,
+written as free text) becomes the task's user, played by a model (``--user-model``) through
+``ask_user``. Where a task's file and its grader disagree (a tool the file forbids that the grader
+never looks at; an audit key the grader reads that the service never returns) the import reports it
+and changes nothing.
 """
 
 from __future__ import annotations
