@@ -17,7 +17,7 @@ from rich.table import Table
 from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
-from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio
+from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio, unix_socket
 from ..synth import Generator, ProfileError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
@@ -203,6 +203,10 @@ def serve(
     upstream_view: Annotated[PromptStyle | None, typer.Option(
         help="Rewrite chat requests into the agent view the served model was trained on (its system prompt and "
         "the task's tools in that view).")] = None,
+    workers: Annotated[int, typer.Option(
+        min=1, max=256, help="Worker processes behind the one address (HTTP): each episode lives in one, and every "
+        "request reaches the worker that holds its episode.")] = 1,
+    worker_socket: Annotated[str | None, typer.Option(hidden=True, help="Serve as one of --workers' processes.")] = None,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
@@ -220,7 +224,16 @@ def serve(
         settings.check()
     except ValueError as exc:
         raise fail(f"{exc} (--token or $COWORKENV_TOKEN)") from None
+    if workers > 1 and stdio:
+        raise fail("--workers serves HTTP; --stdio is one episode in one process")
+    if workers > 1 and worker_socket is None:
+        _serve_with_workers(workers, host, port, max_episodes, "conformance fixtures at /mcp" if conformance else "")
+        return
     if conformance:
+        if worker_socket is not None:
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(serve_conformance(settings, sock=unix_socket(worker_socket), worker=True))
+            return
         sock = listen_or_fail(host, port)
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(serve_conformance(settings, sock=sock, on_ready=lambda: err.print(
@@ -242,6 +255,10 @@ def serve(
     if stdio and task:
         asyncio.run(serve_stdio(episodes, task))
         return
+    if worker_socket is not None:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_http(episodes, settings, sock=unix_socket(worker_socket), worker=True))
+        return
     sock = listen_or_fail(host, port)
     bound = sock.getsockname()[1]
 
@@ -253,6 +270,42 @@ def serve(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))
+
+
+def _serve_with_workers(count: int, host: str, port: int, max_episodes: int, what: str) -> None:
+    """``serve --workers N``: N worker processes (this command's options, each with its share of
+    ``--max-episodes``) behind a front on the one address."""
+    import math
+    import sys
+    import tempfile
+
+    from ..server import Workers, serve_front
+
+    argv = sys.argv[sys.argv.index("serve") + 1:] if "serve" in sys.argv else []
+    args: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            args.append(arg)
+    args += ["--max-episodes", str(math.ceil(max_episodes / count))]
+    sock = listen_or_fail(host, port)
+    bound = sock.getsockname()[1]
+
+    def ready() -> None:
+        served = what or f"MCP on http://{host}:{bound}/t/<task>/mcp (tasks: http://{host}:{bound}/tasks)"
+        err.print(f"serving {served} with {count} workers on http://{host}:{bound}; Ctrl-C stops it")
+
+    with tempfile.TemporaryDirectory(prefix="coworkenv-workers-") as directory, Workers(args, count, Path(directory)) as running:
+        try:
+            asyncio.run(serve_front(running, sock, on_ready=ready))
+        except KeyboardInterrupt:
+            pass
+        except RuntimeError as exc:
+            raise fail(str(exc)) from None
 
 
 @app.command("collect")

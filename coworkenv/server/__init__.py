@@ -1,11 +1,14 @@
 """The MCP transport over the episode runtime: stdio, streamable HTTP in both protocol eras, the
-HTTP guards and the episode API; and the conformance suite's fixture server."""
+HTTP guards and the episode API; the front of ``serve --workers``; and the conformance suite's
+fixture server."""
 
 from ._conformance import conformance_server, serve_conformance
+from ._front import Front, Workers, serve_front, unix_socket
 from ._mcp import HttpEpisodes, OpenEpisode, SingleEpisode, build_server
 from ._serve import ServeSettings, bind_socket, http_app, running_http_server, serve_http, serve_stdio
 
 __all__ = [
+    "Front",
     "HttpEpisodes",
     "OpenEpisode",
     "ServeSettings",
@@ -17,5 +20,8 @@ __all__ = [
     "running_http_server",
     "serve_conformance",
     "serve_http",
+    "serve_front",
     "serve_stdio",
+    "Workers",
+    "unix_socket",
 ]

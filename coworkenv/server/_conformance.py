@@ -26,9 +26,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from .. import __version__
+from ._front import INTERNAL_PREFIX, TrustedClient
 from ._serve import Guard, ServeSettings, bind_socket
 
 NAME = "coworkenv-conformance"
@@ -462,8 +466,9 @@ def _quiet():
         yield
 
 
-def conformance_app(settings: ServeSettings | None = None) -> Guard:
-    """The fixture server at ``/mcp`` behind the HTTP guards (resumable SSE streams included)."""
+def conformance_app(settings: ServeSettings | None = None, *, worker: bool = False) -> ASGIApp:
+    """The fixture server at ``/mcp`` behind the HTTP guards (resumable SSE streams included);
+    ``worker``: as one of ``serve --workers``' processes (see ``coworkenv.server.http_app``)."""
     settings = settings or ServeSettings(rate_per_s=None)
     settings.check()
     manager = StreamableHTTPSessionManager(
@@ -476,16 +481,20 @@ def conformance_app(settings: ServeSettings | None = None) -> Guard:
         async with manager.run():
             yield
 
-    return Guard(Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan),
-                 settings)
+    async def load(request: Request) -> JSONResponse:
+        return JSONResponse({"open": 0})  # sessions only; the front spreads them in turn
+
+    guard = Guard(Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lifespan),
+                  settings)
+    return TrustedClient(guard, Starlette(routes=[Route(f"{INTERNAL_PREFIX}load", endpoint=load)])) if worker else guard
 
 
 async def serve_conformance(settings: ServeSettings, *, sock: socket.socket | None = None,
-                            on_ready: Callable[[], None] | None = None) -> None:
+                            on_ready: Callable[[], None] | None = None, worker: bool = False) -> None:
     """Serve the fixtures until interrupted, on ``sock`` or the settings' address; ``on_ready`` runs
     once connections are accepted."""
     sock = sock or bind_socket(settings.bind, settings.port)
-    server = uvicorn.Server(uvicorn.Config(conformance_app(settings), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(conformance_app(settings, worker=worker), log_level="warning"))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)

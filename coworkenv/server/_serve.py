@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost
 from ..store import TASK_STATUSES, Provenance, Source
+from ._front import INTERNAL_PREFIX, TrustedClient
 from ._mcp import HttpEpisodes, SingleEpisode, build_server
 from ._proxy import CaptureProxy
 
@@ -292,10 +293,15 @@ async def _json_body(request: Request, model: type[RequestModel]) -> RequestMode
         return _error(400, f"bad {model.__name__}: {problems}")
 
 
-def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None) -> Guard:
+def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None,
+             worker: bool = False) -> ASGIApp:
     """The HTTP server (an ASGI app): MCP endpoints per task, workspace and episode, JSON lists of
     tasks and workspaces, and the episode API (``POST /episodes`` opens an episode with its
     provenance, ``POST /episodes/{id}/end`` ends it, ``GET /episodes/{id}`` tells its status and verdict).
+
+    ``worker``: one of ``serve --workers``' processes, behind its front (``coworkenv.server._front``):
+    the client address is the one the front passes, and two routes answer the front only (which
+    worker holds an episode, how many episodes each holds).
     """
     settings = settings or ServeSettings()
     if bind is not None:
@@ -408,7 +414,25 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                 if proxy is not None:
                     await proxy.close()
 
+    async def owner(request: Request) -> Response:
+        path = request.query_params.get("path", "")
+        found = None
+        for route in episode_routes:
+            matched, child = route.matches({"type": "http", "path": path, "method": "GET"})
+            if matched.value == 2:  # a full match
+                found = episodes.by_path(dict(child["path_params"]))
+                break
+        return JSONResponse({"owns": True}) if found is not None and not found.ended else JSONResponse(
+            {"owns": False}, status_code=404)
+
+    async def load(request: Request) -> Response:
+        return JSONResponse({"open": len(host.open_episodes)})
+
     mcp_endpoint = _AsgiEndpoint(end_or_forward)
+    episode_routes = [Route(path, endpoint=mcp_endpoint) for path in
+                      (*EPISODE_ROUTES, *(f"{prefix}/{{rest:path}}" for prefix in ("/e/{episode}", "/t/{task}/e/{key}",
+                                                                                   "/w/{workspace}/t/{task}/e/{key}")),
+                       "/episodes/{episode}", "/episodes/{episode}/end")]
     proxy = (CaptureProxy(settings.upstream, host.store, episodes.for_model, view=settings.upstream_view)
              if settings.upstream else None)
     routes = [Route(path, endpoint=mcp_endpoint) for path in EPISODE_ROUTES] + (proxy.routes() if proxy else []) + [
@@ -421,7 +445,10 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     guard = Guard(app, settings)
-    return guard
+    if not worker:
+        return guard
+    return TrustedClient(guard, Starlette(routes=[Route(f"{INTERNAL_PREFIX}owner", endpoint=owner),
+                                                  Route(f"{INTERNAL_PREFIX}load", endpoint=load)]))
 
 
 class _AsgiEndpoint:
@@ -486,11 +513,13 @@ def bind_socket(bind: str, port: int) -> socket.socket:
 
 
 async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *,
-                     sock: socket.socket | None = None, on_ready: Callable[[], None] | None = None) -> None:
+                     sock: socket.socket | None = None, on_ready: Callable[[], None] | None = None,
+                     worker: bool = False) -> None:
     """Serve until interrupted, on ``sock`` (bound already: see ``bind_socket``) or on the settings'
-    address; ``on_ready`` runs once connections are accepted."""
+    address; ``on_ready`` runs once connections are accepted. ``worker``: as one of ``serve
+    --workers``' processes (see ``http_app``)."""
     settings = settings or ServeSettings()
-    app = http_app(host, settings)
+    app = http_app(host, settings, worker=worker)
     sock = sock or bind_socket(settings.bind, settings.port)
     settle_heap()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
