@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from .. import __version__
-from ._front import INTERNAL_PREFIX, TrustedClient
+from ._front import INTERNAL_PREFIX, STATE_KEY_ENV, TrustedClient
 from ._serve import Guard, ServeSettings, bind_socket
 
 NAME = "coworkenv-conformance"
@@ -362,7 +363,9 @@ def conformance_server() -> Server:
             on_set_logging_level=set_level,
         )
     # Multi-round-trip state is sealed (AES-GCM, process key): a tampered requestState is refused.
-    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=NAME))
+    shared = os.environ.get(STATE_KEY_ENV)  # serve --workers: every worker reads the states any of them signed
+    security = RequestStateSecurity(keys=[shared]) if shared else RequestStateSecurity.ephemeral()
+    server.middleware.append(RequestStateBoundary(security, default_audience=NAME))
     return server
 
 

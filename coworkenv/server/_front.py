@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -40,6 +41,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 CLIENT_HEADER = "x-coworkenv-client"  # the client's address, set by the front for its workers
+STATE_KEY_ENV = "COWORKENV_REQUEST_STATE_KEY"  # one key for every worker: a request state one signs, another reads
 INTERNAL_PREFIX = "/_coworkenv/"  # the workers' routes for the front only (owner, load)
 ROUTES_KEPT = 65536  # sessions, keys and episodes the front remembers the worker of
 LOAD_EVERY_S = 0.5
@@ -140,7 +142,8 @@ class Front:
         if path.startswith(INTERNAL_PREFIX):
             await _plain(send, 404, b"not found")
             return
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP]
+        # a field value goes without the whitespace around it (RFC 9110, 5.5), which the client library refuses
+        headers = [(k, v.strip(b" \t")) for k, v in scope["headers"] if k.lower() not in _HOP]
         host = next((v for k, v in scope["headers"] if k.lower() == b"host"), b"")
         session = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"mcp-session-id"), None)
         index, learn = await self.route(scope["method"], path, session)
@@ -283,10 +286,11 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
 
     def __enter__(self) -> Workers:
+        env = {**os.environ, STATE_KEY_ENV: secrets.token_hex(32)}
         try:
             for path in self.sockets:
                 self.processes.append(subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args,
-                                                        "--worker-socket", path]))
+                                                        "--worker-socket", path], env=env))
         except BaseException:
             self.stop()
             raise

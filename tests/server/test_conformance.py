@@ -40,10 +40,14 @@ def checks(out: Path, scenario: str) -> list[dict]:
     return json.loads(path.read_text())
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
-async def test_official_conformance_suite_passes(version: str, tmp_path: Path, capsys, conformance_cli, serve_cli):
+async def test_official_conformance_suite_passes(version: str, workers: int, tmp_path: Path, capsys, conformance_cli,
+                                                 serve_cli):
+    """One server, and (``--workers 2``) two worker processes behind the front."""
     command = conformance_cli
-    async with serve_cli("--conformance", "--rate", "0", ready_path="/health") as base:
+    async with serve_cli("--conformance", "--rate", "0", "--workers", str(workers), ready_path="/health",
+                         timeout=60) as base:
         with anyio.fail_after(240):
             run = await anyio.run_process(
                 [*command, "server", "--url", f"{base}/mcp", "--requirements", version, "-o", str(tmp_path)],
@@ -54,7 +58,7 @@ async def test_official_conformance_suite_passes(version: str, tmp_path: Path, c
     scored = {name: counts for name, counts in summary.items() if name not in failing_unscored}
     with capsys.disabled():
         total = sum(p for p, _ in scored.values()), sum(f for _, f in scored.values())
-        print(f"\nMCP conformance {version}: {len(scored)} scenarios, "
+        print(f"\nMCP conformance {version}, {workers} worker(s): {len(scored)} scenarios, "
               f"{total[0]} checks passed, {total[1]} failed; not scored and failing: "
               f"{', '.join(f'{n} ({r})' for n, r in failing_unscored.items()) or 'none'}")
 
