@@ -4,6 +4,7 @@ tool, measured in the same run.
 
     python benchmarks/mcp_server.py                       # HTTP closed 1, 8, 64, 256; open 64-512 @1/s; stdio 1, 8, 64
     python benchmarks/mcp_server.py --levels 1 --open 256 --runs 3 --stdio-levels
+    python benchmarks/mcp_server.py --servers coworkenv --workers 1 2 --levels 64 --open 512   # serve --workers
 
 Modes:
 - closed loop: each client (one episode each) calls again as soon as its answer arrives, for
@@ -155,9 +156,10 @@ def make_store(directory: Path) -> tuple[Path, str]:
 class HttpTarget:
     def __init__(self, kind: str, store: Path, task: str, pinning: Pinning) -> None:
         self.kind, self.port = kind, free_port()
-        if kind == "coworkenv":
+        if kind.startswith("coworkenv"):
+            workers = kind.partition(" x")[2] or "1"
             cmd = [sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(self.port),
-                   "--rate", "0", "--idle-timeout", "86400"]
+                   "--rate", "0", "--idle-timeout", "86400", "--workers", workers]
             self.paths = lambda i, era: (f"/t/{task}/e/bench-{i}-{random.random():.9f}/mcp" if era == "modern"
                                          else f"/t/{task}/mcp")
         else:
@@ -274,12 +276,12 @@ LEGACY_BODY = json.dumps({"jsonrpc": "2.0", "id": 123456789, "method": "tools/ca
 
 def flood_requests(kind: str, task: str) -> list[tuple[str, str, bytes, bytes]]:
     """The bad requests of a flood, as (method, path, body, headers), one of each kind."""
-    episode = f"/t/{task}/e/flood/mcp" if kind == "coworkenv" else "/mcp"
-    fresh = (lambda: f"/t/{task}/e/flood-{random.random():.9f}/mcp") if kind == "coworkenv" else (lambda: "/mcp")
+    episode = f"/t/{task}/e/flood/mcp" if kind.startswith("coworkenv") else "/mcp"
+    fresh = (lambda: f"/t/{task}/e/flood-{random.random():.9f}/mcp") if kind.startswith("coworkenv") else (lambda: "/mcp")
     unknown_tool = CALL_BODY.replace(TOOL, "no_such_tool").encode()
     return [
         ("POST", fresh(), b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {', CALL_HEADERS),
-        ("POST", f"/t/{task}/mcp" if kind == "coworkenv" else "/mcp", LEGACY_BODY.encode(),
+        ("POST", f"/t/{task}/mcp" if kind.startswith("coworkenv") else "/mcp", LEGACY_BODY.encode(),
          JSON_HEADERS + f"mcp-protocol-version: {LEGACY}\r\nmcp-session-id: {random.getrandbits(128):032x}\r\n".encode()),
         ("POST", fresh(), CALL_BODY.encode(), CALL_HEADERS.replace(b"application/json\r\nmcp", b"text/plain\r\nmcp")),
         ("POST", episode, unknown_tool, CALL_HEADERS.replace(TOOL.encode(), b"no_such_tool")),
@@ -574,8 +576,10 @@ async def main(args: argparse.Namespace) -> None:
                  + [(f"open {n} @1/s", n, 1.0, "modern") for n in args.open]
                  + [(f"closed {n}, {LEGACY}", n, None, "legacy") for n in args.legacy_levels])
         targets = {}
+        kinds = [k for k in args.servers if k != "coworkenv"] + [
+            "coworkenv" if n == 1 else f"coworkenv x{n}" for n in args.workers if "coworkenv" in args.servers]
         try:
-            for kind in args.servers:
+            for kind in kinds:
                 targets[kind] = HttpTarget(kind, store, task, pinning)
             for target in targets.values():
                 await target.ready()
@@ -623,6 +627,11 @@ async def main(args: argparse.Namespace) -> None:
                   f"| {cell(r, 'loadgen_cpu_ms', '.3f')} | {cell(r, 'mb_per_episode', '.1f')} |")
         by = {(t, k, load): r for t, k, load, r in rows}
         for t, k, load, r in rows:
+            one = by.get((t, "coworkenv", load)) if k.startswith("coworkenv x") else None
+            if one:
+                print(f"{t} {load}: {k} / one worker calls/s {r['calls_per_s'] / one['calls_per_s']:.2f}x, p50 "
+                      f"{r['p50_ms'] / one['p50_ms']:.2f}x, p99 {r['p99_ms'] / one['p99_ms']:.2f}x")
+        for t, k, load, r in rows:
             bare = by.get((t, "bare", load))
             if k == "coworkenv" and bare:
                 print(f"{t} {load}: coworkenv / bare p50 {r['p50_ms'] / bare['p50_ms']:.2f}x, p99 "
@@ -660,6 +669,8 @@ if __name__ == "__main__":
                             help="round trips of the sandbox alone (0: skip)")
         parser.add_argument("--duration", type=float, default=10.0)
         parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv"])
+        parser.add_argument("--workers", type=int, nargs="+", default=[1], metavar="N",
+                            help="coworkenv served by `serve --workers N`, one server per N, measured side by side")
         parser.add_argument("--runs", type=int, default=3)
         parser.add_argument("--flood", type=float, metavar="RATE",
                             help="also measure every HTTP load under RATE bad requests a second from another process")
