@@ -497,7 +497,8 @@ async def serve_conformance(settings: ServeSettings, *, sock: socket.socket | No
     """Serve the fixtures until interrupted, on ``sock`` or the settings' address; ``on_ready`` runs
     once connections are accepted."""
     sock = sock or bind_socket(settings.bind, settings.port)
-    server = uvicorn.Server(uvicorn.Config(conformance_app(settings, worker=worker), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(conformance_app(settings, worker=worker), log_level="warning",
+                                           timeout_keep_alive=600 if worker else 5))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)

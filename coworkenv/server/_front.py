@@ -48,8 +48,8 @@ LOAD_EVERY_S = 0.5
 _KEYED = re.compile(r"^((?:/w/[^/]+)?/t/[^/]+/e/[^/]+)(?:/|$)")
 _EPISODE = re.compile(r"^(?:/e/|/episodes/)([^/]+)(?:/|$)")
 _TASK = re.compile(r"^(?:/w/[^/]+)?/t/[^/]+/mcp$")
-_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"proxy-connection", b"host",
-        CLIENT_HEADER.encode()}
+MAX_HEAD = 64 * 1024  # a request or response head, at most
+_HOP_REQUEST = {b"connection", b"keep-alive", b"proxy-connection", b"upgrade", b"expect", CLIENT_HEADER.encode()}
 
 
 class _Kept(OrderedDict[str, int]):
@@ -78,6 +78,7 @@ class Front:
         self.sessions = _Kept()
         self.keys = _Kept()
         self.episodes = _Kept()
+        self.idle: list[list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = [[] for _ in sockets]
         self.open = [0] * len(sockets)  # each worker's open episodes, as it last said, plus placements since
         self.turn = itertools.cycle(range(len(sockets)))
         self._poller: asyncio.Task | None = None
@@ -130,68 +131,142 @@ class Front:
             return self.place(), "session"  # an initialize opens a session; anything else is answered anyway
         return next(self.turn), ""
 
-    # ------------------------------------------------------------------ ASGI
+    # ------------------------------------------------------------------ connections
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
-        path = scope["path"]
-        if path.startswith(INTERNAL_PREFIX):
-            await _plain(send, 404, b"not found")
-            return
-        # a field value goes without the whitespace around it (RFC 9110, 5.5), which the client library refuses
-        headers = [(k, v.strip(b" \t")) for k, v in scope["headers"] if k.lower() not in _HOP]
-        host = next((v for k, v in scope["headers"] if k.lower() == b"host"), b"")
-        session = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"mcp-session-id"), None)
-        index, learn = await self.route(scope["method"], path, session)
-        client = (scope.get("client") or ("", 0))[0]
-        body = await _body(receive)
-        target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
-        request = self.clients[index].build_request(
-            scope["method"], target, content=body,
-            headers=[*headers, (b"host", host), (CLIENT_HEADER.encode(), client.encode())])
+    async def serve(self, sock: socket.socket) -> asyncio.Server:
+        """Accept clients on ``sock`` (bound already) and start reading the workers' loads."""
+        self._poller = asyncio.create_task(self._poll())
+        return await asyncio.start_server(self.connection, sock=sock, limit=MAX_HEAD)
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        for idle in self.idle:
+            while idle:
+                idle.pop()[1].close()
+        for client in self.clients:
+            await client.aclose()
+
+    async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client connection: its requests one after another (HTTP/1.1 keep-alive), each passed on."""
+        peer = writer.get_extra_info("peername")
+        client = (peer[0] if isinstance(peer, tuple) else "").encode()
         try:
-            response = await self.clients[index].send(request, stream=True)
-        except httpx.HTTPError as exc:
-            await _plain(send, 502, f"worker {index} did not answer: {type(exc).__name__}".encode())
-            return
-        try:
-            if session is None and (opened := response.headers.get("mcp-session-id")):
-                self.sessions.keep(opened, index)  # a session opened here: its requests come back here
-            if scope["method"] == "DELETE" and session is not None and response.status_code < 300:
-                self.sessions.pop(session, None)
-            out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()
-                   if k.lower().encode() not in _HOP]
-            if learn == "episode":
-                data = await response.aread()
-                with contextlib.suppress(ValueError, AttributeError):
-                    self.episodes.keep(json.loads(data)["episode_id"], index)
-                await send({"type": "http.response.start", "status": response.status_code, "headers": out})
-                await send({"type": "http.response.body", "body": data})
-                return
-            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
-            await _stream(response, receive, send)
+            while await self.exchange(reader, writer, client):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass
         finally:
-            await response.aclose()
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self._poller = asyncio.create_task(self._poll())
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self._poller is not None:
-                    self._poller.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await self._poller
-                for client in self.clients:
-                    await client.aclose()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    async def exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: bytes) -> bool:
+        """Pass one request on and its response back; whether the connection stays open."""
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False  # the client closed between requests
+        except asyncio.LimitOverrunError:
+            writer.write(_plain(431, b"request head too large"))
+            return False
+        line, headers = _parse(head)
+        method, target, _version = line.split(b" ", 2)
+        path = target.split(b"?", 1)[0].decode("latin-1")
+        names = {name for name, _ in headers}
+        if path.startswith(INTERNAL_PREFIX):
+            await _skip_body(reader, headers)
+            writer.write(_plain(404, b"not found"))
+            return True
+        if _value(headers, b"expect", b"").lower() == b"100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = await _read_body(reader, headers)
+        session = _value(headers, b"mcp-session-id", None)
+        index, learn = await self.route(method.decode("latin-1"), path,
+                                        session.decode("latin-1") if session is not None else None)
+        close = _value(headers, b"connection", b"").lower() == b"close"
+        out = [method + b" " + target + b" HTTP/1.1"]
+        out += [name + b": " + value for name, value in headers if name not in _HOP_REQUEST]
+        out.append(CLIENT_HEADER.encode() + b": " + client)
+        if b"content-length" not in names and b"transfer-encoding" not in names and body:
+            out.append(b"content-length: " + str(len(body)).encode())
+        request = b"\r\n".join(out) + b"\r\n\r\n" + body
+        for attempt in range(2):
+            worker = await self._worker(index, fresh=attempt > 0)
+            if worker is None:
+                writer.write(_plain(502, f"worker {index} does not answer".encode()))
+                return False
+            try:
+                kept = await self._relay(worker, request, method, writer, reader, learn, index, session)
+            except _WorkerClosed:
+                worker[1].close()
+                continue  # it closed an idle connection as the request went out: once more, on a new one
+            except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+                worker[1].close()
+                raise
+            if kept:
+                self.idle[index].append(worker)
+            else:
+                worker[1].close()
+            return not close
+        writer.write(_plain(502, f"worker {index} closed the connection".encode()))
+        return False
+
+    async def _worker(self, index: int, *, fresh: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        idle = self.idle[index]
+        while idle and not fresh:
+            reader, writer = idle.pop()
+            if not reader.at_eof() and not writer.is_closing():
+                return reader, writer
+            writer.close()
+        try:
+            return await asyncio.open_unix_connection(self.sockets[index], limit=MAX_HEAD)
+        except OSError:
+            return None
+
+    async def _relay(self, worker: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes, method: bytes,
+                     writer: asyncio.StreamWriter, client_reader: asyncio.StreamReader, learn: str, index: int,
+                     session: bytes | None) -> bool:
+        """Send ``request`` to the worker and its response to the client, as it comes; whether the
+        worker's connection can serve another request."""
+        w_reader, w_writer = worker
+        w_writer.write(request)
+        await w_writer.drain()
+        try:
+            head = await w_reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise _WorkerClosed() from None
+            raise
+        line, headers = _parse(head)
+        status = int(line.split(b" ", 2)[1])
+        opened = _value(headers, b"mcp-session-id", None)
+        if session is None and opened is not None:
+            self.sessions.keep(opened.decode("latin-1"), index)  # a session opened here: its requests come back here
+        if method == b"DELETE" and session is not None and status < 300:
+            self.sessions.pop(session.decode("latin-1"), None)
+        keep = _value(headers, b"connection", b"").lower() != b"close"
+        writer.write(head)
+        if method == b"HEAD" or status in (204, 304) or 100 <= status < 200:
+            await writer.drain()
+            return keep
+        length = _value(headers, b"content-length", None)
+        if length is not None:
+            data = await w_reader.readexactly(int(length))
+            if learn == "episode":
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    self.episodes.keep(json.loads(data)["episode_id"], index)
+            writer.write(data)
+            await writer.drain()
+            return keep
+        if b"chunked" in _value(headers, b"transfer-encoding", b"").lower():
+            return await _relay_chunks(w_reader, writer, client_reader) and keep
+        while chunk := await w_reader.read(1 << 16):  # until the worker closes
+            writer.write(chunk)
+            await writer.drain()
+        return False
 
     async def loads(self) -> list[int | None]:
         async def one(client: httpx.AsyncClient) -> int | None:
@@ -209,47 +284,80 @@ class Front:
             await asyncio.sleep(LOAD_EVERY_S)
 
 
-async def _body(receive: Receive) -> bytes:
-    chunks = []
+class _WorkerClosed(Exception):
+    """The worker had closed the (idle) connection before the request reached it."""
+
+
+def _parse(head: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """A message head's first line and its fields (lower-case names; values without the whitespace
+    around them, RFC 9110, 5.5)."""
+    lines = head[:-4].split(b"\r\n")
+    fields = []
+    for raw in lines[1:]:
+        name, colon, value = raw.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise ValueError(f"malformed header line {raw[:80]!r}")
+        fields.append((name.lower(), value.strip(b" \t")))
+    return lines[0], fields
+
+
+def _value(headers: list[tuple[bytes, bytes]], name: bytes, default):
+    return next((value for key, value in headers if key == name), default)
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A request's body as it came (chunked framing kept)."""
+    if b"chunked" in _value(headers, b"transfer-encoding", b"").lower():
+        parts = []
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            parts.append(size_line)
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                while (trailer := await reader.readuntil(b"\r\n")) != b"\r\n":
+                    parts.append(trailer)
+                parts.append(b"\r\n")
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size + 2))
+    length = _value(headers, b"content-length", None)
+    return await reader.readexactly(int(length)) if length else b""
+
+
+async def _skip_body(reader: asyncio.StreamReader, headers: list[tuple[bytes, bytes]]) -> None:
+    await _read_body(reader, headers)
+
+
+async def _relay_chunks(source: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        client_reader: asyncio.StreamReader) -> bool:
+    """Pass a chunked body on chunk by chunk (an SSE stream may last long); False when the client went
+    away first (the worker's connection is then closed with the stream)."""
     while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
+        pending = asyncio.ensure_future(source.readuntil(b"\r\n"))
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=1.0)
+            if done:
+                break
+            if client_reader.at_eof() or writer.is_closing():
+                pending.cancel()
+                return False
+        size_line = pending.result()
+        size = int(size_line.split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            rest = [size_line]
+            while (trailer := await source.readuntil(b"\r\n")) != b"\r\n":
+                rest.append(trailer)
+            rest.append(b"\r\n")
+            writer.write(b"".join(rest))
+            await writer.drain()
+            return True
+        writer.write(size_line + await source.readexactly(size + 2))
+        await writer.drain()
 
 
-async def _stream(response: httpx.Response, receive: Receive, send: Send) -> None:
-    """Pass the worker's response on as it comes (an SSE stream may last long), until it ends or the
-    client goes away."""
-    async def pump() -> None:
-        async for chunk in response.aiter_raw():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-
-    async def gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    pumping, waiting = asyncio.ensure_future(pump()), asyncio.ensure_future(gone())
-    try:
-        await asyncio.wait({pumping, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (pumping, waiting):
-            task.cancel()
-        await asyncio.gather(pumping, waiting, return_exceptions=True)
-    if pumping.done() and not pumping.cancelled() and pumping.exception() is not None:
-        exc = pumping.exception()
-        if not isinstance(exc, (httpx.HTTPError, OSError)):
-            raise exc  # type: ignore[misc]
-
-
-async def _plain(send: Send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+def _plain(status: int, body: bytes) -> bytes:
+    reason = {404: b"Not Found", 431: b"Request Header Fields Too Large", 502: b"Bad Gateway"}.get(status, b"Error")
+    return (b"HTTP/1.1 " + str(status).encode() + b" " + reason + b"\r\ncontent-type: text/plain\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 class TrustedClient:
@@ -338,14 +446,13 @@ def unix_socket(path: str) -> socket.socket:
 
 async def serve_front(workers: Workers, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
     """Serve the front on ``sock`` (bound already) until interrupted, once every worker answers."""
-    import uvicorn
-
     await workers.ready()
     front = Front(workers.sockets)
-    server = uvicorn.Server(uvicorn.Config(front, log_level="warning", lifespan="on"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.01)
-    if server.started and on_ready is not None:
+    server = await front.serve(sock)
+    if on_ready is not None:
         on_ready()
-    await task
+    try:
+        await server.serve_forever()
+    finally:
+        server.close()
+        await front.close()

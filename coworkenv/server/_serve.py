@@ -472,6 +472,7 @@ async def _reap(episodes: HttpEpisodes, guard: Guard) -> None:
 
 
 GC_YOUNG_THRESHOLD = 5000
+WORKER_KEEP_ALIVE_S = 600
 
 
 def settle_heap() -> None:
@@ -522,7 +523,8 @@ async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *
     app = http_app(host, settings, worker=worker)
     sock = sock or bind_socket(settings.bind, settings.port)
     settle_heap()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    # a worker keeps the front's connections open between requests (the front reuses them)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=WORKER_KEEP_ALIVE_S if worker else 5))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
