@@ -2,22 +2,25 @@
 
 A worker is a whole ``coworkenv serve`` (its own event loop, episode host, sandbox pool and store
 connection) listening on a Unix socket; episodes live in the worker that opened them. The front
-listens on the public address and forwards every request, streamed both ways, to the worker that
-owns its episode:
+listens on the public address and passes every HTTP/1.1 request on to the worker that owns its
+episode, as bytes: it parses request and response heads, relays bodies (a response's chunks as they
+come, so an SSE stream flows), and keeps its connections to the workers open between requests. It
+does no MCP, JSON or ASGI work of its own, so it costs a fraction of a worker per request. Routing:
 
 - a 2025-11-25 session (``Mcp-Session-Id``) to the worker whose response opened it;
 - a key or episode address (``/t/{task}/e/{key}/…``, ``/e/{episode}/…``, ``/episodes/{id}…``, and the
   capture proxy's routes under them) to the worker it was placed on, else to the worker that says it
   holds that episode (asked when the front does not know it), else, for a key, to a new placement;
-- a new episode (an ``initialize`` without a session, ``POST /episodes``, a first key) to the worker
-  with the fewest open episodes (each worker reports its count; the front counts its own placements
-  since the last report);
+- a new episode (a request at a task address without a session, ``POST /episodes``, a first key) to
+  the worker with the fewest open episodes (each worker reports its count twice a second; the front
+  counts its own placements since);
 - anything else (task lists, listing at a task address) to the workers in turn.
 
 The workers run the same guards as a single server (token, Host/Origin, body size, rate, session
 pinning) on the client's own address, which the front passes in a header that only the front can set
-(it overwrites whatever a client sends). Every worker writes to the one store file; an episode's calls
-are recorded in order by the one worker that holds it.
+(it drops whatever a client sends under that name). Every worker writes to the one store file; an
+episode's calls are recorded in order by the one worker that holds it. A 2026-07-28 request state
+signed by one worker is read by any (one key for all, from the front).
 """
 
 from __future__ import annotations
