@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import os
 import re
 import secrets
@@ -43,6 +44,7 @@ from pathlib import Path
 import httpx
 from starlette.types import Receive, Scope, Send
 
+log = logging.getLogger(__name__)
 CLIENT_HEADER = "x-coworkenv-client"  # the client's address, set by the front for its workers
 STATE_KEY_ENV = "COWORKENV_REQUEST_STATE_KEY"  # one key for every worker: a request state one signs, another reads
 INTERNAL_PREFIX = "/_coworkenv/"  # the workers' routes for the front only (owner, load)
@@ -74,8 +76,10 @@ class _Kept(OrderedDict[str, int]):
 class Front:
     """The ASGI app in front of the workers at ``sockets`` (see the module)."""
 
-    def __init__(self, sockets: list[str]) -> None:
+    def __init__(self, sockets: list[str], workers: Workers | None = None) -> None:
         self.sockets = sockets
+        self.workers = workers  # restarted when one dies (None: not supervised here)
+        self.down: set[int] = set()  # workers that did not answer: no new episode goes there
         self.clients = [httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=path), base_url="http://worker",
                                           timeout=httpx.Timeout(None, connect=10.0)) for path in sockets]
         self.sessions = _Kept()
@@ -89,7 +93,8 @@ class Front:
     # ------------------------------------------------------------------ routing
 
     def place(self) -> int:
-        index = min(range(len(self.open)), key=lambda i: (self.open[i], i))
+        up = [i for i in range(len(self.open)) if i not in self.down] or list(range(len(self.open)))
+        index = min(up, key=lambda i: (self.open[i], i))
         self.open[index] += 1
         return index
 
@@ -199,7 +204,8 @@ class Front:
         for attempt in range(2):
             worker = await self._worker(index, fresh=attempt > 0)
             if worker is None:
-                writer.write(_plain(502, f"worker {index} does not answer".encode()))
+                self.down.add(index)
+                writer.write(_plain(502, f"worker {index} does not answer; the episodes it held ended with it".encode()))
                 return False
             try:
                 kept = await self._relay(worker, request, method, writer, reader, learn, index, session)
@@ -280,10 +286,23 @@ class Front:
         return list(await asyncio.gather(*(one(c) for c in self.clients)))
 
     async def _poll(self) -> None:
+        """Read the workers' loads; a worker that stopped answering takes no new episode, and one whose
+        process died is started again on its socket (its episodes ended with it: the store marks them
+        interrupted when the new process starts, and clients replay them as infrastructure failures)."""
         while True:
             for index, count in enumerate(await self.loads()):
                 if count is not None:
                     self.open[index] = count
+                    self.down.discard(index)
+                    continue
+                self.down.add(index)
+                if self.workers is not None and self.workers.restart_if_dead(index):
+                    for idle in self.idle[index]:
+                        idle[1].close()
+                    self.idle[index].clear()
+                    for table in (self.sessions, self.keys, self.episodes):
+                        for key in [k for k, v in table.items() if v == index]:
+                            del table[key]
             await asyncio.sleep(LOAD_EVERY_S)
 
 
@@ -397,15 +416,26 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
 
     def __enter__(self) -> Workers:
-        env = {**os.environ, STATE_KEY_ENV: secrets.token_hex(32)}
+        self.env = {**os.environ, STATE_KEY_ENV: secrets.token_hex(32)}
         try:
             for path in self.sockets:
-                self.processes.append(subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args,
-                                                        "--worker-socket", path], env=env))
+                self.processes.append(self._start(path))
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start(self, path: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args, "--worker-socket", path],
+                                env=self.env)
+
+    def restart_if_dead(self, index: int) -> bool:
+        """Start worker ``index`` again if its process has ended; whether it had."""
+        if self.processes[index].poll() is None:
+            return False
+        log.warning("worker %d ended (status %s); starting it again", index, self.processes[index].returncode)
+        self.processes[index] = self._start(self.sockets[index])
+        return True
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -450,7 +480,7 @@ def unix_socket(path: str) -> socket.socket:
 async def serve_front(workers: Workers, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
     """Serve the front on ``sock`` (bound already) until interrupted, once every worker answers."""
     await workers.ready()
-    front = Front(workers.sockets)
+    front = Front(workers.sockets, workers)
     server = await front.serve(sock)
     if on_ready is not None:
         on_ready()

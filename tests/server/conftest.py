@@ -35,10 +35,13 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def cli_server(*args: str, ready_path: str, timeout: float = 30.0) -> AsyncIterator[str]:
-    """Run ``python -m coworkenv serve ARGS --port P`` until the block ends; yield its base URL."""
+async def cli_server(*args: str, ready_path: str, timeout: float = 30.0,
+                     env: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Run ``python -m coworkenv serve ARGS --port P`` (in ``env``, default this one) until the block
+    ends; yield its base URL."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    env = {**(env or os.environ),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *args, "--port", str(port)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"

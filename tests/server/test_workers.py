@@ -3,8 +3,13 @@ them, every request routed to the worker that holds its episode, in both protoco
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import anyio
 import httpx
+import psutil
 import pytest
 from mcp import Client
 
@@ -83,3 +88,54 @@ async def test_workers_go_with_the_front(store_path, host: EpisodeHost, tasks: l
     # the front was stopped (SIGTERM): its workers are gone with it, and their socket folder
     result = await anyio.run_process(["pgrep", "-f", f"--store {store_path} .*--worker-socket"], check=False)
     assert result.stdout.strip() == b""
+
+
+def _workers_of(store_path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "--worker-socket" in line and str(store_path) in line:
+            found.append(process)
+    return sorted(found, key=lambda p: p.info["cmdline"][-1])
+
+
+async def test_a_killed_worker_is_started_again_and_collection_loses_and_repeats_nothing(
+        host: EpisodeHost, tasks: list[str], store_path, serve_cli, tmp_path):
+    """SIGKILL a worker while a teacher collects through the front: the episodes it held end as
+    interrupted, the teacher replays them on the other worker, every task ends with exactly one
+    admitted episode, the worker is started again, and ``sandbox cleanup`` leaves nothing of it."""
+    store = host.store
+    sandboxes = tmp_path / "sandboxes"
+    sandboxes.mkdir()
+    env = {**os.environ, "TMPDIR": str(sandboxes)}  # the workers' episode directories, where cleanup looks
+    async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90, env=env) as base:
+        victim = _workers_of(store_path)[0]
+        collect = subprocess.Popen([sys.executable, "-m", "coworkenv", "collect", "--store", str(store_path), "--url", base,
+                                    "--error-rate", "0", "--concurrency", "4", "--retries", "4", "--json"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with anyio.fail_after(120):
+            while not any(e.owner and f":{victim.pid}:" in e.owner and e.status == "running"
+                          for e in store.episodes(source="teacher")):
+                assert collect.poll() is None, collect.stdout.read() if collect.stdout else ""
+                await anyio.sleep(0.01)
+        victim.kill()
+        with anyio.fail_after(240):
+            while collect.poll() is None:
+                await anyio.sleep(0.1)
+        output = collect.stdout.read() if collect.stdout else ""
+        assert collect.returncode == 0, output
+        with anyio.fail_after(60):  # started again on its socket, by the front
+            while len(_workers_of(store_path)) < 2 or victim.pid in {p.pid for p in _workers_of(store_path)}:
+                await anyio.sleep(0.1)
+
+    teacher = store.episodes(source="teacher")
+    killed = [e for e in teacher if e.owner and f":{victim.pid}:" in e.owner]
+    assert killed and all(e.status != "running" for e in teacher)
+    assert any(e.status == "failed" for e in killed)  # what the dead worker held ended as interrupted
+    for task in tasks:  # nothing lost, nothing twice
+        admitted = [e for e in teacher if e.task_id == task and (v := store.verdict(e.id, GRADER_VERSION)) and v.admitted]
+        assert len(admitted) == 1, task
+    result = await anyio.run_process([sys.executable, "-m", "coworkenv", "sandbox", "cleanup", "--root", str(sandboxes),
+                                      "--store", str(store_path), "--no-docker", "--json"], check=False)
+    assert result.returncode == 0, result.stdout
+    assert not list(sandboxes.glob("coworkenv-ep-*"))
