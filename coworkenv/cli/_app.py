@@ -299,7 +299,11 @@ def _serve_with_workers(count: int, host: str, port: int, max_episodes: int, wha
         served = what or f"MCP on http://{host}:{bound}/t/<task>/mcp (tasks: http://{host}:{bound}/tasks)"
         err.print(f"serving {served} with {count} workers on http://{host}:{bound}; Ctrl-C stops it")
 
-    with tempfile.TemporaryDirectory(prefix="coworkenv-workers-") as directory, Workers(args, count, Path(directory)) as running:
+    # the workers' sockets, in a folder of this user's only; short, since a socket's path has ~100 bytes at most
+    base = tempfile.gettempdir()
+    base = "/tmp" if len(base) > 60 and os.path.isdir("/tmp") else base
+    with tempfile.TemporaryDirectory(prefix="cw-workers-", dir=base) as directory, \
+            Workers(args, count, Path(directory)) as running:
         try:
             asyncio.run(serve_front(running, sock, on_ready=ready))
         except KeyboardInterrupt:

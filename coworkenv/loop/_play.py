@@ -4,6 +4,8 @@ recorded on the episode with the boundary it crossed)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -30,15 +32,22 @@ class Played:
 
 async def play(episodes: EpisodeService, store: Store, task: Task, provenance: Provenance, model: BaseChatModel, *,
                style: PromptStyle, max_steps: int, hint: str = "") -> Played:
-    opened = await episodes.open(task.id, provenance)
+    try:
+        opened = await episodes.open(task.id, provenance)
+    except InfrastructureError as exc:  # the server could not open one (a worker that died, say): play again
+        return Played("", None, failure=f"{exc.boundary}: {exc}")
     try:
         result = await rollout(model, opened.target, task=task, style=style, max_steps=max_steps, hint=hint,
                                headers=opened.headers)
     except InfrastructureError as exc:
-        await episodes.end(opened.id, failure=exc)  # the runtime may have recorded its own failure first
+        with contextlib.suppress(InfrastructureError):  # a server that lost the episode cannot end it either
+            await episodes.end(opened.id, failure=exc)  # the runtime may have recorded its own failure first
         row = store.episode(opened.id)
         boundary, error = (row.boundary, row.error) if row is not None and row.error else (exc.boundary, str(exc))
         return Played(opened.id, None, failure=f"{boundary}: {error}")
     store.add_messages(opened.id, result.messages)
-    await episodes.end(opened.id, truncated=result.truncated)
+    try:
+        await episodes.end(opened.id, truncated=result.truncated)
+    except InfrastructureError as exc:  # played, but not ended and graded where it ran: it does not count
+        return Played(opened.id, None, result, failure=f"{exc.boundary}: {exc}")
     return Played(opened.id, store.verdict(opened.id, GRADER_VERSION), result)

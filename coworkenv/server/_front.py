@@ -33,6 +33,7 @@ import logging
 import os
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -427,7 +428,7 @@ class Workers:
 
     def _start(self, path: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args, "--worker-socket", path],
-                                env=self.env)
+                                env=self.env, preexec_fn=_die_with_parent)
 
     def restart_if_dead(self, index: int) -> bool:
         """Start worker ``index`` again if its process has ended; whether it had."""
@@ -467,6 +468,14 @@ class Workers:
                     await asyncio.sleep(0.1)
 
 
+def _die_with_parent() -> None:
+    """In a worker, before it runs: the kernel stops it when the front's process ends, however it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def unix_socket(path: str) -> socket.socket:
     """The listening Unix socket a worker serves on."""
     with contextlib.suppress(FileNotFoundError):
@@ -482,10 +491,16 @@ async def serve_front(workers: Workers, sock: socket.socket, *, on_ready: Callab
     await workers.ready()
     front = Front(workers.sockets, workers)
     server = await front.serve(sock)
+    serving = asyncio.ensure_future(server.serve_forever())
+    loop = asyncio.get_running_loop()
+    for stop in (signal.SIGTERM, signal.SIGINT):  # stop as Ctrl-C does: the workers are stopped after
+        loop.add_signal_handler(stop, serving.cancel)
     if on_ready is not None:
         on_ready()
     try:
-        await server.serve_forever()
+        await serving
+    except asyncio.CancelledError:
+        pass
     finally:
         server.close()
         await front.close()

@@ -85,9 +85,15 @@ async def test_workers_go_with_the_front(store_path, host: EpisodeHost, tasks: l
     async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90) as base:
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
             assert (await http.get("/tasks")).status_code == 200
+        workers = _workers_of(store_path)
+        assert len(workers) == 2
+        sockets = [w.info["cmdline"][-1] for w in workers]
+        assert all(os.path.exists(path) for path in sockets)
     # the front was stopped (SIGTERM): its workers are gone with it, and their socket folder
-    result = await anyio.run_process(["pgrep", "-f", f"--store {store_path} .*--worker-socket"], check=False)
-    assert result.stdout.strip() == b""
+    with anyio.fail_after(30):
+        while _workers_of(store_path):
+            await anyio.sleep(0.1)
+    assert not any(os.path.exists(path) for path in sockets)
 
 
 def _workers_of(store_path) -> list[psutil.Process]:
