@@ -93,12 +93,12 @@ class BwrapSandbox(RunnerSandbox):
             "--die-with-parent",
             "--new-session",
             *_system_binds(),
-            *_service_python(),
             "--ro-bind", str(self.apps_dir), "/opt/coworkenv/lib/apps",
             "--ro-bind", str(RUNNER), "/opt/coworkenv/runner.py",
             "--ro-bind", str(self.initial_state), "/opt/coworkenv/initial/state.db",
             "--bind", str(self.workdir), "/workspace",
             "--tmpfs", "/tmp",
+            *_service_python(),  # after /tmp's tmpfs, which would hide an environment under /tmp
             "--proc", "/proc",
             "--dev", "/dev",
             "--remount-ro", "/",
