@@ -54,6 +54,11 @@ class LocalEpisodes:
             await episode.finish(episode.final_answer, truncated=truncated, failure=failure)
 
 
+class ServerUnavailable(ProtocolError):
+    """The server did not answer, or answered 5xx (a worker that died, say): worth playing again,
+    unlike a refusal (a wrong token, an unknown task)."""
+
+
 class RemoteEpisodes:
     """Episodes of a ``coworkenv serve`` at ``url`` (``POST /episodes``, ``POST /episodes/{id}/end``)."""
 
@@ -66,13 +71,14 @@ class RemoteEpisodes:
         try:
             response = await self.http.post(path, json=body)
         except httpx.HTTPError as exc:
-            raise ProtocolError(f"the server at {self.url} did not answer {path}: {exc}") from exc
+            raise ServerUnavailable(f"the server at {self.url} did not answer {path}: {exc}") from exc
         if response.status_code >= 400:
             try:
                 message = response.json()["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = response.text[:200]
-            raise ProtocolError(f"the server at {self.url} refused {path} ({response.status_code}): {message}")
+            error = ServerUnavailable if response.status_code >= 500 else ProtocolError
+            raise error(f"the server at {self.url} refused {path} ({response.status_code}): {message}")
         return response.json()
 
     async def open(self, task_id: str, provenance: Provenance) -> OpenedEpisode:

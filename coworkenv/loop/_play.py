@@ -15,7 +15,7 @@ from ..agents import Rollout, rollout
 from ..gate import GRADER_VERSION
 from ..store import Provenance, Store, VerdictRow
 from ..workspace import PromptStyle, Task
-from ._episodes import EpisodeService
+from ._episodes import EpisodeService, ServerUnavailable
 
 
 @dataclass
@@ -34,13 +34,13 @@ async def play(episodes: EpisodeService, store: Store, task: Task, provenance: P
                style: PromptStyle, max_steps: int, hint: str = "") -> Played:
     try:
         opened = await episodes.open(task.id, provenance)
-    except InfrastructureError as exc:  # the server could not open one (a worker that died, say): play again
+    except ServerUnavailable as exc:  # the server could not open one (a worker that died, say): play again
         return Played("", None, failure=f"{exc.boundary}: {exc}")
     try:
         result = await rollout(model, opened.target, task=task, style=style, max_steps=max_steps, hint=hint,
                                headers=opened.headers)
     except InfrastructureError as exc:
-        with contextlib.suppress(InfrastructureError):  # a server that lost the episode cannot end it either
+        with contextlib.suppress(ServerUnavailable):  # a server that lost the episode cannot end it either
             await episodes.end(opened.id, failure=exc)  # the runtime may have recorded its own failure first
         row = store.episode(opened.id)
         boundary, error = (row.boundary, row.error) if row is not None and row.error else (exc.boundary, str(exc))
@@ -48,6 +48,6 @@ async def play(episodes: EpisodeService, store: Store, task: Task, provenance: P
     store.add_messages(opened.id, result.messages)
     try:
         await episodes.end(opened.id, truncated=result.truncated)
-    except InfrastructureError as exc:  # played, but not ended and graded where it ran: it does not count
+    except ServerUnavailable as exc:  # played, but not ended and graded where it ran: it does not count
         return Played(opened.id, None, result, failure=f"{exc.boundary}: {exc}")
     return Played(opened.id, store.verdict(opened.id, GRADER_VERSION), result)
