@@ -22,13 +22,20 @@ def runner_python() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
 
-def _service_python() -> list[str]:
-    """This Python's environment, read-only at its own path, as the interpreter of apps' services
-    (a Claw-Eval task's mock servers need its packages); tools still run stdlib-only."""
+SERVICE_ENV = "/opt/coworkenv/env"  # where a sandbox sees this Python's environment (for apps' services)
+
+
+def _service_python() -> tuple[list[str], str]:
+    """The bind that shows this Python's environment read-only to apps' services (a Claw-Eval task's
+    mock servers need its packages; tools still run stdlib-only), and the interpreter they run.
+
+    A virtual environment is bound at a fixed path (it works from there: Python finds its packages
+    beside the ``pyvenv.cfg`` of the interpreter it was started as), not at its own, which may lie
+    under /tmp, the sandbox's scratch space."""
     prefix = os.path.realpath(sys.prefix)
-    if prefix != os.path.realpath(sys.base_prefix) and not prefix.startswith("/usr"):
-        return ["--ro-bind", prefix, prefix]
-    return []
+    if prefix != os.path.realpath(sys.base_prefix):
+        return ["--ro-bind", prefix, SERVICE_ENV], f"{SERVICE_ENV}/bin/python"
+    return [], runner_python()
 
 
 def _system_binds() -> list[str]:
@@ -87,6 +94,7 @@ class BwrapSandbox(RunnerSandbox):
 
     def command(self) -> list[str]:
         assert self.workdir is not None
+        service_bind, service_python = _service_python()
         return [
             self.check_available(),
             "--unshare-all",
@@ -95,10 +103,10 @@ class BwrapSandbox(RunnerSandbox):
             *_system_binds(),
             "--ro-bind", str(self.apps_dir), "/opt/coworkenv/lib/apps",
             "--ro-bind", str(RUNNER), "/opt/coworkenv/runner.py",
+            *service_bind,
             "--ro-bind", str(self.initial_state), "/opt/coworkenv/initial/state.db",
             "--bind", str(self.workdir), "/workspace",
             "--tmpfs", "/tmp",
-            *_service_python(),  # after /tmp's tmpfs, which would hide an environment under /tmp
             "--proc", "/proc",
             "--dev", "/dev",
             "--remount-ro", "/",
@@ -109,7 +117,7 @@ class BwrapSandbox(RunnerSandbox):
             "--setenv", "COWORKENV_LIB", "/opt/coworkenv/lib",
             "--setenv", "COWORKENV_INITIAL_STATE", "/opt/coworkenv/initial/state.db",
             "--setenv", "COWORKENV_SERVICE_ENV", json.dumps(self.config.service_env),
-            "--setenv", "COWORKENV_SERVICE_PYTHON", os.path.join(sys.prefix, "bin", "python"),
+            "--setenv", "COWORKENV_SERVICE_PYTHON", service_python,
             runner_python(), "-I", "-S", "/opt/coworkenv/runner.py", "--sandboxed",
         ]
 
