@@ -22,7 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..gate import GRADER_VERSION
-from ..store import EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow, VerdictRow
+from ..store import (EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow,
+                     VerdictRow, json_or_text)
 from ..workspace import Capability
 from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, err, fail, open_store
 
@@ -245,16 +246,6 @@ def _episode_json(row: EpisodeRow, verdict: VerdictRow | None) -> dict[str, Any]
             "started_at": row.started_at, "ended_at": row.ended_at, "verdict": _verdict_json(verdict)}
 
 
-def _result(text: str | None) -> Any:
-    """A stored result (JSON text) as its value; text that is not JSON as it is."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 @episodes_app.command("list")
 def episodes_list(
     store: StoreOpt = Path(DEFAULT_STORE),
@@ -312,7 +303,7 @@ def episodes_show(
         for check in doc["verdict"]["checks"]:
             check["kind"] = kinds.get(check["id"])
     doc["interactions"] = [
-        {"idx": c.idx, "kind": c.kind, "tool": c.tool, "arguments": c.arguments, "result": _result(c.result),
+        {"idx": c.idx, "kind": c.kind, "tool": c.tool, "arguments": c.arguments, "result": json_or_text(c.result),
          "is_error": c.is_error, "error_kind": c.error_kind, "error": c.error, "duration_ms": c.duration_ms,
          "created_at": c.created_at}
         for c in interactions]
@@ -352,7 +343,7 @@ def episodes_show(
     _section(console, f"interactions ({len(interactions)})")
     for c in interactions:
         if c.kind == "user" and not c.is_error:  # a message to the user and their reply: two turns
-            reply = _result(c.result)
+            reply = json_or_text(c.result)
             console.print(Text(f"{c.idx:>3} agent → user: ", style="bold").append(str(c.arguments.get("message", ""))))
             console.print(Text("    user: ", style="bold cyan").append(
                 str(reply.get("reply", "") if isinstance(reply, dict) else reply)

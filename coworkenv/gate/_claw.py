@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..store import ToolCallRow
+from ..store import ToolCallRow, json_or_text
 from ..workspace import SUBMIT_TOOL, ClawEvalCheck, Task
 
 GRADER_SCRIPT = Path(__file__).with_name("_claw_grader.py")
@@ -44,22 +44,13 @@ class ClawGradingError(RuntimeError):
     """Claw-Eval's grader could not score the episode (the checkout moved, its grader raised)."""
 
 
-def _json(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def _status_and_body(call: ToolCallRow) -> tuple[int, Any]:
     if not call.is_error:
-        return 200, _json(call.result)
+        return 200, json_or_text(call.result)
     error = call.error or ""
     found = _HTTP_ERROR.search(error)
     if found:
-        return int(found.group(1)), _json(found.group(2))
+        return int(found.group(1)), json_or_text(found.group(2))
     return _STATUS_OF_KIND.get(call.error_kind or "", 500), {"error": error}
 
 
@@ -86,7 +77,7 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
     turns = 0
     for call in interactions:
         if call.kind == "user":  # a question to the user and their reply, marked as Claw-Eval marks its user agent's
-            reply = _json(call.result)
+            reply = json_or_text(call.result)
             message("assistant", {"type": "text", "text": str((call.arguments or {}).get("message", ""))})
             if isinstance(reply, dict):
                 message("user", {"type": "text", "text": f"{USER_AGENT_MARK}\n{reply.get('reply', '')}"})
@@ -111,7 +102,7 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
     for service, data in _table(state, "SELECT service, data FROM claweval_audit ORDER BY service"):
         reset = resets.get(service) or ""
         events.append({"type": "audit_snapshot", "trace_id": trace_id, "service_name": service,
-                       "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": _json(data)})
+                       "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": json_or_text(data)})
     events.append({"type": "trace_end", "trace_id": trace_id, "total_turns": turns})
     return events
 
