@@ -310,7 +310,8 @@ def read_task_file(task_dir: Path) -> ClawTaskFile:
         raise ClawEvalError(f"task.yaml: {'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}") from None
 
 
-def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ...], judge: str) -> str | None:
+def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ...], judge: str,
+                needs_judge: bool) -> str | None:
     """Why a task is not imported, or None."""
     if not sources:
         return "no grader.py"
@@ -329,7 +330,7 @@ def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ..
                 "files, browser)")
     if spec.env_snapshot_files or spec.env_snapshot_commands:
         return "its grader reads files of the agent's sandbox (env_snapshot)"
-    if not judge and any(_JUDGE_CALL.search(source) for source in sources):
+    if not judge and needs_judge:
         return "its grader asks an LLM judge (import with --judge openai:MODEL[@URL])"
     return None
 
@@ -355,7 +356,7 @@ def import_claw_eval(store: Store, directory: str | Path, *, task_ids: tuple[str
         if found:
             summary.defects[spec.task_id] = found
         needs_judge = any(_JUDGE_CALL.search(source) for source in sources)
-        reason = skip_reason(spec, sources, languages, judge)
+        reason = skip_reason(spec, sources, languages, judge, needs_judge)
         if reason is not None:
             summary.skipped[spec.task_id] = reason
             continue

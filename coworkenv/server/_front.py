@@ -186,7 +186,7 @@ class Front:
         path = target.split(b"?", 1)[0].decode("latin-1")
         names = {name for name, _ in headers}
         if path.startswith(INTERNAL_PREFIX):
-            await _skip_body(reader, headers)
+            await _read_body(reader, headers)  # read past it
             writer.write(_plain(404, b"not found"))
             return True
         if _value(headers, b"expect", b"").lower() == b"100-continue":
@@ -344,10 +344,6 @@ async def _read_body(reader: asyncio.StreamReader, headers: list[tuple[bytes, by
             parts.append(await reader.readexactly(size + 2))
     length = _value(headers, b"content-length", None)
     return await reader.readexactly(int(length)) if length else b""
-
-
-async def _skip_body(reader: asyncio.StreamReader, headers: list[tuple[bytes, bytes]]) -> None:
-    await _read_body(reader, headers)
 
 
 async def _relay_chunks(source: asyncio.StreamReader, writer: asyncio.StreamWriter,
