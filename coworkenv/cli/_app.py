@@ -25,10 +25,13 @@ from ._common import (
     FAILED,
     CapabilityOpt,
     JsonOpt,
+    RayOpt,
     UserModelOpt,
     SandboxOpt,
     StoreOpt,
     check_capabilities,
+    on_cluster,
+    ray_cluster,
     check_sandbox,
     emit,
     err,
@@ -112,10 +115,11 @@ def synth(
     app_name: Annotated[list[str] | None, typer.Option(
         "--app", metavar="APP", help="Workspaces of these apps only (repeatable; default: every app).")] = None,
     sandbox: SandboxOpt = "bwrap",
-    concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once.")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once (on each node, with --ray).")] = 1,
     profile: Annotated[Path | None, typer.Option(
         help="A capability profile written by `coworkenv eval`: spend the budget by capability and difficulty "
              "where the model fails most.")] = None,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
@@ -131,19 +135,22 @@ def synth(
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
         raise fail(str(exc)) from None
-    host = open_host(store, sandbox, create=True)
+    host = open_host(store, sandbox, create=True, local=ray is None)
 
     async def run():
         with progress() as bar:
             job = bar.add_task("calibrating tasks", total=n)
+            options = dict(capabilities=capabilities, profile=measured, on_task=lambda *_: bar.advance(job),
+                           apps=apps, generator=generator)
             try:
-                return await synthesize(host, n, seed, capabilities=capabilities, profile=measured,
-                                        on_task=lambda *_: bar.advance(job), concurrency=concurrency, apps=apps,
-                                        generator=generator)
+                if ray is None:
+                    return await synthesize(host, n, seed, concurrency=concurrency, **options)
+                async with ray_cluster(ray, host, concurrency) as cluster:  # the cluster bounds what runs at once
+                    return await synthesize(host, n, seed, concurrency=n, calibrate=cluster.calibrate, **options)
             finally:
                 await host.close()
 
-    summary = asyncio.run(run())
+    summary = on_cluster(lambda: asyncio.run(run()))
 
     def human() -> None:
         if measured is not None:
@@ -328,9 +335,10 @@ def collect_command(
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair attempts per failed task.")] = 2,
     retries: Annotated[int, typer.Option(
         min=0, help="Replays of an episode that an infrastructure failure (model server, sandbox) ended.")] = 2,
-    concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once (on each node, with --ray).")] = 4,
     sandbox: SandboxOpt = "bwrap",
     user_model: UserModelOpt = "",
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes.
@@ -354,8 +362,10 @@ def collect_command(
         provider_settings=ProviderSettings(error_rate=error_rate, seed=seed,
                                            api_key=os.environ.get("OPENAI_API_KEY")),
     )
+    if url is not None and ray is not None:
+        raise fail("--url and --ray are two places to play: give one")
     if url is None:
-        host = open_host(store, sandbox, user_model=user_model)
+        host = open_host(store, sandbox, user_model=user_model, local=ray is None)
     elif user_model:
         raise fail("--user-model goes with an in-process server; the server at --url plays its own users "
                    "(coworkenv serve --user-model)")
@@ -377,13 +387,17 @@ def collect_command(
                 finally:
                     await remote.aclose()
             try:
+                if ray is not None:
+                    async with ray_cluster(ray, host, concurrency) as cluster:
+                        return await collect(host.store, None, settings, limit=limit, cluster=cluster,
+                                             on_run=lambda _: bar.advance(job), on_start=started)
                 async with running_http_server(host) as local_url:
                     return await collect(host.store, LocalEpisodes(host, local_url), settings, limit=limit,
                                          on_run=lambda _: bar.advance(job), on_start=started)
             finally:
                 await host.close()
 
-    summary = asyncio.run(run())
+    summary = on_cluster(lambda: asyncio.run(run()))
 
     def human() -> None:
         err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "

@@ -46,6 +46,10 @@ UserModelOpt = Annotated[str, typer.Option(
     "--user-model", metavar="PROVIDER",
     help="Who plays the user of multi-turn tasks: a chat model (a provider spec, as --provider takes) told the "
          "persona and hidden facts; the scripted user (reveals a fact only when asked about it) when left out.")]
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray", metavar="ADDRESS",
+    help="Run on the nodes of a Ray cluster (host:port of its head, or auto: the cluster this machine is in); "
+         "this process writes the store. Every node needs coworkenv with its 'ray' extra and the sandbox backend.")]
 CapabilityOpt = Annotated[list[str] | None, typer.Option(
     "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(GENERATED)}.")]
 
@@ -178,8 +182,14 @@ def check_user_model(user_model: str) -> None:
 
 
 def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False,
-              user_model: str = "", reveal_grade: bool = True, service_env: dict[str, str] | None = None) -> EpisodeHost:
-    check_sandbox(sandbox)
+              user_model: str = "", reveal_grade: bool = True, service_env: dict[str, str] | None = None,
+              local: bool = True) -> EpisodeHost:
+    """An episode host on the store; ``local=False`` for one whose episodes run on a Ray cluster's
+    nodes (the backend is checked there, not here)."""
+    if local:
+        check_sandbox(sandbox)
+    elif sandbox not in BACKENDS:
+        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
     check_user_model(user_model)
     return EpisodeHost(open_store(store, create=create),
                        EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache",
@@ -190,3 +200,37 @@ def progress() -> Progress:
     """Progress bars on stderr (none with ``-q``): done of total, elapsed and remaining time."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), console=err, transient=False, disable=_quiet)
+
+
+@contextlib.asynccontextmanager
+async def ray_cluster(address: str, host: EpisodeHost, per_node: int):
+    """The Ray cluster at ``address``, a host of ``host``'s settings started on each node (``per_node``
+    units at once), writing into ``host``'s store; a usage error when it cannot be joined or used."""
+    from ..loop import ClusterError, RayCluster
+
+    cluster = RayCluster(address, host.store, host.settings, per_node=per_node)
+    try:
+        nodes = await cluster.start()
+    except ClusterError as exc:
+        await cluster.close()
+        raise fail(str(exc)) from None
+    if not _quiet:
+        err.print(f"Ray cluster at {address}: {len(nodes)} node(s) run episodes ({', '.join(nodes)})", highlight=False)
+    try:
+        yield cluster
+    finally:
+        await cluster.close()
+        for line in cluster.lost:
+            err.print(f"[yellow]ray node lost:[/yellow] {escape(line)}", highlight=False)
+        if cluster.reruns:
+            err.print(f"{cluster.reruns} unit(s) of work run again on another node", highlight=False)
+
+
+def on_cluster(work: Callable[[], Any]) -> Any:
+    """``work()``, with a Ray cluster lost on the way (every node) reported as a failure."""
+    from ..loop import ClusterError
+
+    try:
+        return work()
+    except ClusterError as exc:
+        raise fail(str(exc), code=FAILED) from None

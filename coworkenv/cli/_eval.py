@@ -20,10 +20,13 @@ from ._common import (
     FAILED,
     CapabilityOpt,
     JsonOpt,
+    RayOpt,
     UserModelOpt,
     SandboxOpt,
     StoreOpt,
     check_capabilities,
+    on_cluster,
+    ray_cluster,
     emit,
     err,
     open_host,
@@ -76,7 +79,7 @@ def eval_command(
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0: greedy).")] = 0.7,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 4,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once (on each node, with --ray).")] = 4,
     retries: Annotated[int, typer.Option(
         min=0, help="Replays of a trial that an infrastructure failure (model server, sandbox) ended.")] = 2,
     train_data: Annotated[Path | None, typer.Option(
@@ -94,6 +97,7 @@ def eval_command(
     service_error_rate: Annotated[float, typer.Option(
         min=0.0, max=1.0, help="claw-eval: the share of service calls that fail with injected HTTP errors "
                                "(Claw-Eval's ERROR_RATE robustness setting).")] = 0.0,
+    ray: RayOpt = None,
 ) -> None:
     """Evaluate a model on held-out tasks through the MCP server: pass@k and pass^k per capability
     (or, with --suite claw-eval, on imported Claw-Eval tasks per split and category)."""
@@ -119,23 +123,26 @@ def eval_command(
     if (task or service_error_rate) and suite != "claw-eval":
         raise _fail("--task and --service-error-rate apply to --suite claw-eval only")
     host = open_host(store, sandbox, user_model=user_model,
-                     service_env={"ERROR_RATE": str(service_error_rate)} if service_error_rate else None)
+                     service_env={"ERROR_RATE": str(service_error_rate)} if service_error_rate else None,
+                     local=ray is None)
     profile = profile or store.parent / "profile.json"
 
     async def run():
         with progress() as bar:
             prepare = bar.add_task("held-out tasks", total=tasks, visible=suite == "generated")
             play = bar.add_task("episodes", total=None)
+            options = dict(profile_path=profile, on_task=lambda _: bar.advance(prepare),
+                           on_trial=lambda _: bar.advance(play), on_start=lambda total: bar.update(play, total=total))
             try:
-                return await run_eval(host, settings, profile_path=profile,
-                                      on_task=lambda _: bar.advance(prepare),
-                                      on_trial=lambda _: bar.advance(play),
-                                      on_start=lambda total: bar.update(play, total=total))
+                if ray is None:
+                    return await run_eval(host, settings, **options)
+                async with ray_cluster(ray, host, concurrency) as cluster:
+                    return await run_eval(host, settings, cluster=cluster, **options)
             finally:
                 await host.close()
 
     try:
-        result = asyncio.run(run())
+        result = on_cluster(lambda: asyncio.run(run()))
     except (EvalError, ProviderError) as exc:
         raise _fail(str(exc)) from None
 

@@ -1,6 +1,6 @@
 """Orchestration: who plays which episode, with which provenance. ``collect`` (the teacher, with
 repair), ``run_eval`` (held-out tasks, pass@k and pass^k), ``run_rl`` (GRPO and GDPO on live
-episodes), and the demo of the whole loop.
+episodes), the demo of the whole loop, and ``RayCluster`` (the batch work on a Ray cluster's nodes).
 
 Names are imported on first use (the agent stack is heavy; the CLI needs only a few constants).
 """
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         task_ids_in,
     )
     from ._play import Played, play
+    from ._ray import ClusterError, NodeHost, RayCluster
     from ._rl import LiveRollouts, RLEpisode, rl_training_rows, run_rl
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
@@ -45,5 +46,6 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "pass_hat_k", "report", "run_eval", "summarize", "task_ids_in",
     ),
     "_play": ("Played", "play"),
+    "_ray": ("ClusterError", "NodeHost", "RayCluster"),
     "_rl": ("LiveRollouts", "RLEpisode", "rl_training_rows", "run_rl"),
 })

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +23,9 @@ from ..store import Provenance, Store
 from ..workspace import PromptStyle, Task, check_style
 from ._episodes import EpisodeService
 from ._play import Played, play
+
+if TYPE_CHECKING:
+    from ._ray import RayCluster
 
 
 class TeacherSettings(BaseModel):
@@ -148,10 +152,12 @@ class Teacher:
         return [run for runs in results for run in runs]
 
 
-async def collect(store: Store, episodes: EpisodeService, settings: TeacherSettings, *, limit: int | None = None,
+async def collect(store: Store, episodes: EpisodeService | None, settings: TeacherSettings, *, limit: int | None = None,
                   on_run: Callable[[TaskRun], None] | None = None,
-                  on_start: Callable[[CollectSummary], None] | None = None) -> CollectSummary:
-    """Run the teacher on pending tasks through ``episodes``; every failure is in the summary.
+                  on_start: Callable[[CollectSummary], None] | None = None,
+                  cluster: RayCluster | None = None) -> CollectSummary:
+    """Run the teacher on pending tasks through ``episodes``, or on the nodes of a Ray ``cluster``
+    (started; each task run whole on one node, its episodes written here); every failure is in the summary.
 
     A task is pending until it has ``settings.episodes_per_task`` admitted episodes from this
     provider: another provider on the same store collects its own."""
@@ -171,5 +177,32 @@ async def collect(store: Store, episodes: EpisodeService, settings: TeacherSetti
         if on_run is not None:
             on_run(run)
 
-    await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record)
+    if cluster is not None:
+        await _on_cluster(cluster, tasks, settings, record)
+    else:
+        assert episodes is not None, "collect needs episodes or a cluster"
+        await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record)
     return summary
+
+
+async def _on_cluster(cluster: RayCluster, tasks: list[tuple[Task, int]], settings: TeacherSettings,
+                      record: Callable[[TaskRun], None]) -> None:
+    """Each task's runs one after another (a repair needs the attempt before it), tasks at once up to
+    the cluster's capacity; a task that fails is reported, a lost cluster ends the collection."""
+    from ._ray import ClusterError
+
+    async def repeated(task: Task, times: int) -> None:
+        for _ in range(times):
+            try:
+                run = await cluster.collect(task, settings)
+            except ClusterError:
+                raise
+            except Exception as exc:  # one task's failure never ends the collection
+                run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
+            record(run)
+            if run.error is not None:
+                return
+
+    async with asyncio.TaskGroup() as group:
+        for task, times in tasks:
+            group.create_task(repeated(task, times))

@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from pydantic import BaseModel, Field, model_validator
 
+from .._errors import InfrastructureError
 from ..agents import ProviderSettings, chat_model, parse_provider
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION
@@ -42,6 +43,9 @@ from ..workspace import PromptStyle, Task, check_style
 from ._episodes import LocalEpisodes
 from ._defaults import DEFAULT_EVAL_SEED, SPLITS
 from ._play import Played, play
+
+if TYPE_CHECKING:
+    from ._ray import RayCluster
 
 
 
@@ -137,8 +141,10 @@ class HeldoutTask:
 
 
 async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
-                          on_task: Callable[[Task], None] | None = None) -> list[HeldoutTask]:
-    """Generate, store and calibrate the held-out tasks (reusing those already stored)."""
+                          on_task: Callable[[Task], None] | None = None,
+                          cluster: RayCluster | None = None) -> list[HeldoutTask]:
+    """Generate, store and calibrate the held-out tasks (reusing those already stored; calibrated on
+    the nodes of ``cluster`` when given)."""
     store = host.store
     train_ids = settings.train_tasks if settings.train_tasks is not None else training_task_ids(store)
     train_combos = set()
@@ -160,7 +166,10 @@ async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
         row = store.task(task.id)
         if row is None or row.status == "pending":
             store.put_task(task)
-            await calibrate_task(host, task, admit_as="heldout")
+            if cluster is not None:
+                await cluster.calibrate(task, admit_as="heldout")
+            else:
+                await calibrate_task(host, task, admit_as="heldout")
             row = store.task(task.id)
         if row is not None and row.status == "heldout":
             combo = combination(task)
@@ -367,8 +376,12 @@ class EvalReport:
 async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: str | Path | None = None,
                    on_trial: Callable[[Trial], None] | None = None,
                    on_task: Callable[[Task], None] | None = None,
-                   on_start: Callable[[int], None] | None = None) -> EvalReport:
+                   on_start: Callable[[int], None] | None = None,
+                   cluster: RayCluster | None = None) -> EvalReport:
     """Evaluate ``settings.model`` on held-out tasks; store the run and its trials; write the profile.
+
+    With a Ray ``cluster`` (started) the held-out tasks are calibrated and the trials played on its
+    nodes (up to its capacity at once, not ``settings.concurrency``); their episodes are written here.
 
     A trial that infrastructure failures end ``retries + 1`` times is left out of the figures and
     named in ``failures``; the run is then stored as ``failed`` (its figures cover the other trials)
@@ -386,7 +399,7 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
             raise EvalError(f"{personas[0]} is multi-turn: a model plays its user's persona (give --user-model "
                             "PROVIDER, or leave it out with --task)")
     else:
-        heldout = await prepare_heldout(host, settings, on_task=on_task)
+        heldout = await prepare_heldout(host, settings, on_task=on_task, cluster=cluster)
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
     run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json", exclude={"api_key"}))
@@ -398,13 +411,21 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
     failures: dict[str, str] = {}
 
     async def one(item: HeldoutTask, number: int) -> Trial | None:
-        async with semaphore:
-            played = await play_trial(episodes, item.task, settings, number)
+        if cluster is not None:
+            try:
+                played, all_steps = await cluster.trial(item.task, settings, number)
+            except InfrastructureError as exc:  # its nodes were lost, again and again
+                failures[f"{item.task.id}#{number}"] = f"{exc.boundary}: {exc}"
+                return None
+            steps = all_steps[-1]
+        else:
+            async with semaphore:
+                played = await play_trial(episodes, item.task, settings, number)
+            steps = played[-1].rollout.steps if played[-1].rollout is not None else 0
         last = played[-1]
         if last.verdict is None:
             failures[f"{item.task.id}#{number}"] = last.failure or f"episode {last.episode_id} was not graded"
             return None
-        steps = last.rollout.steps if last.rollout is not None else 0
         trial = Trial(item.task.id, item.task.capability, item.task.difficulty, item.split, item.combination,
                       number, last.episode_id, last.verdict.score, last.verdict.admitted, last.verdict.reason, steps)
         store.add_eval_trial(EvalTrialRow(run_id, **asdict(trial)))

@@ -31,12 +31,13 @@ from ._rows import (
     VerdictRow,
     WorkspaceRow,
 )
-from ._store import SchemaStatus, Store, StoreError, new_id, schema_status
+from ._store import EpisodeRecords, SchemaStatus, Store, StoreError, new_id, schema_status
 
 __all__ = [
     "TABLE_DOCS",
     "CannedQuery",
     "canned_queries",
+    "EpisodeRecords",
     "SchemaStatus",
     "schema_status",
     "DRAFT_OUTCOMES",

@@ -6,6 +6,7 @@ import hashlib
 import json
 import zlib
 import os
+import re
 import sqlite3
 import threading
 import uuid
@@ -50,6 +51,23 @@ _TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "
 MAX_RECORDED_ARGUMENTS = 64 << 10  # bytes of an interaction's arguments kept in the store
 MAX_RECORDED_RESULT = 256 << 10  # bytes of its result
 MAX_RECORDED_ERROR = 4 << 10  # characters of its error text
+# the tables that hold an episode's record, in an order that keeps foreign keys (grades before verdicts)
+_EPISODE_TABLES = ("episodes", "messages", "tool_calls", "model_calls", "grades", "verdicts")
+_BLOB_REFERENCE = re.compile(r"\b[0-9a-f]{64}\b")  # how a row names a blob: its sha256
+
+
+@dataclass
+class EpisodeRecords:
+    """Rows of episodes exported from one store (``Store.export_episodes``), for another."""
+
+    tables: dict[str, list[dict[str, Any]]]  # table -> rows, as stored
+    blobs: dict[str, tuple[str, bytes]]  # sha256 -> (MIME type, bytes)
+
+    @property
+    def episode_ids(self) -> list[str]:
+        return [row["id"] for row in self.tables.get("episodes", [])]
+
+
 _INSERT_TOOL_CALL = (
     f"insert into tool_calls (episode_id, idx, created_at, {', '.join(_TOOL_CALL_COLUMNS)})"
     f" values (:episode_id, :idx, :created_at, {', '.join(f':{c}' for c in _TOOL_CALL_COLUMNS)})"
@@ -744,6 +762,56 @@ class Store:
             sql += " and id not in (select episode_id from verdicts where grader_version = ?)"
             params.append(without_verdict_of)
         return [r["id"] for r in self.query(sql + " order by started_at, id", tuple(params))]
+
+    # --- moving episodes between stores ------------------------------------------------------
+
+    def export_episodes(self, episode_ids: list[str]) -> EpisodeRecords:
+        """Everything recorded of these episodes (their rows in every episode table, and the blobs
+        those rows name), to be written into another store by ``import_episodes``: how episodes
+        played on other machines come back to one store."""
+        with self._lock:
+            self._flush_locked()
+            tables: dict[str, list[dict[str, Any]]] = {}
+            marks = ",".join("?" for _ in episode_ids)
+            tables["episodes"] = self.query(f"select * from episodes where id in ({marks}) order by started_at, id",
+                                            tuple(episode_ids))
+            for table in _EPISODE_TABLES[1:]:
+                rows = self.query(f"select * from {table} where episode_id in ({marks}) order by id", tuple(episode_ids))
+                tables[table] = rows
+            blobs: dict[str, tuple[str, bytes]] = {}
+            wanted = set(_BLOB_REFERENCE.findall(json.dumps(tables, default=str)))
+            while wanted:
+                digest = wanted.pop()
+                if digest in blobs or (found := self.blob(digest)) is None:
+                    continue
+                blobs[digest] = found
+                if found[0] == STATE_BASE_MIME:  # a state base names the blobs its rows hold
+                    wanted |= set(_BLOB_REFERENCE.findall(zlib.decompress(found[1]).decode(errors="replace")))
+        return EpisodeRecords(tables, blobs)
+
+    def import_episodes(self, records: EpisodeRecords) -> None:
+        """Write episodes another store exported, in one transaction (all of them or none); their
+        tasks must be here. Rows numbered by the store get new numbers here (a verdict keeps its grade)."""
+        known = {r["id"] for r in self.query("select id from tasks")} if records.tables.get("episodes") else set()
+        missing = sorted({r["task_id"] for r in records.tables.get("episodes", [])} - known)
+        if missing:
+            raise StoreError(f"cannot import episodes of tasks this store does not hold: {', '.join(missing)}")
+        with self.transaction() as db:
+            for digest, (mime_type, data) in records.blobs.items():
+                db.execute("insert or ignore into blobs (sha256, mime_type, size, data) values (?, ?, ?, ?)",
+                           [digest, mime_type, len(data), data])
+            grades: dict[int, int] = {}
+            for table in _EPISODE_TABLES:  # plain SQL: one transaction, committed once
+                for row in records.tables.get(table, []):
+                    row = dict(row)
+                    old = row.pop("id") if table != "episodes" else None
+                    if table == "verdicts":
+                        row["grade_id"] = grades[row["grade_id"]]
+                    columns = ", ".join(f'"{c}"' for c in row)
+                    cursor = db.execute(f"insert into {table} ({columns}) values ({', '.join('?' for _ in row)})",
+                                        list(row.values()))
+                    if table == "grades":
+                        grades[old] = cursor.lastrowid
 
     # --- evaluation runs -------------------------------------------------------------------
 

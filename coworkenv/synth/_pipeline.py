@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
@@ -46,7 +46,8 @@ def _report(summary: SynthSummary, admitted: list[Task]) -> None:
 async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tuple[str, ...] = GENERATED,
                      on_task: Callable[[Task, Calibration | None], None] | None = None,
                      concurrency: int = 1, profile: Profile | None = None,
-                     apps: tuple[str, ...] | None = None, generator: Generator = "all") -> SynthSummary:
+                     apps: tuple[str, ...] | None = None, generator: Generator = "all",
+                     calibrate: Callable[[Task], Awaitable[Calibration]] | None = None) -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
     With a ``profile`` (from ``eval``) the budget goes to capabilities and, within them, to
@@ -56,7 +57,9 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     the near-duplicates dropped and the tasks each hack probe beat. Up to ``concurrency`` tasks
     calibrate at once (each in episodes of its own); the summary and the stored statuses do not
     depend on it. ``apps``: the workspaces' apps (every registered app by default);
-    ``generator``: templates, composed shapes or all (``generate_tasks``).
+    ``generator``: templates, composed shapes or all (``generate_tasks``). ``calibrate``: how a
+    task is calibrated and its status stored (``calibrate_task`` on ``host`` by default; the
+    loop's Ray cluster calibrates on its nodes).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
@@ -81,7 +84,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         else:
             store.put_task(task)
             async with semaphore:
-                calibration = await calibrate_task(host, task)
+                calibration = await (calibrate(task) if calibrate is not None else calibrate_task(host, task))
             row = store.task(task.id)
         assert row is not None
         if row.status == "admitted":
