@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -30,6 +30,7 @@ from ._common import (
     SandboxOpt,
     StoreOpt,
     check_capabilities,
+    check_ray,
     on_cluster,
     ray_cluster,
     check_sandbox,
@@ -135,13 +136,14 @@ def synth(
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
         raise fail(str(exc)) from None
+    check_ray(ray)
     host = open_host(store, sandbox, create=True, local=ray is None)
 
     async def run():
         with progress() as bar:
             job = bar.add_task("calibrating tasks", total=n)
-            options = dict(capabilities=capabilities, profile=measured, on_task=lambda *_: bar.advance(job),
-                           apps=apps, generator=generator)
+            options: dict[str, Any] = dict(capabilities=capabilities, profile=measured, apps=apps, generator=generator,
+                                           on_task=lambda *_: bar.advance(job))
             try:
                 if ray is None:
                     return await synthesize(host, n, seed, concurrency=concurrency, **options)
@@ -364,6 +366,7 @@ def collect_command(
     )
     if url is not None and ray is not None:
         raise fail("--url and --ray are two places to play: give one")
+    check_ray(ray)
     if url is None:
         host = open_host(store, sandbox, user_model=user_model, local=ray is None)
     elif user_model:

@@ -234,3 +234,15 @@ def on_cluster(work: Callable[[], Any]) -> Any:
         return work()
     except ClusterError as exc:
         raise fail(str(exc), code=FAILED) from None
+
+
+def check_ray(address: str | None) -> None:
+    """A usage error, before any work, when ``--ray`` names nothing that answers."""
+    if address is None:
+        return
+    from ..loop._ray import ClusterError, check_reachable
+
+    try:
+        check_reachable(address)
+    except ClusterError as exc:
+        raise fail(str(exc)) from None

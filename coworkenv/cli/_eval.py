@@ -25,6 +25,7 @@ from ._common import (
     SandboxOpt,
     StoreOpt,
     check_capabilities,
+    check_ray,
     on_cluster,
     ray_cluster,
     emit,
@@ -122,6 +123,7 @@ def eval_command(
         raise _fail(problem)
     if (task or service_error_rate) and suite != "claw-eval":
         raise _fail("--task and --service-error-rate apply to --suite claw-eval only")
+    check_ray(ray)
     host = open_host(store, sandbox, user_model=user_model,
                      service_env={"ERROR_RATE": str(service_error_rate)} if service_error_rate else None,
                      local=ray is None)
@@ -131,7 +133,7 @@ def eval_command(
         with progress() as bar:
             prepare = bar.add_task("held-out tasks", total=tasks, visible=suite == "generated")
             play = bar.add_task("episodes", total=None)
-            options = dict(profile_path=profile, on_task=lambda _: bar.advance(prepare),
+            options: dict[str, Any] = dict(profile_path=profile, on_task=lambda _: bar.advance(prepare),
                            on_trial=lambda _: bar.advance(play), on_start=lambda total: bar.update(play, total=total))
             try:
                 if ray is None:

@@ -182,6 +182,7 @@ class RayCluster:
         """Connect to the cluster and start a host on every alive node; the names of the nodes."""
         ray = _ray()
         if not ray.is_initialized():
+            check_reachable(self.address)
             try:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False)
@@ -263,21 +264,23 @@ class RayCluster:
         if node.alive:
             node.alive = False
             self.lost.append(f"{node.name}: {_cause(exc)}")
-            log.warning("lost ray node %s: %s", node.name, _cause(exc))
+            log.info("lost ray node %s: %s", node.name, _cause(exc))
             with contextlib.suppress(Exception):
                 _ray().kill(node.actor)
 
     async def call(self, method: str, *args: Any) -> Any:
         """``NodeHost.method(*args)`` on the least busy live node; run again on another when the node is lost."""
-        ray = _ray()
+        _ray()
+        from ray import exceptions as errors
+
         for losses in range(self.max_node_losses + 1):
             node = await self._acquire()
             try:
                 return await getattr(node.actor, method).remote(*args)
-            except ray.exceptions.RayTaskError as exc:  # the unit failed, not the node: its own error
+            except errors.RayTaskError as exc:  # the unit failed, not the node: its own error
                 raise exc.as_instanceof_cause() from None
-            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError, ray.exceptions.WorkerCrashedError,
-                    ray.exceptions.NodeDiedError) as exc:
+            except (errors.RayActorError, errors.ObjectLostError, errors.WorkerCrashedError,
+                    errors.NodeDiedError) as exc:  # the node, or the host on it, is gone (ActorUnavailableError too)
                 self._lose(node, exc)
                 if losses < self.max_node_losses:
                     self.reruns += 1
@@ -334,3 +337,18 @@ class RayCluster:
 def _cause(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """For a ``host:port`` address, that something listens there (Ray itself would wait for it without end)."""
+    import socket
+
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"--ray {address!r}: give the head's address as host:port (or auto)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"no Ray cluster answers at {address}: {exc.strerror or exc}") from None

@@ -796,6 +796,11 @@ class Store:
         missing = sorted({r["task_id"] for r in records.tables.get("episodes", [])} - known)
         if missing:
             raise StoreError(f"cannot import episodes of tasks this store does not hold: {', '.join(missing)}")
+        ids = records.episode_ids
+        held = [r["id"] for r in self.query(f"select id from episodes where id in ({','.join('?' for _ in ids)})",
+                                            tuple(ids))] if ids else []
+        if held:
+            raise StoreError(f"this store holds episode(s) {', '.join(held)} already: an episode is imported once")
         with self.transaction() as db:
             for digest, (mime_type, data) in records.blobs.items():
                 db.execute("insert or ignore into blobs (sha256, mime_type, size, data) values (?, ?, ?, ?)",
@@ -804,14 +809,14 @@ class Store:
             for table in _EPISODE_TABLES:  # plain SQL: one transaction, committed once
                 for row in records.tables.get(table, []):
                     row = dict(row)
-                    old = row.pop("id") if table != "episodes" else None
+                    old = row.pop("id", 0) if table != "episodes" else 0
                     if table == "verdicts":
                         row["grade_id"] = grades[row["grade_id"]]
                     columns = ", ".join(f'"{c}"' for c in row)
                     cursor = db.execute(f"insert into {table} ({columns}) values ({', '.join('?' for _ in row)})",
                                         list(row.values()))
                     if table == "grades":
-                        grades[old] = cursor.lastrowid
+                        grades[old] = int(cursor.lastrowid or 0)
 
     # --- evaluation runs -------------------------------------------------------------------
 
