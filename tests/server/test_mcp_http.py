@@ -1,4 +1,6 @@
-"""The MCP server over streamable HTTP, in both protocol eras, against real sandboxes and store.
+"""The MCP server over streamable HTTP, in both protocol eras, against real sandboxes and store;
+every test twice: against one server in this process, and through the front of a ``coworkenv serve
+--workers 2`` (each episode in one of two worker processes, every request routed to its worker).
 
 2026-07-28 era: no sessions, an episode per key in the path (``/t/{task}/e/{key}/mcp``).
 2025-11-25 era (``mode="legacy"``): one episode per MCP session at ``/t/{task}/mcp``.
@@ -7,16 +9,25 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 from mcp import Client, MCPError
 
-from coworkenv.episodes import EpisodeHost
+from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import running_http_server
-from coworkenv.store import EpisodeRow, Store
+from coworkenv.store import EpisodeRow, Store, ToolCallRow
+
+from .conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
@@ -26,8 +37,87 @@ EVENT = {"title": "Coworkenv test sync", "date": "2026-03-27", "start": "08:00",
 MAIL = {"to": ["alice.nguyen@acme.example"], "subject": "Coworkenv test note", "body": "Only here."}
 
 
-def open_episodes(host: EpisodeHost, task_id: str) -> list[str]:
-    return [e.id for e in host.open_episodes.values() if e.task.id == task_id]
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A store of six calibrated tasks (``coworkenv synth -n 6``), shared by the module's tests."""
+    path = tmp_path_factory.mktemp("mcp-http") / "coworkenv.db"
+    subprocess.run([sys.executable, "-m", "coworkenv", "synth", "--store", str(path), "-n", "6"], check=True,
+                   capture_output=True, cwd=ROOT)
+    store = Store(path)
+    try:
+        return path, [row.id for row in store.tasks(status="admitted")]
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def front(calibrated: tuple[Path, list[str]]) -> Iterator[str]:
+    """``coworkenv serve --workers 2`` on the module's store; its base URL."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", "--store", str(calibrated[0]), "--workers",
+                                "2", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            try:
+                httpx.get(f"{base}/tasks", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve --workers 2 did not start"
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@dataclass
+class Served:
+    """Where a test's episodes are served, and the store they are recorded in."""
+
+    base: str
+    store: Store
+    tasks: list[str]
+    seen: set[str] = field(default_factory=set)  # episodes of the store before the test
+
+    def task(self, task_id: str):
+        return self.store.task_spec(task_id)
+
+
+@pytest.fixture(params=["one server", "2 workers"])
+async def served(request: pytest.FixtureRequest, calibrated: tuple[Path, list[str]],
+                 tmp_path: Path) -> AsyncIterator[Served]:
+    path, tasks = calibrated
+    store = Store(path)
+    seen = {e.id for e in store.episodes()}
+    try:
+        if request.param == "2 workers":
+            yield Served(request.getfixturevalue("front"), store, tasks, seen)
+            return
+        host = EpisodeHost(store, EpisodeSettings(cache_dir=tmp_path / "cache"))
+        try:
+            async with running_http_server(host) as base:
+                yield Served(base, store, tasks, seen)
+        finally:
+            await host.close()
+    finally:
+        store.close()
+
+
+def open_episodes(served: Served, task_id: str) -> list[str]:
+    """The episodes of ``task_id`` opened during this test and still open."""
+    return [e.id for e in served.store.episodes(task_id=task_id, status="running") if e.id not in served.seen]
+
+
+async def calls_of(store: Store, episode_id: str, count: int) -> list[ToolCallRow]:
+    """The episode's tool calls once ``count`` are recorded (a server records them write-behind)."""
+    with anyio.fail_after(10):
+        while len(calls := store.tool_calls(episode_id)) < count:
+            await anyio.sleep(0.02)
+    return calls
 
 
 async def wait_until_ended(store: Store, episode_id: str) -> EpisodeRow:
@@ -36,11 +126,11 @@ async def wait_until_ended(store: Store, episode_id: str) -> EpisodeRow:
     return row
 
 
-async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
+async def exercise(client: Client, served: Served, task_id: str) -> str:
     """Everything an agent does in one episode; returns the episode id and checks the record."""
-    store = host.store
-    task = host.task(task_id)
-    specs = host.workspace(task.workspace_id).tools
+    store = served.store
+    task = served.task(task_id)
+    specs = store.workspace(task.workspace_id).tools
 
     listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert list(listed) == [spec.name for spec in specs] + ["submit_answer"]
@@ -86,7 +176,7 @@ async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
     episode_id = submitted.structured_content["episode_id"]
     assert submitted.structured_content["status"] == "ended"
 
-    calls = store.tool_calls(episode_id)
+    calls = await calls_of(store, episode_id, 5)
     assert [c.tool for c in calls] == [
         "calendar_list_events", "calendar_create_event", "calendar_get_event",
         "calendar_list_events", "submit_answer",
@@ -104,41 +194,40 @@ async def exercise(client: Client, host: EpisodeHost, task_id: str) -> str:
     assert row.status == "ended" and row.source == "live" and row.error is None
     assert row.final_answer == "Scheduled the test sync."
     assert row.final_state and EVENT["title"] in row.final_state
-    assert episode_id not in host.open_episodes
     assert store.verdict(episode_id, GRADER_VERSION) is not None
     assert store.verdict_count(episode_id) == 1
     return episode_id
 
 
-async def test_modern_era_episode_by_key(host: EpisodeHost, tasks: list[str]):
-    task = tasks[0]
+async def test_modern_era_episode_by_key(served: Served):
+    task = served.tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            async with Client(f"{base}/t/{task}/e/run-1/mcp") as client:
-                assert client.protocol_version == MODERN
-                episode_id = await exercise(client, host, task)
-                # The key names that episode: once ended it stays ended.
-                late = await client.call_tool("calendar_list_events", {})
-                assert late.is_error and "has ended" in late.content[0].text
+        base = served.base
+        async with Client(f"{base}/t/{task}/e/run-1/mcp") as client:
+            assert client.protocol_version == MODERN
+            episode_id = await exercise(client, served, task)
+            # The key names that episode: once ended it stays ended.
+            late = await client.call_tool("calendar_list_events", {})
+            assert late.is_error and "has ended" in late.content[0].text
     # Nothing is recorded after the end.
-    assert host.store.tool_calls(episode_id)[-1].tool == "submit_answer"
+    assert served.store.tool_calls(episode_id)[-1].tool == "submit_answer"
 
 
-async def test_legacy_era_one_episode_per_session(host: EpisodeHost, tasks: list[str]):
-    task = tasks[0]
+async def test_legacy_era_one_episode_per_session(served: Served):
+    task = served.tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
-                assert client.protocol_version == LEGACY
-                first = await exercise(client, host, task)
-            async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
-                await client.call_tool("calendar_list_events", {})
-                (second,) = open_episodes(host, task)
-            assert second != first
-            # Closing the session ends its episode.
-            row = await wait_until_ended(host.store, second)
-            assert row.status == "ended" and row.final_state
-            assert [c.tool for c in host.store.tool_calls(second)] == ["calendar_list_events"]
+        base = served.base
+        async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
+            assert client.protocol_version == LEGACY
+            first = await exercise(client, served, task)
+        async with Client(f"{base}/t/{task}/mcp", mode="legacy") as client:
+            await client.call_tool("calendar_list_events", {})
+            (second,) = open_episodes(served, task)
+        assert second != first
+        # Closing the session ends its episode.
+        row = await wait_until_ended(served.store, second)
+        assert row.status == "ended" and row.final_state
+        assert [c.tool for c in served.store.tool_calls(second)] == ["calendar_list_events"]
 
 
 async def check_isolated(a: Client, b: Client) -> None:
@@ -164,46 +253,46 @@ async def check_isolated(a: Client, b: Client) -> None:
     assert await count(a, "mail_search_messages", MAIL["subject"]) == 0
 
 
-async def test_concurrent_keys_do_not_share_state(host: EpisodeHost, tasks: list[str]):
-    task = tasks[0]
+async def test_concurrent_keys_do_not_share_state(served: Served):
+    task = served.tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            async with Client(f"{base}/t/{task}/e/alice/mcp") as a, Client(f"{base}/t/{task}/e/bob/mcp") as b:
-                await check_isolated(a, b)
-                assert len(open_episodes(host, task)) == 2
-            # The same key, from a new connection, finds the same episode again.
-            async with Client(f"{base}/t/{task}/e/alice/mcp") as again:
-                seen = await again.call_tool("calendar_list_events", {"query": EVENT["title"]})
-                assert seen.structured_content["count"] == 1
-                assert len(open_episodes(host, task)) == 2
+        base = served.base
+        async with Client(f"{base}/t/{task}/e/alice/mcp") as a, Client(f"{base}/t/{task}/e/bob/mcp") as b:
+            await check_isolated(a, b)
+            assert len(open_episodes(served, task)) == 2
+        # The same key, from a new connection, finds the same episode again.
+        async with Client(f"{base}/t/{task}/e/alice/mcp") as again:
+            seen = await again.call_tool("calendar_list_events", {"query": EVENT["title"]})
+            assert seen.structured_content["count"] == 1
+            assert len(open_episodes(served, task)) == 2
 
 
-async def test_concurrent_legacy_sessions_do_not_share_state(host: EpisodeHost, tasks: list[str]):
-    task = tasks[0]
+async def test_concurrent_legacy_sessions_do_not_share_state(served: Served):
+    task = served.tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            url = f"{base}/t/{task}/mcp"
-            async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
-                await check_isolated(a, b)
-                episodes = open_episodes(host, task)
-                assert len(episodes) == 2
-            for episode_id in episodes:
-                assert len(host.store.tool_calls(episode_id)) == 3
-                assert (await wait_until_ended(host.store, episode_id)).status == "ended"
+        base = served.base
+        url = f"{base}/t/{task}/mcp"
+        async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
+            await check_isolated(a, b)
+            episodes = open_episodes(served, task)
+            assert len(episodes) == 2
+        for episode_id in episodes:
+            assert (await wait_until_ended(served.store, episode_id)).status == "ended"
+            assert len(served.store.tool_calls(episode_id)) == 3  # all written by the end
 
 
-async def test_wrong_arguments_are_tool_errors_naming_the_field(host: EpisodeHost, tasks: list[str]):
-    task = tasks[0]
+async def test_wrong_arguments_are_tool_errors_naming_the_field(served: Served):
+    task = served.tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            for client in (Client(f"{base}/t/{task}/e/bad-args/mcp"), Client(f"{base}/t/{task}/mcp", mode="legacy")):
-                async with client:
-                    episode_id = await check_wrong_arguments(client, host, task)
-                episode = host.store.episode(episode_id)
-                assert episode is not None and episode.task_id == task
+        base = served.base
+        for client in (Client(f"{base}/t/{task}/e/bad-args/mcp"), Client(f"{base}/t/{task}/mcp", mode="legacy")):
+            async with client:
+                episode_id = await check_wrong_arguments(client, served, task)
+            episode = served.store.episode(episode_id)
+            assert episode is not None and episode.task_id == task
 
 
-async def check_wrong_arguments(client: Client, host: EpisodeHost, task: str) -> str:
+async def check_wrong_arguments(client: Client, served: Served, task: str) -> str:
     cases = [
         ({k: v for k, v in EVENT.items() if k != "end"}, ["missing", "'end'"]),
         ({**EVENT, "title": 42}, ["'title'", "string"]),
@@ -228,48 +317,48 @@ async def check_wrong_arguments(client: Client, host: EpisodeHost, task: str) ->
     listed = await client.call_tool("calendar_list_events", {"query": EVENT["title"]})
     assert listed.structured_content["count"] == 1
 
-    (episode_id,) = open_episodes(host, task)
-    calls = host.store.tool_calls(episode_id)
+    (episode_id,) = open_episodes(served, task)
+    calls = await calls_of(served.store, episode_id, 7)
     assert [c.error_kind for c in calls] == ["arguments"] * 4 + ["unknown_tool", None, None]
     assert [c.is_error for c in calls] == [True] * 5 + [False, False]
     assert calls[4].tool == "calendar_teleport"
     # Nothing the invalid calls asked for reached the workspace.
     submitted = await client.call_tool("submit_answer", {"answer": "done"})
     assert submitted.structured_content["episode_id"] == episode_id
-    final_state = (await wait_until_ended(host.store, episode_id)).final_state
+    final_state = (await wait_until_ended(served.store, episode_id)).final_state
     assert final_state is not None
     assert final_state.count(EVENT["title"]) == 1 and "colour" not in final_state
     return episode_id
 
 
-async def test_addressing_errors(host: EpisodeHost, tasks: list[str]):
-    task, other = tasks[0], tasks[1]
+async def test_addressing_errors(served: Served):
+    task, other = served.tasks[0], served.tasks[1]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base:
-            # 2026-07-28 has no sessions: at the bare task URL a client lists what the task offers
-            # (opening nothing), and a call is refused with the address where episodes live.
-            async with Client(f"{base}/t/{task}/mcp") as client:
-                assert client.protocol_version == MODERN
-                names = [t.name for t in (await client.list_tools()).tools]
-                assert "submit_answer" in names and "calendar_list_events" in names
-                assert [p.name for p in (await client.list_prompts()).prompts] == ["task"]
-                assert (await client.list_resource_templates()).resource_templates
-                with pytest.raises(MCPError) as info:
-                    await client.call_tool("calendar_list_events", {})
-                assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
-            assert host.open_episodes == {}
+        base = served.base
+        # 2026-07-28 has no sessions: at the bare task URL a client lists what the task offers
+        # (opening nothing), and a call is refused with the address where episodes live.
+        async with Client(f"{base}/t/{task}/mcp") as client:
+            assert client.protocol_version == MODERN
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "submit_answer" in names and "calendar_list_events" in names
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["task"]
+            assert (await client.list_resource_templates()).resource_templates
+            with pytest.raises(MCPError) as info:
+                await client.call_tool("calendar_list_events", {})
+            assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
+        assert open_episodes(served, task) == [] and open_episodes(served, other) == []
 
-            # An unknown task is named, in both eras.
-            async with Client(f"{base}/t/no-such-task/e/k/mcp") as client:
-                with pytest.raises(MCPError, match="no-such-task"):
-                    await client.list_tools()
-            async with Client(f"{base}/t/no-such-task/mcp", mode="legacy") as client:
-                with pytest.raises(MCPError, match="no-such-task"):
-                    await client.call_tool("calendar_list_events", {})
-            assert host.open_episodes == {}
+        # An unknown task is named, in both eras.
+        async with Client(f"{base}/t/no-such-task/e/k/mcp") as client:
+            with pytest.raises(MCPError, match="no-such-task"):
+                await client.list_tools()
+        async with Client(f"{base}/t/no-such-task/mcp", mode="legacy") as client:
+            with pytest.raises(MCPError, match="no-such-task"):
+                await client.call_tool("calendar_list_events", {})
+        assert open_episodes(served, task) == [] and open_episodes(served, other) == []
 
-            # A legacy session belongs to the task it was opened on.
-            await check_session_is_bound_to_its_task(base, host, task, other)
+        # A legacy session belongs to the task it was opened on.
+        await check_session_is_bound_to_its_task(base, served, task, other)
 
 
 def sse_messages(response: httpx.Response) -> list[dict]:
@@ -279,7 +368,7 @@ def sse_messages(response: httpx.Response) -> list[dict]:
     return [response.json()]
 
 
-async def check_session_is_bound_to_its_task(base: str, host: EpisodeHost, task: str, other: str) -> None:
+async def check_session_is_bound_to_its_task(base: str, served: Served, task: str, other: str) -> None:
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     async with httpx.AsyncClient(timeout=10) as http:
         init = await http.post(f"{base}/t/{task}/mcp", headers=headers, json={
@@ -302,7 +391,7 @@ async def check_session_is_bound_to_its_task(base: str, host: EpisodeHost, task:
 
         own = await rpc(task, 2, "tools/call", {"name": "calendar_create_event", "arguments": EVENT})
         assert own["result"]["isError"] is False
-        (episode_id,) = open_episodes(host, task)
+        (episode_id,) = open_episodes(served, task)
 
         for rid, (method, params) in enumerate([
             ("prompts/get", {"name": "task"}),
@@ -311,6 +400,7 @@ async def check_session_is_bound_to_its_task(base: str, host: EpisodeHost, task:
             foreign = await rpc(other, rid, method, params)
             assert "result" not in foreign, foreign
             assert task in foreign["error"]["message"] and other in foreign["error"]["message"]
-        assert open_episodes(host, other) == []
-        assert [c.tool for c in host.store.tool_calls(episode_id)] == ["calendar_create_event"]
+        assert open_episodes(served, other) == []
         await http.delete(f"{base}/t/{task}/mcp", headers=headers)
+        await wait_until_ended(served.store, episode_id)  # every call it recorded is written by then
+        assert [c.tool for c in served.store.tool_calls(episode_id)] == ["calendar_create_event"]
