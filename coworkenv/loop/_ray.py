@@ -30,11 +30,11 @@ from ..episodes import EpisodeHost, EpisodeSettings
 from ..gate import GRADER_VERSION
 from ..sandbox import BACKENDS, SandboxUnavailable
 from ..sandbox._labels import make_episode_dir
-from ..store import CalibrationRow, EpisodeRecords, Store
+from ..store import CalibrationRow, EpisodeRecords, Provenance, Store
 from ..synth import Calibration, calibrate_task
 from ..workspace import Task, Workspace
 from ._collect import TaskRun, Teacher, TeacherSettings
-from ._episodes import LocalEpisodes
+from ._episodes import LocalEpisodes, OpenedEpisode
 from ._play import Played
 
 log = logging.getLogger(__name__)
@@ -92,15 +92,11 @@ class NodeHost:
         self.store.put_task(spec, status=status)  # type: ignore[arg-type]
         return spec
 
-    def _new_episodes(self, task_id: str, before: set[str]) -> EpisodeRecords:
-        ids = [e.id for e in self.store.episodes(task_id=task_id) if e.id not in before]
-        return self.store.export_episodes(ids)
-
-    def _known(self, task_id: str) -> set[str]:
-        return {e.id for e in self.store.episodes(task_id=task_id)}
-
-    async def _episodes(self) -> LocalEpisodes:
-        """Episodes reached over HTTP, as a local collection reaches them."""
+    async def _episodes(self, *, http: bool) -> _Tracked:
+        """Episodes of this node's host for one unit of work, reached over HTTP (as a local
+        collection reaches them) or in memory (as a local evaluation does)."""
+        if not http:
+            return _Tracked(self.host)
         async with self._starting:  # one server, however many units ask for it at once
             if self._url is None:
                 from ..server import running_http_server
@@ -108,34 +104,35 @@ class NodeHost:
                 stack = contextlib.AsyncExitStack()
                 self._url = await stack.enter_async_context(running_http_server(self.host))
                 self._server = stack
-        return LocalEpisodes(self.host, self._url)
+        return _Tracked(self.host, self._url)
 
     async def collect(self, workspace: str, task: str, settings: str) -> tuple[dict[str, Any], EpisodeRecords]:
         spec = self._receive(workspace, task, "admitted")
-        before = self._known(spec.id)
-        run = await Teacher(self.store, await self._episodes(), TeacherSettings.model_validate_json(settings)).run_task(spec)
-        return {"error": run.error, "attempts": [(p.episode_id, p.failure) for p in run.attempts],
-                "failed": [(p.episode_id, p.failure) for p in run.failed]}, self._new_episodes(spec.id, before)
+        episodes = await self._episodes(http=True)
+        run = await Teacher(self.store, episodes, TeacherSettings.model_validate_json(settings)).run_task(spec)
+        return ({"error": run.error, "attempts": [(p.episode_id, p.failure) for p in run.attempts],
+                 "failed": [(p.episode_id, p.failure) for p in run.failed]}, self.store.export_episodes(episodes.opened))
 
     async def trial(self, workspace: str, task: str, settings: str, number: int,
                     ) -> tuple[list[tuple[str, str | None, int]], EpisodeRecords]:
         from ._eval import EvalSettings, play_trial
 
         spec = self._receive(workspace, task, "heldout")
-        before = self._known(spec.id)
-        played = await play_trial(LocalEpisodes(self.host), spec, EvalSettings.model_validate_json(settings), number)
+        episodes = await self._episodes(http=False)
+        played = await play_trial(episodes, spec, EvalSettings.model_validate_json(settings), number)
         return ([(p.episode_id, p.failure, p.rollout.steps if p.rollout is not None else 0) for p in played],
-                self._new_episodes(spec.id, before))
+                self.store.export_episodes(episodes.opened))
 
     async def calibrate(self, workspace: str, task: str, admit_as: str,
                         ) -> tuple[Calibration, str, CalibrationRow | None, EpisodeRecords]:
         spec = self._receive(workspace, task, "pending")
-        before = self._known(spec.id)
+        # calibration opens its episodes on the host itself; the driver calibrates a task once at a time
+        before = {e.id for e in self.store.episodes(task_id=spec.id)}
         calibration = await calibrate_task(self.host, spec, admit_as=admit_as)  # type: ignore[arg-type]
         row = self.store.task(spec.id)
         assert row is not None
-        return (calibration, row.spec.model_dump_json(), self.store.calibration(spec.id),
-                self._new_episodes(spec.id, before))
+        made = [e.id for e in self.store.episodes(task_id=spec.id) if e.id not in before]
+        return calibration, row.spec.model_dump_json(), self.store.calibration(spec.id), self.store.export_episodes(made)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -143,6 +140,20 @@ class NodeHost:
         await self.host.close()
         self.store.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class _Tracked(LocalEpisodes):
+    """``LocalEpisodes`` that keep the ids of the episodes they opened: one unit's own, while other
+    units play episodes of the same task on the same node."""
+
+    def __init__(self, host: EpisodeHost, base_url: str | None = None) -> None:
+        super().__init__(host, base_url)
+        self.opened: list[str] = []
+
+    async def open(self, task_id: str, provenance: Provenance) -> OpenedEpisode:
+        opened = await super().open(task_id, provenance)
+        self.opened.append(opened.id)
+        return opened
 
 
 # --- on the driver --------------------------------------------------------------------------
