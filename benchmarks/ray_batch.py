@@ -46,7 +46,9 @@ def free_port() -> int:
 
 def coworkenv(*args: str) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "coworkenv", *args], env=ENV, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "coworkenv", *args], env=ENV, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"coworkenv {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return time.perf_counter() - started
 
 
@@ -96,13 +98,13 @@ def import_cost(store_path: Path, work: Path) -> tuple[float, float, int]:
         conn.execute(f"delete from episodes where id in ({marks})", ids)
         conn.commit()
     target = Store(target_path)
+    units = [source.export_episodes([episode_id]) for episode_id in ids]
     started = time.perf_counter()
-    for episode_id in ids:  # one unit per transaction, as the driver writes them
-        one = source.export_episodes([episode_id])
-        target.import_episodes(one)
+    for unit in units:  # one unit per transaction, as the driver writes them
+        target.import_episodes(unit)
     imported = time.perf_counter() - started
-    calls = sum(len(rows) for table, rows in records.tables.items() if table == "tool_calls")
-    return 1000 * exported / len(ids), 1000 * imported / len(ids), calls // max(1, len(ids))
+    calls = len(records.tables["tool_calls"])
+    return 1000 * exported / len(ids), 1000 * imported / len(ids), round(calls / max(1, len(ids)))
 
 
 def main() -> None:

@@ -100,10 +100,31 @@ async def host(store: Store, tmp_path: Path):
     await h.close()
 
 
+@pytest.fixture(scope="session")
+def six_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of the six tasks ``synthesize(host, 6, seed=0)`` makes and calibrates, once per session."""
+    path = tmp_path_factory.getbasetemp() / "six-tasks" / "tasks.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    async def build() -> None:
+        store = Store(path)
+        host = EpisodeHost(store, EpisodeSettings(cache_dir=path.parent / "cache"))
+        try:
+            await synthesize(host, 6, seed=0)
+        finally:
+            await host.close()
+            store.close()
+
+    asyncio.run(build())
+    return path
+
+
 @pytest.fixture
-async def tasks(host: EpisodeHost) -> list[str]:
-    """Six calibrated tasks (two per capability); returns the admitted task ids."""
-    await synthesize(host, 6, seed=0)
+async def tasks(host: EpisodeHost, six_tasks: Path) -> list[str]:
+    """Six calibrated tasks in the test's store (whole: workspaces, tasks, calibration episodes), copied
+    from the ones synthesized once per session; returns the admitted task ids."""
+    with contextlib.closing(sqlite3.connect(six_tasks)) as source:
+        source.backup(host.store.db.conn)
     return [row.id for row in host.store.tasks(status="admitted")]
 
 

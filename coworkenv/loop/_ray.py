@@ -28,8 +28,7 @@ from typing import Any
 from .._errors import InfrastructureError
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..gate import GRADER_VERSION
-from ..sandbox import BACKENDS, SandboxUnavailable
-from ..sandbox._labels import make_episode_dir
+from ..sandbox import BACKENDS, SandboxUnavailable, make_episode_dir
 from ..store import CalibrationRow, EpisodeRecords, Provenance, Store
 from ..synth import Calibration, calibrate_task
 from ..workspace import Task, Workspace

@@ -6,7 +6,7 @@ from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
 from ._app_image import build_app_image
 from ._image import IMAGE, BuildResult, build_image, docker_client, image_exists
-from ._labels import CleanupReport, is_orphan, owner
+from ._labels import CleanupReport, is_orphan, make_episode_dir, owner
 from ._pool import PoolSettings, SandboxPool
 from ._runner import STATE_FILE
 from ._trial import trial
@@ -37,6 +37,7 @@ __all__ = [
     "docker_client",
     "image_exists",
     "is_orphan",
+    "make_episode_dir",
     "owner",
     "trial",
 ]

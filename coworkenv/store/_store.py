@@ -221,6 +221,7 @@ class Store:
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
         self._specs: dict[str, Workspace] = {}  # parsed workspace specs by id
         self._bases: dict[str, str] = {}  # state base dumps by reference (a few, most recent)
+        self._base_blobs: dict[str, frozenset[str]] = {}  # state base reference -> the blobs its dump names
         with self._lock:
             try:
                 self.applied_migrations = apply_migrations(self.db)
@@ -785,15 +786,20 @@ class Store:
                 if digest in blobs or (found := self.blob(digest)) is None:
                     continue
                 blobs[digest] = found
-                if found[0] == STATE_BASE_MIME:  # a state base names the blobs its rows hold
-                    wanted |= set(_BLOB_REFERENCE.findall(zlib.decompress(found[1]).decode(errors="replace")))
+                if found[0] == STATE_BASE_MIME:  # a state base names the blobs its rows hold (found once per base)
+                    if digest not in self._base_blobs:
+                        dump = zlib.decompress(found[1]).decode(errors="replace")
+                        self._base_blobs[digest] = frozenset(_BLOB_REFERENCE.findall(dump))
+                    wanted |= self._base_blobs[digest]
         return EpisodeRecords(tables, blobs)
 
     def import_episodes(self, records: EpisodeRecords) -> None:
         """Write episodes another store exported, in one transaction (all of them or none); their
         tasks must be here. Rows numbered by the store get new numbers here (a verdict keeps its grade)."""
-        known = {r["id"] for r in self.query("select id from tasks")} if records.tables.get("episodes") else set()
-        missing = sorted({r["task_id"] for r in records.tables.get("episodes", [])} - known)
+        wanted = sorted({r["task_id"] for r in records.tables.get("episodes", [])})
+        known = {r["id"] for r in self.query(f"select id from tasks where id in ({','.join('?' for _ in wanted)})",
+                                             tuple(wanted))} if wanted else set()
+        missing = [task_id for task_id in wanted if task_id not in known]
         if missing:
             raise StoreError(f"cannot import episodes of tasks this store does not hold: {', '.join(missing)}")
         ids = records.episode_ids
