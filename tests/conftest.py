@@ -123,8 +123,16 @@ def six_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def tasks(host: EpisodeHost, six_tasks: Path) -> list[str]:
     """Six calibrated tasks in the test's store (whole: workspaces, tasks, calibration episodes), copied
     from the ones synthesized once per session; returns the admitted task ids."""
-    with contextlib.closing(sqlite3.connect(six_tasks)) as source:
-        source.backup(host.store.db.conn)
+    conn = host.store.db.conn
+    conn.execute("attach database ? as six", [str(six_tasks)])
+    try:
+        tables = [r[0] for r in conn.execute("select name from six.sqlite_master where type = 'table' "
+                                             "and name not like 'sqlite_%'")]
+        with conn:  # rows only: what a test added to its store (a table, a trigger) stays
+            for table in tables:
+                conn.execute(f'insert or ignore into main."{table}" select * from six."{table}"')
+    finally:
+        conn.execute("detach database six")
     return [row.id for row in host.store.tasks(status="admitted")]
 
 
