@@ -184,6 +184,7 @@ class RayCluster:
         self.reruns = 0  # units run again after their node was lost
         self._changed: asyncio.Condition | None = None
         self._refreshed = 0.0
+        self._starting: set[str] = set()  # nodes whose host is starting
         self._actor_class: Any = None
 
     # --- nodes --------------------------------------------------------------------------------
@@ -216,8 +217,9 @@ class RayCluster:
         alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         new = []
         for node_id in alive:
-            if node_id in self.nodes:
+            if node_id in self.nodes or node_id in self._starting:
                 continue
+            self._starting.add(node_id)  # its host takes seconds to start: a later look must not start another
             actor = self._actor_class.options(
                 num_cpus=0, max_concurrency=max(16, 4 * self.per_node),
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
@@ -230,6 +232,8 @@ class RayCluster:
                 self.nodes[node_id] = _Node(node_id, actor, node_id[:12], alive=False)
                 self.lost.append(f"{node_id[:12]}: its host did not start ({_cause(exc)})")
                 continue
+            finally:
+                self._starting.discard(node_id)
             name = f"{info['host']}:{info['pid']}"
             if info["problem"] or info["grader_version"] != GRADER_VERSION:
                 why = info["problem"] or (f"grader {info['grader_version']} there, {GRADER_VERSION} here: "
@@ -244,9 +248,6 @@ class RayCluster:
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
-
-    def live_nodes(self) -> list[str]:
-        return [n.name for n in self.nodes.values() if n.alive]
 
     async def _acquire(self) -> _Node:
         assert self._changed is not None
