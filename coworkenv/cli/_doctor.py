@@ -186,6 +186,7 @@ def doctor_command(
     checks += _sandbox_checks()
     checks.append(_package_check("training", TRAIN_PACKAGES, "train", "train sft|dpo|grpo|gdpo, model init-tiny"))
     checks.append(_package_check("providers", PROVIDER_PACKAGES, "providers", "openai: and anthropic: models"))
+    checks.append(_package_check("ray", ("ray",), "ray", "synth, collect and eval --ray on a Ray cluster"))
     checks.append(_vllm_check(vllm_python))
     checks.append(_node_check())
     checks.append(_store_check(store))
