@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -33,15 +32,10 @@ from pathlib import Path
 import psutil
 
 from coworkenv.store import Store
+from coworkenv.trainer._serve import free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def coworkenv(*args: str) -> float:

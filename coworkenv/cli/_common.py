@@ -154,9 +154,12 @@ def open_store(path: Path, *, create: bool = False) -> Store:
         raise fail(str(exc)) from None
 
 
-def check_sandbox(sandbox: str) -> None:
+def check_sandbox(sandbox: str, *, here: bool = True) -> None:
+    """A usage error for an unknown backend, or (``here``) one that does not work on this machine."""
     if sandbox not in BACKENDS:
         raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    if not here:
+        return
     try:
         BACKENDS[sandbox].check_available()
     except SandboxUnavailable as exc:
@@ -186,10 +189,7 @@ def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, creat
               local: bool = True) -> EpisodeHost:
     """An episode host on the store; ``local=False`` for one whose episodes run on a Ray cluster's
     nodes (the backend is checked there, not here)."""
-    if local:
-        check_sandbox(sandbox)
-    elif sandbox not in BACKENDS:
-        raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    check_sandbox(sandbox, here=local)
     check_user_model(user_model)
     return EpisodeHost(open_store(store, create=create),
                        EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache",

@@ -11,7 +11,8 @@ collection goes on with the others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -127,29 +128,40 @@ class Teacher:
     async def run_tasks(self, tasks: list[Task] | list[tuple[Task, int]], *,
                         on_done: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
         """Run each task (``(task, times)``: that many times, one after another), several tasks at once."""
-        semaphore = asyncio.Semaphore(self.settings.concurrency)
         jobs = [t if isinstance(t, tuple) else (t, 1) for t in tasks]
+        return await run_jobs(jobs, self.run_task, on_done=on_done, concurrency=self.settings.concurrency)
 
-        async def one(task: Task) -> TaskRun:
-            async with semaphore:
-                try:
-                    run = await self.run_task(task)
-                except Exception as exc:  # one task's failure never ends the collection
-                    run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
-            if on_done is not None:
-                on_done(run)
-            return run
 
-        async def repeated(task: Task, times: int) -> list[TaskRun]:
-            runs = []
-            for _ in range(times):
-                runs.append(await one(task))
-                if runs[-1].error is not None:
-                    break
-            return runs
+async def run_jobs(jobs: list[tuple[Task, int]], run_task: Callable[[Task], Awaitable[TaskRun]], *,
+                   on_done: Callable[[TaskRun], None] | None = None, concurrency: int | None = None,
+                   fatal: tuple[type[BaseException], ...] = ()) -> list[TaskRun]:
+    """``run_task`` on each task ``times`` times, one run after another (a task stops at its first
+    error), tasks at once up to ``concurrency`` (unbounded: ``run_task`` bounds itself). One task's
+    failure is its run's error and never ends the others; an exception of ``fatal`` ends them all."""
+    semaphore = asyncio.Semaphore(concurrency) if concurrency is not None else contextlib.nullcontext()
 
-        results = await asyncio.gather(*(repeated(task, times) for task, times in jobs))
-        return [run for runs in results for run in runs]
+    async def one(task: Task) -> TaskRun:
+        async with semaphore:
+            try:
+                run = await run_task(task)
+            except fatal:
+                raise
+            except Exception as exc:  # one task's failure never ends the collection
+                run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
+        if on_done is not None:
+            on_done(run)
+        return run
+
+    async def repeated(task: Task, times: int) -> list[TaskRun]:
+        runs = []
+        for _ in range(times):
+            runs.append(await one(task))
+            if runs[-1].error is not None:
+                break
+        return runs
+
+    results = await asyncio.gather(*(repeated(task, times) for task, times in jobs))
+    return [run for runs in results for run in runs]
 
 
 async def collect(store: Store, episodes: EpisodeService | None, settings: TeacherSettings, *, limit: int | None = None,
@@ -177,32 +189,11 @@ async def collect(store: Store, episodes: EpisodeService | None, settings: Teach
         if on_run is not None:
             on_run(run)
 
-    if cluster is not None:
-        await _on_cluster(cluster, tasks, settings, record)
+    if cluster is not None:  # each run whole on one node; the cluster bounds how many at once
+        from ._ray import ClusterError
+
+        await run_jobs(tasks, lambda task: cluster.collect(task, settings), on_done=record, fatal=(ClusterError,))
     else:
         assert episodes is not None, "collect needs episodes or a cluster"
         await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record)
     return summary
-
-
-async def _on_cluster(cluster: RayCluster, tasks: list[tuple[Task, int]], settings: TeacherSettings,
-                      record: Callable[[TaskRun], None]) -> None:
-    """Each task's runs one after another (a repair needs the attempt before it), tasks at once up to
-    the cluster's capacity; a task that fails is reported, a lost cluster ends the collection."""
-    from ._ray import ClusterError
-
-    async def repeated(task: Task, times: int) -> None:
-        for _ in range(times):
-            try:
-                run = await cluster.collect(task, settings)
-            except ClusterError:
-                raise
-            except Exception as exc:  # one task's failure never ends the collection
-                run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
-            record(run)
-            if run.error is not None:
-                return
-
-    async with asyncio.TaskGroup() as group:
-        for task, times in tasks:
-            group.create_task(repeated(task, times))

@@ -202,9 +202,11 @@ class RayCluster:
         self._actor_class = ray.remote(NodeHost)
         self._changed = asyncio.Condition()
         await self._refresh(force=True)
-        if not self.nodes:
-            raise ClusterError(f"the Ray cluster at {self.address} has no node that can run episodes")
-        return [n.name for n in self.nodes.values()]
+        live = [n.name for n in self.nodes.values() if n.alive]
+        if not live:
+            raise ClusterError(f"the Ray cluster at {self.address} has no node that can run episodes"
+                               + (f": {'; '.join(self.lost)}" if self.lost else ""))
+        return live
 
     async def _refresh(self, *, force: bool = False) -> None:
         """Start a host on every alive node that has none (checking it can run episodes)."""

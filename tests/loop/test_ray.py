@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -24,17 +23,12 @@ import pytest
 
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Store
+from coworkenv.trainer._serve import free_port
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -84,12 +78,12 @@ def _kill_tree(root: psutil.Process) -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # Ray's folder holds Unix sockets: a short path under the system's temporary folder
     temp = Path(tempfile.mkdtemp(prefix="cwr-"))
-    port = _free_port()
+    port = free_port()
     made = Cluster(f"127.0.0.1:{port}", temp, port)
     nodes = tmp_path_factory.mktemp("ray-nodes")
     try:
         made.start_node("head", nodes / "head", "--head", "--port", str(port), "--include-dashboard=false",
-                        "--dashboard-port", str(_free_port()), "--ray-client-server-port", str(_free_port()))
+                        "--dashboard-port", str(free_port()), "--ray-client-server-port", str(free_port()))
         made.start_node("second", nodes / "second")
         yield made
     finally:
@@ -197,7 +191,7 @@ def test_bad_addresses_are_refused_before_any_work(synthesized, tmp_path: Path,
     path = tmp_path / "coworkenv.db"
     copy_store(synthesized[0], path)
     before = Store(path).task_counts()
-    code, _, output = cli("collect", "--store", str(path), "--ray", f"127.0.0.1:{_free_port()}")
+    code, _, output = cli("collect", "--store", str(path), "--ray", f"127.0.0.1:{free_port()}")
     assert code == 2 and "no Ray cluster answers at 127.0.0.1:" in output
     code, _, output = cli("eval", "--store", str(path), "--model", "oracle", "--ray", "head-without-port")
     assert code == 2 and "host:port" in output
