@@ -21,6 +21,7 @@ from ..workspace import (
     apps_dir,
     bundle_hash,
     STATE_BASE,
+    StateImage,
     dump_state,
     dump_state_changes,
     state_hashes,
@@ -71,7 +72,7 @@ class EpisodeHost:
         self.owner = owner_label()
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
-        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # workspace hash -> its state base and table hashes
+        self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -159,21 +160,22 @@ class EpisodeHost:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
         Large blobs (images, PDFs) go to the store by content too."""
-        reference, hashes = self._base(workspace)
-        return dump_state_changes(final, reference, hashes, blob_sink=self._blob)
+        reference, hashes, image = self._base(workspace)
+        return dump_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
 
     def unchanged_state(self, workspace: Workspace) -> str:
         """What an episode keeps of a final state equal to its workspace's initial state."""
         return f"{STATE_BASE}{self._base(workspace)[0]}"
 
-    def _base(self, workspace: Workspace) -> tuple[str, dict[str, str]]:
-        """The reference of the workspace's initial state dump in the store, and its table hashes."""
+    def _base(self, workspace: Workspace) -> tuple[str, dict[str, str], StateImage]:
+        """The reference of the workspace's initial state dump in the store, its table hashes, and
+        its image (final states are compared with it page by page)."""
         key = self._workspace_hash(workspace)
         if key not in self._bases:
             initial = self.initial_state(workspace)
             dump = dump_state(initial, blob_sink=self._blob)
             reference = self.store.put_state_base(dump)
-            self._bases[key] = (reference, state_hashes(initial))
+            self._bases[key] = (reference, state_hashes(initial), StateImage(initial.read_bytes()))
         return self._bases[key]
 
     def _blob(self, data: bytes) -> str:

@@ -80,6 +80,7 @@ class Sandbox(abc.ABC):
 
     name: ClassVar[str] = ""
     config_type: ClassVar[type[SandboxConfig]] = SandboxConfig
+    closed: bool = False  # set by ``close``
 
     def __init__(self, initial_state: Path, *, limits: Limits | None = None,
                  config: SandboxConfig | None = None) -> None:
@@ -89,6 +90,7 @@ class Sandbox(abc.ABC):
                             f"not a {type(config).__name__}")
         self.initial_state = Path(initial_state)
         self.limits = limits or Limits()
+        self.used = True  # whether anything may have changed it since it started or was reset (a pool resets it then)
 
     @staticmethod
     def check_available() -> str:

@@ -134,6 +134,7 @@ class BwrapSandbox(RunnerSandbox):
         except BaseException:
             await self.close()
             raise
+        self.used = False
 
     async def _connect(self) -> tuple[LineReader, LineWriter]:
         self._proc = await asyncio.create_subprocess_exec(

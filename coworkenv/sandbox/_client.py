@@ -110,6 +110,7 @@ class RunnerSandbox(Sandbox):
     async def call_tool(self, app: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
         async with self._lock:
             await self._ensure_runner()
+            self.used = True
             started = time.perf_counter()
             reply = await self._request(
                 {"op": "call", "app": app, "tool": tool, "args": arguments, "limits": self._limits()},
@@ -143,8 +144,11 @@ class RunnerSandbox(Sandbox):
         return base64.b64decode(result["data"])
 
     async def write_file(self, path: str, data: bytes) -> None:
+        self.used = True
         await self._control({"op": "write", "path": path, "data": base64.b64encode(data).decode()})
 
     async def reset(self) -> None:
         """Restore the workspace to the initial state and empty the scratch dirs, in the same sandbox."""
+        self.used = True  # until the runner says it is done
         await self._control({"op": "reset"})
+        self.used = False

@@ -180,6 +180,7 @@ class DockerSandbox(RunnerSandbox):
         except BaseException:
             await self.close()
             raise
+        self.used = False
 
     async def _connect(self) -> tuple[LineReader, LineWriter]:
         listener, self._listener = self._listener, None

@@ -1,7 +1,9 @@
 """A warm pool: ready sandboxes per initial state, so that an episode starts without waiting.
 
-``acquire`` hands out a started sandbox (a ready one when there is one, else it starts one) and
-tops the pool up to ``size`` ready ones in the background; ``release`` resets a sandbox to its
+``acquire`` hands out a started sandbox (a ready one when there is one, else it starts one) and,
+when it hands out the last ready one, tops the pool up to ``size`` ready ones in the background (not
+before: back to back, an episode's sandbox, reset in place, comes back long before a new one would
+have started, which would then be thrown away); ``release`` resets a sandbox to its
 initial state (a restore in the same sandbox, not a rebuild) and keeps it for a next episode while
 at most ``size`` are ready (so the pool holds ``size + 1`` and back-to-back episodes recycle their
 sandboxes instead of starting new ones), or closes it when there are more or the reset fails.
@@ -89,18 +91,21 @@ class SandboxPool:
         else:
             sandbox = await self._new(key)
             self.stats["cold"] += 1
-        self._spawn(self._fill(key))
+        if not self._idle.get(key):
+            self._spawn(self._fill(key))
         return sandbox
 
     async def release(self, sandbox: Sandbox) -> None:
-        """Keep ``sandbox`` for another episode, reset to its initial state, or close it."""
+        """Keep ``sandbox`` for another episode, reset to its initial state (unless nothing was run
+        or written in it since it was handed out), or close it."""
         key = sandbox.initial_state.resolve()
         if self._closed or self.settings.size == 0 or self.idle(key) > self.settings.size:
             await self._discard(sandbox)
             return
         try:
-            async with asyncio.timeout(RESET_TIMEOUT_S):
-                await sandbox.reset()
+            if sandbox.used or sandbox.closed:  # a closed one fails its reset and goes
+                async with asyncio.timeout(RESET_TIMEOUT_S):
+                    await sandbox.reset()
         except (TimeoutError, SandboxError, OSError):
             await self._discard(sandbox)
             return

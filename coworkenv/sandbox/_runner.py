@@ -433,8 +433,8 @@ def _worker(req_r, rep_w):
             except OSError:
                 pass
     os.setsid()  # its own process group, so that the runner kills whatever it starts
-    _warm_up()
     state = _StateConnection()
+    _warm_up(state)
     requests = os.fdopen(req_r, "rb")
     limited = False
     while True:
@@ -459,19 +459,19 @@ def _worker(req_r, rep_w):
             os._exit(0)
 
 
-def _warm_up():
+def _warm_up(state):
     """Go through what every call goes through once, before the first request: its page faults
-    (copy-on-write after the fork) and SQLite's start are then off that call's path."""
+    (copy-on-write after the fork), SQLite's start, and the state's connection with its change
+    triggers (kept for the first call, unless the file changes before it) are then off that call's path."""
     try:
         json.loads(json.dumps({"ok": True, "result": {"key": ["value", 1, 2.5, None]}}))
         importlib.import_module("apps._base")
-        conn = sqlite3.connect(f"file:{STATE_FILE}?mode=ro", uri=True)  # never creates it
-        try:
-            conn.execute("SELECT 1").fetchall()
-        finally:
-            conn.close()
+        if os.path.exists(STATE_FILE):  # never creates it
+            state.open()
+            ok = state.watch()
+            state.release(ok)
     except Exception:
-        pass
+        state.drop()
 
 
 class _StateConnection:
@@ -543,9 +543,15 @@ def _quoted(name):
     return '"' + name.replace('"', '""') + '"'
 
 
+ROW_FUNCTION = "_coworkenv_row"  # the triggers' own SQL function: a changed row as JSON
+
+
 def _make_triggers(conn):
     """(Re)make the temporary triggers that record each row change of every table of the state (a row
-    an ``INSERT OR REPLACE`` overwrote is recorded as deleted: recursive triggers make it fire)."""
+    an ``INSERT OR REPLACE`` overwrote is recorded as deleted: recursive triggers make it fire). A
+    trigger hands the row's values to ``ROW_FUNCTION``, which writes them as JSON by column name (a
+    BLOB as ``<n bytes>``): far shorter SQL to compile for every new worker connection than building
+    the JSON in the trigger itself."""
     conn.execute("PRAGMA recursive_triggers = ON")
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {CHANGES_TABLE.split('.')[1]} "
                  "(seq INTEGER PRIMARY KEY, tbl TEXT, op TEXT, row_id INTEGER, old TEXT, new TEXT)")
@@ -555,17 +561,16 @@ def _make_triggers(conn):
     conn.execute(f"DELETE FROM {CHANGES_TABLE}")
     tables = [r[0] for r in conn.execute(
         "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")]
+    columns_of = {}
     for i, table in enumerate(tables):
-        columns = [r[1] for r in conn.execute(f"PRAGMA main.table_info({_quoted(table)})")]
-        if not columns:
+        columns_of[i] = [r[1] for r in conn.execute(f"PRAGMA main.table_info({_quoted(table)})")]
+    conn.create_function(ROW_FUNCTION, -1, _row_json(columns_of))
+    for i, table in enumerate(tables):
+        if not columns_of[i]:
             continue
 
-        def row(alias, columns=columns):
-            values = ", ".join(
-                f"'{c.replace(chr(39), chr(39) * 2)}', CASE typeof({alias}.{_quoted(c)}) WHEN 'blob' "
-                f"THEN printf('<%d bytes>', length({alias}.{_quoted(c)})) ELSE {alias}.{_quoted(c)} END"
-                for c in columns)
-            return f"json_object({values})"
+        def row(alias, i=i):
+            return f"{ROW_FUNCTION}({i}, " + ", ".join(f"{alias}.{_quoted(c)}" for c in columns_of[i]) + ")"
 
         label = "'" + table.replace("'", "''") + "'"
         for op, event, old, new in (("insert", "INSERT", "NULL", row("NEW")),
@@ -583,6 +588,13 @@ def _make_triggers(conn):
                     if row_id == "NULL":
                         raise
     conn.commit()
+
+
+def _row_json(columns_of):
+    def row(index, *values):
+        return json.dumps({column: f"<{len(value)} bytes>" if isinstance(value, bytes) else value
+                           for column, value in zip(columns_of[index], values)})
+    return row
 
 
 def _changes(conn):

@@ -229,23 +229,53 @@ def row_key(state: sqlite3.Connection, table: str) -> str:
     return " || '|' || ".join(f'"{k}"' for k in keys) if keys else "rowid"
 
 
+class StateConnection(sqlite3.Connection):
+    """A state opened over a state base (``open_state``): ``base``, the base's reference, and
+    ``replaced``, the tables the episode's changes replaced; every other table holds the base's records."""
+
+    base: str | None = None
+    replaced: frozenset[str] = frozenset()
+
+
+_DIGEST_PARTS: dict[str, dict[str, bytes]] = {}  # state base -> table -> its part of ``state_digest`` (nothing skipped)
+DIGEST_BASES = 8  # state bases whose parts are kept
+
+
 def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> str:
     """A hash of every record of ``state`` except the rows ``allowed`` (table → keys) names: what
-    must stay as it was."""
+    must stay as it was. A table a state opened over a base did not replace is hashed once per base."""
     digest = hashlib.sha256()
+    base = state.base if isinstance(state, StateConnection) else None
+    kept = None
+    if base is not None:
+        kept = _DIGEST_PARTS.get(base)
+        if kept is None:
+            if len(_DIGEST_PARTS) >= DIGEST_BASES:
+                _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)), None)
+            kept = _DIGEST_PARTS[base] = {}
     for table in ordinary_tables(state):
         if table.startswith("world_"):
             continue
         skip = set(allowed.get(table, ()))
-        columns = [row[1] for row in state.execute(f'pragma table_info("{table}")')]
-        blobs = " or ".join(f"typeof(\"{c}\") = 'blob'" for c in columns)
-        has_blobs = state.execute(f'select exists(select 1 from "{table}" where {blobs})').fetchone()[0]
-        rows = [row[1:] for row in state.execute(
-            f'select cast({row_key(state, table)} as text), * from "{table}" order by 1') if row[0] not in skip]
-        if has_blobs:
-            rows = [tuple(_comparable(cell) for cell in row) for row in rows]
-        digest.update(f"\x00{table}\x00{rows!r}".encode())
+        reusable = kept is not None and not skip and table not in state.replaced  # type: ignore[union-attr]
+        part = kept.get(table) if reusable and kept is not None else None
+        if part is None:
+            part = _digest_part(state, table, skip)
+            if reusable and kept is not None:
+                kept[table] = part
+        digest.update(part)
     return digest.hexdigest()[:24]
+
+
+def _digest_part(state: sqlite3.Connection, table: str, skip: set[str]) -> bytes:
+    columns = [row[1] for row in state.execute(f'pragma table_info("{table}")')]
+    blobs = " or ".join(f"typeof(\"{c}\") = 'blob'" for c in columns)
+    has_blobs = state.execute(f'select exists(select 1 from "{table}" where {blobs})').fetchone()[0]
+    rows = [row[1:] for row in state.execute(
+        f'select cast({row_key(state, table)} as text), * from "{table}" order by 1') if row[0] not in skip]
+    if has_blobs:
+        rows = [tuple(_comparable(cell) for cell in row) for row in rows]
+    return f"\x00{table}\x00{rows!r}".encode()
 
 
 BLOB_REFERENCE = "coworkenv-blob:"

@@ -6,14 +6,26 @@ import hashlib
 import inspect
 import json
 import random
+import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 
 from . import apps as _apps
-from ._spec import BLOB_REFERENCE, MIN_REFERENCED_BLOB, App, DataOverride, ResourceSpec, SpecError, ToolSpec, Workspace, WorldEvent
+from ._spec import (
+    BLOB_REFERENCE,
+    MIN_REFERENCED_BLOB,
+    App,
+    DataOverride,
+    ResourceSpec,
+    SpecError,
+    StateConnection,
+    ToolSpec,
+    Workspace,
+    WorldEvent,
+)
 from ._registry import registered_apps
 from ._world import build_world, write_world
 
@@ -166,11 +178,15 @@ def dump_state(source: str | Path | bytes, blob_sink: Callable[[bytes], str] | N
 STATE_BASE = "-- coworkenv-state-base: "
 
 
-def table_hashes(conn: sqlite3.Connection) -> dict[str, str]:
-    """Each table's content hash (its definition and its rows, whatever their order)."""
+def table_hashes(conn: sqlite3.Connection, names: Iterable[str] | None = None) -> dict[str, str]:
+    """Each table's content hash (its definition and its rows, whatever their order); of the tables
+    ``names`` only, when given."""
     found = {}
+    wanted = None if names is None else set(names)
     for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
                                   "AND name NOT LIKE 'sqlite_%'").fetchall():
+        if wanted is not None and name not in wanted:
+            continue
         rows = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{name}"'))
         digest = hashlib.sha256((sql or "").encode())
         for row in rows:
@@ -188,22 +204,99 @@ def state_hashes(source: str | Path | bytes) -> dict[str, str]:
         conn.close()
 
 
+class StateImage:
+    """A state database's bytes, schema and which table owns each page, for ``changed_tables`` to
+    compare later states against (kept per base: a workspace's initial state is compared with every
+    episode's final state)."""
+
+    def __init__(self, image: bytes) -> None:
+        self.image = image
+        self.page_size = _page_size(image)
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.deserialize(image)
+            self.schema = _schema(conn)
+            table_of = {name: row[2] for name, row in self.schema.items() if row[0] in ("table", "index")}
+            owners: list[str | None] | None = [None] * (len(image) // self.page_size + 1)
+            try:
+                for name, pageno in conn.execute("SELECT name, pageno FROM dbstat"):
+                    if pageno < len(owners):
+                        owners[pageno] = table_of.get(name)
+            except sqlite3.OperationalError:  # this SQLite cannot list pages
+                owners = None
+            self.owners = owners
+        finally:
+            conn.close()
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> StateImage:
+        return cls(conn.serialize())
+
+
+def _schema(conn: sqlite3.Connection) -> dict[str, tuple]:
+    return {row[1]: row for row in conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")}
+
+
+def _page_size(image: bytes) -> int:
+    size = int.from_bytes(image[16:18], "big")
+    return 65536 if size == 1 else size
+
+
+PAGES_AT_ONCE = 64  # pages compared in one slice before looking at them one by one
+
+
+def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: bytes | None = None) -> set[str] | None:
+    """The tables of ``after`` that may differ from ``before`` (in their definition or their rows), and
+    those of ``before`` that ``after`` lacks: every table whose records differ is named (a table named
+    may still hold the same records). Found from the pages that differ, without reading a record: where
+    a table's definition and root page stayed, the first page of its tree that differs is reached
+    through pages that did not, so ``before`` had it in that table too. ``after_image``:
+    ``after.serialize()``, when the caller has it. None when it cannot tell (this SQLite cannot list a
+    database's pages, or the page sizes differ): compare every table then."""
+    if before.owners is None:
+        return None
+    new = after.serialize() if after_image is None else after_image
+    if _page_size(new) != before.page_size:
+        return None
+    schema = _schema(after)
+    changed = {name for name, row in before.schema.items() if row[0] == "table" and schema.get(name) != row}
+    changed |= {name for name, row in schema.items() if row[0] == "table" and before.schema.get(name) != row}
+    old, size, owners = before.image, before.page_size, before.owners  # bytes: slices compare by memcmp
+    end = min(len(old), len(new))
+    step = size * PAGES_AT_ONCE
+    for chunk in range(0, end, step):
+        if new[chunk:chunk + step] == old[chunk:chunk + step]:
+            continue
+        for start in range(chunk, min(chunk + step, end), size):
+            if new[start:start + size] != old[start:start + size]:
+                owner = owners[start // size + 1]
+                if owner is not None:
+                    changed.add(owner)
+    return changed
+
+
 def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
-                       blob_sink: Callable[[bytes], str] | None = None) -> str:
+                       blob_sink: Callable[[bytes], str] | None = None, base_image: StateImage | None = None) -> str:
     """The tables of ``final`` that differ from a base state (its ``table_hashes``), as SQL that
     turns the base's dump into ``final``'s: what an episode keeps of its final state. It starts
     with ``STATE_BASE`` and ``base`` (the reference of the base's dump); ``resolve_state`` rebuilds
-    the whole dump from it and the base's."""
-    conn = _image(final)
+    the whole dump from it and the base's. ``base_image``: the base's own image, when the caller
+    keeps it: only the tables whose pages differ from it are hashed (``changed_tables``)."""
+    conn = sqlite3.connect(":memory:")
     try:
-        hashes = table_hashes(conn)
-        changed = [t for t in hashes if base_hashes.get(t) != hashes[t]]
-        for table in hashes:
+        conn.deserialize(final)
+        candidates = changed_tables(base_image, conn, final) if base_image is not None else None
+        _drop_virtual(conn)
+        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                 "AND name NOT LIKE 'sqlite_%'")]
+        hashes = table_hashes(conn, None if candidates is None else [t for t in tables if t in candidates])
+        changed = [t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]]
+        for table in tables:
             if table not in changed:
                 conn.execute(f'DROP TABLE "{table}"')
         if blob_sink is not None:
             _reference_blobs(conn, blob_sink)
-        drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in hashes)]]
+        drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in tables)]]
         return "\n".join([f"{STATE_BASE}{base}", *drops, *conn.iterdump()])
     finally:
         conn.close()
@@ -222,11 +315,15 @@ def _image(source: str | Path | bytes) -> sqlite3.Connection:
     """An in-memory copy of a state, without its virtual tables."""
     conn = sqlite3.connect(":memory:")
     conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
+    _drop_virtual(conn)
+    return conn
+
+
+def _drop_virtual(conn: sqlite3.Connection) -> None:
     virtual = [row[0] for row in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
     for name in virtual:  # dropping one drops its shadow tables too
         conn.execute(f'DROP TABLE "{name}"')
-    return conn
 
 
 def _reference_blobs(conn: sqlite3.Connection, sink: Callable[[bytes], str]) -> None:
@@ -247,6 +344,9 @@ _OPEN_BASES_LOCK = threading.Lock()
 OPEN_BASES = 8  # state bases kept loaded in memory by ``open_state``
 
 
+_REPLACED = re.compile(r'^DROP TABLE IF EXISTS "(.*)";$', re.M)  # the tables ``dump_state_changes`` replaces
+
+
 def open_state(stored: str, base_dump: Callable[[str], str]) -> sqlite3.Connection:
     """An in-memory database holding a state as an episode keeps it (``dump_state_changes``: its
     changes over a state base, or a whole dump): the same database ``load_state(resolve_state(...))``
@@ -264,9 +364,11 @@ def open_state(stored: str, base_dump: Callable[[str], str]) -> sqlite3.Connecti
             if len(_OPEN_BASES) >= OPEN_BASES:
                 _OPEN_BASES.pop(next(iter(_OPEN_BASES))).close()
             _OPEN_BASES[reference] = base
-        conn = sqlite3.connect(":memory:")
+        conn = sqlite3.connect(":memory:", factory=StateConnection)
         base.backup(conn)
     conn.executescript(changes)
+    conn.base = reference
+    conn.replaced = frozenset(_REPLACED.findall(changes))
     return conn
 
 
