@@ -593,7 +593,7 @@ def _make_triggers(conn):
 def _row_json(columns_of):
     def row(index, *values):
         return json.dumps({column: f"<{len(value)} bytes>" if isinstance(value, bytes) else value
-                           for column, value in zip(columns_of[index], values)})
+                           for column, value in zip(columns_of[index], values, strict=True)})
     return row
 
 
