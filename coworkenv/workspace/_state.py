@@ -217,14 +217,14 @@ class StateImage:
             conn.deserialize(image)
             self.schema = _schema(conn)
             table_of = {name: row[2] for name, row in self.schema.items() if row[0] in ("table", "index")}
-            owners: list[str | None] | None = [None] * (len(image) // self.page_size + 1)
+            owners: list[str | None] = [None] * (len(image) // self.page_size + 1)
+            self.owners: list[str | None] | None = owners
             try:
                 for name, pageno in conn.execute("SELECT name, pageno FROM dbstat"):
                     if pageno < len(owners):
                         owners[pageno] = table_of.get(name)
             except sqlite3.OperationalError:  # this SQLite cannot list pages
-                owners = None
-            self.owners = owners
+                self.owners = None
         finally:
             conn.close()
 
