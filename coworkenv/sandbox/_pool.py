@@ -50,7 +50,7 @@ class SandboxPool:
         self.limits = limits or Limits()
         self.settings = settings or PoolSettings()
         self.config = config
-        self.stats: Counter[str] = Counter()  # warm, cold, recycled, discarded
+        self.stats: Counter[str] = Counter()  # warm, cold, recycled (clean: without a reset), discarded
         self._idle: OrderedDict[Path, list[Sandbox]] = OrderedDict()
         self._starting: Counter[Path] = Counter()
         self._live: set[Sandbox] = set()
@@ -106,6 +106,8 @@ class SandboxPool:
             if sandbox.used or sandbox.closed:  # a closed one fails its reset and goes
                 async with asyncio.timeout(RESET_TIMEOUT_S):
                     await sandbox.reset()
+            else:
+                self.stats["clean"] += 1
         except (TimeoutError, SandboxError, OSError):
             await self._discard(sandbox)
             return

@@ -153,3 +153,34 @@ async def test_a_pool_gives_its_config_to_the_sandboxes_it_starts(tmp_path: Path
                 assert len(list(episodes.iterdir())) == 2  # the bench's bystander and the pool's one
             finally:
                 await pool.close()
+
+
+@pytest.mark.bwrap
+async def test_back_to_back_episodes_start_no_sandbox_and_an_unused_one_needs_no_reset(tmp_path: Path, apps_dir: Path):
+    """Back to back, the sandbox an episode gives back comes back reset before the next one starts:
+    the pool starts no new one (and throws none away). A sandbox nothing ran in comes back as it is."""
+    (initial,) = states(tmp_path, 1)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=2),
+                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
+    try:
+        with anyio.fail_after(120):
+            await pool.release(await pool.acquire(initial))
+            await pool.drain()
+            started = pool.stats["cold"]
+            for _ in range(6):
+                sandbox = await pool.acquire(initial)
+                assert (await probe(sandbox, "put", key="seeded", value="dirty")).ok
+                await pool.release(sandbox)
+                await pool.drain()
+            assert pool.stats["cold"] == started and not pool.stats["discarded"], pool.stats
+
+            idle = await pool.acquire(initial)
+            clean = pool.stats["clean"]
+            await pool.release(idle)
+            assert pool.stats["clean"] == clean + 1
+            again = await pool.acquire(initial)
+            assert await value(again, "seeded") == "yes"
+            assert await again.read_file("state.db") == initial.read_bytes()
+    finally:
+        with anyio.fail_after(60):
+            await pool.close()

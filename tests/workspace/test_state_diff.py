@@ -1,0 +1,99 @@
+"""Comparing a state with its base page by page: every table whose records differ is found, the
+kept changes are the same text as by hashing every table, and the guard's digest of a state opened
+over its base is the digest of the whole state."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coworkenv.workspace import (
+    StateImage,
+    build_workspace,
+    changed_tables,
+    dump_state,
+    dump_state_changes,
+    load_state,
+    open_state,
+    resolve_state,
+    state_digest,
+    state_hashes,
+    write_initial_state,
+)
+from coworkenv.workspace._state import table_hashes
+
+EDITS = {
+    "nothing": [],
+    "update": ["update mail_messages set subject = 'changed' where id = (select min(id) from mail_messages)"],
+    "same value": ["update mail_messages set subject = subject"],
+    "delete": ["delete from calendar_events where id = (select max(id) from calendar_events)"],
+    "insert": ["insert into mail_messages select 'm-new', folder, sender, recipients, 'new', body, date, time, 0, "
+               "null from mail_messages limit 1"],
+    "two tables": ["update crm_accounts set name = name || ' Ltd'", "delete from hr_people where rowid % 3 = 0"],
+    "new table": ["create table extra (k text primary key, v) without rowid", "insert into extra values ('a', 1)"],
+    "dropped table": ["drop table tasks_items"],
+    "new index": ["create index extra_folder on mail_messages (folder)"],
+    "grown": ["insert into files_files select * from files_files where 0",
+              "create table big (x)", "insert into big select randomblob(5000) from mail_messages"],
+}
+
+
+@pytest.fixture(scope="module")
+def initial(tmp_path_factory) -> Path:
+    return write_initial_state(build_workspace(5), tmp_path_factory.mktemp("state") / "state.db")
+
+
+def edited(initial: Path, statements: list[str]) -> bytes:
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(initial.read_bytes())
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    try:
+        return conn.serialize()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_every_table_whose_records_differ_is_named(initial: Path, edit: str):
+    final = edited(initial, EDITS[edit])
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(final)
+    base = sqlite3.connect(initial)
+    before, after = table_hashes(base), table_hashes(conn)
+    differ = {t for t in before.keys() | after.keys() if before.get(t) != after.get(t)}
+    found = changed_tables(StateImage(initial.read_bytes()), conn, final)
+    assert found is not None and differ <= found, (differ, found)
+    if edit == "nothing":
+        assert found == set()
+    assert bool(differ) == (edit not in ("nothing", "same value", "new index"))
+    assert len(found) <= len(differ) + 2  # pages, not every table
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_kept_changes_are_the_same_with_the_base_image_as_by_hashing_every_table(initial: Path, edit: str):
+    final = edited(initial, EDITS[edit])
+    hashes = state_hashes(initial)
+    plain = dump_state_changes(final, "base", hashes)
+    compared = dump_state_changes(final, "base", hashes, base_image=StateImage(initial.read_bytes()))
+    assert compared == plain
+
+
+@pytest.mark.parametrize("edit", ["nothing", "update", "two tables", "dropped table", "new table"])
+def test_the_digest_of_a_state_opened_over_its_base_is_that_of_the_whole_state(initial: Path, edit: str):
+    dump = dump_state(initial)
+    reference = f"test-base-{initial.stat().st_mtime_ns}"
+    kept = dump_state_changes(edited(initial, EDITS[edit]), reference, state_hashes(initial))
+    whole = load_state(resolve_state(kept, lambda ref: dump))
+    first_message = whole.execute("select min(id) from mail_messages").fetchone()[0]
+    for allowed in ({}, {"mail_messages": [first_message]}, {"crm_accounts": ["x"], "calendar_events": []}):
+        expected = state_digest(whole, allowed)
+        for _ in range(2):  # the second time from the parts kept for the base
+            opened = open_state(kept, lambda ref: dump)
+            try:
+                assert state_digest(opened, allowed) == expected
+            finally:
+                opened.close()
