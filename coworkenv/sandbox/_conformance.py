@@ -97,6 +97,9 @@ PROBE = textwrap.dedent('''
             conn.execute("CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT)")
             conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (args["key"], args["value"]))
             return {"stored": args["key"]}
+        if tool == "put_bytes":
+            conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (args["key"], bytes(args["size"])))
+            return {"stored": args["key"]}
         if tool == "get":
             row = conn.execute("SELECT v FROM kv WHERE k = ?", (args["key"],)).fetchone()
             return {"value": row[0] if row else None}
@@ -382,6 +385,8 @@ async def check_row_changes(bench: Bench) -> None:
         ("delete", {"k": "seeded", "v": "yes"}, None), ("insert", None, {"k": "seeded", "v": "no"})], replaced.changes
     expect_error(await probe(sb, "put_then_fail", key="b", value="2"), "tool", "failed after writing")
     assert (await probe(sb, "put", key="a", value="1")).changes["counts"] == {"kv": {"delete": 1, "insert": 1}}
+    blob = await probe(sb, "put_bytes", key="raw", size=3000)  # bytes are named by their size
+    assert blob.changes is not None and blob.changes["rows"][-1]["new"] == {"k": "raw", "v": "<3000 bytes>"}, blob.changes
     copy = bench.host_dir / "changes-read-back.db"
     copy.write_bytes(await sb.read_file("state.db"))
     with contextlib.closing(sqlite3.connect(copy)) as db:
