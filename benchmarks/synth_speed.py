@@ -30,7 +30,7 @@ async def one_run(tasks: int, seed: int, concurrency: int, generator: str, direc
     store = Store(directory / f"s-{concurrency}-{seed}.db")
     host = EpisodeHost(store, EpisodeSettings(cache_dir=directory / "cache"))
     started = time.perf_counter()
-    made = generate(tasks, seed, generator=generator)  # type: ignore[arg-type]
+    made = generate(tasks, seed, generator=generator, initial_state=host.initial_state)  # type: ignore[arg-type]
     hardening = time.perf_counter()
     hardened = made.tasks
     for workspace in made.workspaces:

@@ -338,7 +338,8 @@ class Episode:
         if not self.touched:  # nothing wrote it: the initial state, without reading it back
             return self.host.unchanged_state(self.workspace)
         try:
-            return self.host.state_changes(self.workspace, await self.sandbox.read_file(STATE_FILE))
+            initial = self.host.initial_image(self.workspace).image
+            return self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None
 

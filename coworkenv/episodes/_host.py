@@ -163,6 +163,10 @@ class EpisodeHost:
         reference, hashes, image = self._base(workspace)
         return dump_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
 
+    def initial_image(self, workspace: Workspace) -> StateImage:
+        """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""
+        return self._base(workspace)[2]
+
     def unchanged_state(self, workspace: Workspace) -> str:
         """What an episode keeps of a final state equal to its workspace's initial state."""
         return f"{STATE_BASE}{self._base(workspace)[0]}"
@@ -193,7 +197,7 @@ class EpisodeHost:
         per workspace and task."""
         key = (workspace.id, task.id)
         if key not in self._bundle_hashes:
-            self._bundle_hashes[key] = bundle_hash(workspace, [task])
+            self._bundle_hashes[key] = bundle_hash(workspace, [task], workspace_digest=self._workspace_hash(workspace))
         return self._bundle_hashes[key]
 
     def verdict(self, episode_id: str) -> VerdictRow | None:

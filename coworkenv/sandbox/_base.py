@@ -113,6 +113,10 @@ class Sandbox(abc.ABC):
     async def read_file(self, path: str) -> bytes:
         """Read a file of the workspace (``path`` relative to it)."""
 
+    async def read_changed_file(self, path: str, initial: bytes) -> bytes:
+        """Read a file whose initial content was ``initial``; a backend may send only what changed."""
+        return await self.read_file(path)
+
     @abc.abstractmethod
     async def write_file(self, path: str, data: bytes) -> None:
         """Write a file of the workspace (``path`` relative to it)."""

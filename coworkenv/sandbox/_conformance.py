@@ -324,6 +324,20 @@ async def check_reset_restores_exactly(bench: Bench) -> None:
     assert await sb.read_file("state.db") == bench.initial_state.read_bytes()
 
 
+async def check_read_changes(bench: Bench) -> None:
+    """A file read back as its changes over the initial state is the file, whether it changed, grew,
+    shrank or not at all; given the wrong initial content, the whole file is read instead."""
+    sb = await bench.sandbox()
+    initial = bench.initial_state.read_bytes()
+    assert await sb.read_changed_file("state.db", initial) == initial
+    assert (await probe(sb, "put", key="seeded", value="changed")).ok
+    assert (await probe(sb, "put_bytes", key="big", size=50_000)).ok  # the file grows
+    assert await sb.read_changed_file("state.db", initial) == await sb.read_file("state.db")
+    assert await sb.read_changed_file("state.db", b"another file") == await sb.read_file("state.db")
+    await sb.write_file("state.db", initial[:4096])  # shorter than it was
+    assert await sb.read_changed_file("state.db", initial) == initial[:4096]
+
+
 async def check_calls_share_a_clean_worker(bench: Bench) -> None:
     """Calls reuse one worker process until anything about it is off; then a fresh one serves."""
     sb = await bench.sandbox()
@@ -577,6 +591,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "tool_calls": check_tool_calls,
     "files": check_files,
     "reset_restores_exactly": check_reset_restores_exactly,
+    "read_changes": check_read_changes,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,

@@ -16,6 +16,9 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
             "limits": {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1048576, "pids": 64}}
            {"id": 2, "op": "ping"}
            {"id": 3, "op": "read", "path": "state.db"}             -> {"data": base64}
+           {"id": 3, "op": "read_changes", "path": "state.db"}     -> {"size": n, "block": 4096,
+                "blocks": [[index, base64], ...], "crc32": c}   (the blocks that differ from the
+                initial state; {"data": base64} when there is no initial state)
            {"id": 4, "op": "write", "path": "notes/a.txt", "data": base64}
            {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state)
 Replies:   {"id": 1, "ok": true, "result": {...}, "changed": true, "changes": {...}}
@@ -53,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
@@ -63,6 +67,7 @@ CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls acc
 MAX_CHANGED_ROWS = 50  # rows of a call's ``changes`` given in full; the counts cover all of them
 CHANGES_TABLE = "temp._coworkenv_changes"
 SERVICE_POLL_S = 0.05  # how often a starting service's readiness URL is tried
+READ_BLOCK = 4096  # ``read_changes`` sends a file's blocks of this size that differ from the initial state
 
 
 class _PreloadTimeout(Exception):
@@ -348,6 +353,24 @@ class Runner:
         with open(self.resolve(request.get("path")), "rb") as f:
             return {"data": base64.b64encode(f.read()).decode()}
 
+    def read_changes(self, request):
+        """A file as the blocks in which it differs from the initial state: what an episode's final
+        state costs to read back is then what the episode changed, not the whole file."""
+        with open(self.resolve(request.get("path")), "rb") as f:
+            data = f.read()
+        if not self.initial_state:
+            return {"data": base64.b64encode(data).decode()}
+        with open(self.initial_state, "rb") as f:
+            base = f.read()
+        blocks, step = [], READ_BLOCK * 64
+        for start in range(0, len(data), step):
+            if data[start:start + step] == base[start:start + step]:
+                continue
+            for at in range(start, min(start + step, len(data)), READ_BLOCK):
+                if data[at:at + READ_BLOCK] != base[at:at + READ_BLOCK]:
+                    blocks.append([at // READ_BLOCK, base64.b64encode(data[at:at + READ_BLOCK]).decode()])
+        return {"size": len(data), "block": READ_BLOCK, "blocks": blocks, "crc32": zlib.crc32(data)}
+
     def write(self, request):
         target = self.resolve(request.get("path"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -392,7 +415,7 @@ class Runner:
                 elif op == "call":
                     reply, forward = self.call(request, line)
                     after = self.after_call
-                elif op in ("read", "write"):
+                elif op in ("read", "write", "read_changes"):
                     reply = {"ok": True, "result": getattr(self, op)(request)}
                 elif op == "reset":
                     reply = {"ok": True, "result": self.reset()}

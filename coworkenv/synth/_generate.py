@@ -6,6 +6,7 @@ import json
 import random
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 from pathlib import Path
@@ -71,10 +72,17 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
     return made.workspaces, made.tasks
 
 
+def _in_memory(path: Path) -> sqlite3.Connection:
+    """A workspace's initial state loaded into memory (templates query it, every dry run copies it)."""
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(path.read_bytes())
+    return conn
+
+
 def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
              weights: dict[str, float] | None = None, difficulty_weights: dict[str, dict[int, float]] | None = None,
              hardened: bool = True, apps: tuple[str, ...] | None = None, generator: Generator = "all",
-             ) -> Generation:
+             initial_state: Callable[[Workspace], Path] | None = None) -> Generation:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
@@ -88,7 +96,9 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
     same records: ``signature``). ``apps``: the workspaces' apps (all registered apps by default).
     ``generator``: the hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of
     them. Each task is ``harden``-ed (a guard that nothing else changes, the candidates its answer
-    must not list) unless ``hardened`` is False.
+    must not list) unless ``hardened`` is False. ``initial_state``: where a workspace's initial state
+    is built (an episode host's cache, ``EpisodeHost.initial_state``: its episodes then start from
+    the same file); a temporary folder by default.
     """
     sources = {c: {name: t for name, t in TEMPLATES[c].items()
                    if generator == "all" or (name in SHAPES.get(c, {})) == (generator == "composed")}
@@ -119,8 +129,9 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                     ws_seed = seed + round_
                     if ws_seed not in workspaces:
                         workspaces[ws_seed] = build_workspace(ws_seed, apps)
-                        path = write_initial_state(workspaces[ws_seed], Path(tmp) / f"{ws_seed}.db")
-                        states[ws_seed] = sqlite3.connect(path)
+                        path = (initial_state(workspaces[ws_seed]) if initial_state is not None
+                                else write_initial_state(workspaces[ws_seed], Path(tmp) / f"{ws_seed}.db"))
+                        states[ws_seed] = _in_memory(path)
                     rng = random.Random(f"{seed}:{capability}:{k}")
                     try:
                         spec = template(states[ws_seed], rng)

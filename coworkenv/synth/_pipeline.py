@@ -66,7 +66,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
     made = generate(n, seed, capabilities, weights=weights, difficulty_weights=difficulty_weights(profile, capabilities),
-                    apps=apps, generator=generator)
+                    apps=apps, generator=generator, initial_state=host.initial_state)
     tasks = made.tasks
     for workspace in made.workspaces:
         store.put_workspace(workspace)

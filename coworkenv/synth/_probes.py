@@ -25,6 +25,7 @@ answer; a task is admitted only if none of them is admitted by the gate:
 from __future__ import annotations
 
 import sqlite3
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +34,12 @@ from ..workspace import (
     AnswerCheck,
     Faults,
     ReferenceStep,
+    StateImage,
     Task,
     UnchangedCheck,
     Workspace,
     app_module,
+    changed_tables,
     mentions,
     ordinary_tables,
     row_key,
@@ -102,11 +105,31 @@ def _rows(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
     return {row[0]: row[1:] for row in conn.execute(f'select cast({row_key(conn, table)} as text), * from "{table}"')}
 
 
+_IMAGES: OrderedDict[int, tuple[sqlite3.Connection, int, StateImage]] = OrderedDict()
+KEPT_IMAGES = 4  # states compared again and again (a workspace's initial state, a reference's final state)
+
+
+def _image_of(conn: sqlite3.Connection) -> StateImage:
+    """``conn``'s image, kept while it has not changed (by its count of changed rows) for the next
+    comparison with it: a state that only copies are made of is compared many times."""
+    kept = _IMAGES.get(id(conn))
+    if kept is not None and kept[0] is conn and kept[1] == conn.total_changes:
+        _IMAGES.move_to_end(id(conn))
+        return kept[2]
+    image = StateImage.of(conn)
+    _IMAGES[id(conn)] = (conn, conn.total_changes, image)
+    while len(_IMAGES) > KEPT_IMAGES:
+        _IMAGES.popitem(last=False)
+    return image
+
+
 def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
-    """Table → keys of the rows that differ between two states (changed, created or deleted)."""
+    """Table → keys of the rows that differ between two states (changed, created or deleted). Only
+    the tables whose pages differ are read (``changed_tables``)."""
     changed = {}
+    candidates = changed_tables(_image_of(before), after)
     for table in ordinary_tables(after):
-        if table.startswith("world_"):
+        if table.startswith("world_") or (candidates is not None and table not in candidates):
             continue
         old, new = _rows(before, table), _rows(after, table)
         keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))

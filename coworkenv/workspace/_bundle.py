@@ -68,9 +68,10 @@ def task_hash(task: Task) -> str:
     return spec_hash(task)
 
 
-def bundle_hash(workspace: Workspace, tasks: list[Task]) -> str:
-    """The hash of a workspace and tasks of it (an episode's bundle: its workspace and its task)."""
-    return _digest(workspace_hash(workspace), *sorted(task_hash(t) for t in tasks))
+def bundle_hash(workspace: Workspace, tasks: list[Task], *, workspace_digest: str | None = None) -> str:
+    """The hash of a workspace and tasks of it (an episode's bundle: its workspace and its task).
+    ``workspace_digest``: the workspace's ``workspace_hash``, when the caller keeps it."""
+    return _digest(workspace_digest or workspace_hash(workspace), *sorted(task_hash(t) for t in tasks))
 
 
 @dataclass
