@@ -138,31 +138,76 @@ def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> di
     return changed
 
 
-def _field_values(conn: sqlite3.Connection, value: str) -> list[str]:
-    """Every distinct value of the app columns in which ``value`` is found (a field's candidates)."""
-    found: list[str] = []
-    wanted = value.strip().casefold()
-    for table in ordinary_tables(conn):
-        if table.startswith("world_"):
-            continue
-        for column in [r[1] for r in conn.execute(f'pragma table_info("{table}")')]:
-            hit = conn.execute(f'select 1 from "{table}" where lower(cast("{column}" as text)) = ? limit 1',
-                               (wanted,)).fetchone()
-            if hit is None:
+class _Fields:
+    """Where each value of a state is found: its text as SQL's ``lower`` gives it → the app columns
+    holding it; and each column's distinct values, read once. Built once for a state compared with
+    many tasks (a workspace's initial state): a lookup then reads nothing."""
+
+    def __init__(self, conn: sqlite3.Connection, tables: list[str]) -> None:
+        self.conn = conn
+        self.where: dict[str, dict[tuple[int, int], tuple[str, str]]] = {}
+        self._distinct: dict[tuple[str, str], list[str] | None] = {}
+        for t, table in enumerate(tables):
+            columns = [r[1] for r in conn.execute(f'pragma table_info("{table}")')]
+            if not columns:
                 continue
-            values = [str(r[0]) for r in conn.execute(
+            lowered = ", ".join(f"""case when typeof("{c}") = 'blob' then null else lower(cast("{c}" as text)) end"""
+                                for c in columns)
+            for row in conn.execute(f'select distinct {lowered} from "{table}"'):
+                for c, cell in enumerate(row):
+                    if cell is not None:
+                        self.where.setdefault(cell, {})[(t, c)] = (table, columns[c])
+
+    def columns(self, wanted: str) -> list[tuple[str, str]]:
+        found = self.where.get(wanted, {})
+        return [found[k] for k in sorted(found)]
+
+    def distinct(self, table: str, column: str) -> list[str] | None:
+        """The column's distinct values as text; None when there are more than a field has."""
+        if (table, column) not in self._distinct:
+            values = [str(r[0]) for r in self.conn.execute(
                 f'select distinct cast("{column}" as text) from "{table}" where "{column}" is not null '
                 f"limit {MAX_CANDIDATE_VALUES + 1}")]
-            if len(values) <= MAX_CANDIDATE_VALUES:
-                found += [v for v in values if 0 < len(v.strip()) <= MAX_CANDIDATE_LENGTH and v not in found]
+            self._distinct[(table, column)] = values if len(values) <= MAX_CANDIDATE_VALUES else None
+        return self._distinct[(table, column)]
+
+
+_FIELDS: OrderedDict[int, tuple[sqlite3.Connection, int, tuple[str, ...] | None, _Fields]] = OrderedDict()
+
+
+def _fields(conn: sqlite3.Connection, only: set[str] | None = None) -> _Fields:
+    """The state's ``_Fields`` (of the tables ``only``, when given), kept while it has not changed."""
+    key = None if only is None else tuple(sorted(only))
+    kept = _FIELDS.get(id(conn))
+    if kept is not None and kept[0] is conn and kept[1] == conn.total_changes and kept[2] == key:
+        _FIELDS.move_to_end(id(conn))
+        return kept[3]
+    tables = [t for t in ordinary_tables(conn) if not t.startswith("world_") and (only is None or t in only)]
+    fields = _Fields(conn, tables)
+    _FIELDS[id(conn)] = (conn, conn.total_changes, key, fields)
+    while len(_FIELDS) > KEPT_IMAGES:
+        _FIELDS.popitem(last=False)
+    return fields
+
+
+def _field_values(conn: sqlite3.Connection, value: str, only: set[str] | None = None) -> list[str]:
+    """Every distinct value of the app columns in which ``value`` is found (a field's candidates);
+    of the tables ``only``, when given."""
+    found: list[str] = []
+    fields = _fields(conn, only)
+    for table, column in fields.columns(value.strip().casefold()):
+        values = fields.distinct(table, column)
+        if values is not None:
+            found += [v for v in values if 0 < len(v.strip()) <= MAX_CANDIDATE_LENGTH and v not in found]
     return found
 
 
-def candidate_values(conn: sqlite3.Connection, check: AnswerCheck) -> list[str]:
-    """What an answer listing every candidate of ``check``'s fields would name."""
+def candidate_values(conn: sqlite3.Connection, check: AnswerCheck, only: set[str] | None = None) -> list[str]:
+    """What an answer listing every candidate of ``check``'s fields would name (found in the
+    tables ``only``, when given)."""
     values: list[str] = []
     for expected in check.contains:
-        values += [v for v in _field_values(conn, expected) if v not in values]
+        values += [v for v in _field_values(conn, expected, only) if v not in values]
     return values
 
 
@@ -176,7 +221,8 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
         for check in task.checks:
             if isinstance(check, AnswerCheck) and not check.excludes:
                 said = f"{task.reference_answer}\n{task.instruction}"
-                others = [v for state in (initial, final) for v in candidate_values(state, check)]
+                # the final state's other candidates are the initial state's but in the tables the reference changed
+                others = candidate_values(initial, check) + candidate_values(final, check, only=set(allowed))
                 excludes = []
                 for value in others:
                     if (value not in excludes and not mentions(said, value)

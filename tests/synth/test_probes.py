@@ -77,3 +77,48 @@ async def test_injected_faults_fail_calls_before_the_sandbox_and_an_agent_that_r
     assert any(c.error_kind == "transient" for c in recorded)
     grade = host.store.verdict(reference.id, GRADER_VERSION)
     assert grade.admitted
+
+
+def _every_row(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
+    from coworkenv.workspace import row_key
+
+    return {r[0]: r[1:] for r in conn.execute(f'select cast({row_key(conn, table)} as text), * from "{table}"')}
+
+
+def test_hardening_finds_what_reading_every_record_finds(tmp_path):
+    """The changed records (found from the pages that differ) and an answer's candidates (from a
+    value index kept per state) are those that reading every table and column gives."""
+    from coworkenv.synth._probes import MAX_CANDIDATE_VALUES, candidate_values, changed_records, dry_run
+    from coworkenv.workspace import AnswerCheck, ordinary_tables
+
+    workspaces, tasks = generate_tasks(30, seed=4, hardened=False)
+    checked = 0
+    for workspace in workspaces:
+        initial = sqlite3.connect(write_initial_state(workspace, tmp_path / f"{workspace.id}.db"))
+        tables = [t for t in ordinary_tables(initial) if not t.startswith("world_")]
+        for task in (t for t in tasks if t.workspace_id == workspace.id):
+            final = dry_run(initial, workspace, task, task.reference)
+            expected_changes = {}
+            for table in tables:
+                old, new = _every_row(initial, table), _every_row(final, table)
+                keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+                if keys:
+                    expected_changes[table] = keys
+            assert changed_records(initial, final) == expected_changes, task.id
+            for check in (c for c in task.checks if isinstance(c, AnswerCheck)):
+                expected: list[str] = []
+                for value in check.contains:
+                    for table in tables:
+                        for column in [r[1] for r in initial.execute(f'pragma table_info("{table}")')]:
+                            if initial.execute(f'select 1 from "{table}" where lower(cast("{column}" as text)) = ?',
+                                               (value.strip().casefold(),)).fetchone() is None:
+                                continue
+                            values = [str(r[0]) for r in initial.execute(
+                                f'select distinct cast("{column}" as text) from "{table}" where "{column}" is not null')]
+                            if len(values) <= MAX_CANDIDATE_VALUES:
+                                expected += [v for v in values if 0 < len(v.strip()) <= 120 and v not in expected]
+                assert candidate_values(initial, check) == expected, task.id
+                checked += 1
+            final.close()
+        initial.close()
+    assert checked >= 10
