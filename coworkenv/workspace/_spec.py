@@ -6,6 +6,7 @@ import hashlib
 import random
 import re
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -238,6 +239,7 @@ class StateConnection(sqlite3.Connection):
 
 
 _DIGEST_PARTS: dict[str, dict[str, bytes]] = {}  # state base -> table -> its part of ``state_digest`` (nothing skipped)
+_DIGEST_PARTS_LOCK = threading.Lock()  # episodes are graded in threads
 DIGEST_BASES = 8  # state bases whose parts are kept
 
 
@@ -248,11 +250,12 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> st
     base = state.base if isinstance(state, StateConnection) else None
     kept = None
     if base is not None:
-        kept = _DIGEST_PARTS.get(base)
-        if kept is None:
-            if len(_DIGEST_PARTS) >= DIGEST_BASES:
-                _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)), None)
-            kept = _DIGEST_PARTS[base] = {}
+        with _DIGEST_PARTS_LOCK:
+            kept = _DIGEST_PARTS.get(base)
+            if kept is None:
+                if len(_DIGEST_PARTS) >= DIGEST_BASES:
+                    _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)))
+                kept = _DIGEST_PARTS[base] = {}
     for table in ordinary_tables(state):
         if table.startswith("world_"):
             continue
