@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,29 +106,30 @@ def _rows(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
     return {row[0]: row[1:] for row in conn.execute(f'select cast({row_key(conn, table)} as text), * from "{table}"')}
 
 
-_IMAGES: OrderedDict[int, tuple[sqlite3.Connection, int, StateImage]] = OrderedDict()
-KEPT_IMAGES = 4  # states compared again and again (a workspace's initial state, a reference's final state)
+_KEPT: OrderedDict[tuple[int, str], tuple[sqlite3.Connection, int, Any]] = OrderedDict()
+KEPT_STATES = 8  # what is worked out of states compared again and again (a workspace's initial state, a reference's final one)
 
 
-def _image_of(conn: sqlite3.Connection) -> StateImage:
-    """``conn``'s image, kept while it has not changed (by its count of changed rows) for the next
-    comparison with it: a state that only copies are made of is compared many times."""
-    kept = _IMAGES.get(id(conn))
+def _kept(conn: sqlite3.Connection, what: str, make: Callable[[], Any]) -> Any:
+    """``make()`` of ``conn`` (``what`` names it), kept while the state has not changed (by its count
+    of changed rows) for the next use: a state that only copies are made of is compared many times."""
+    key = (id(conn), what)
+    kept = _KEPT.get(key)
     if kept is not None and kept[0] is conn and kept[1] == conn.total_changes:
-        _IMAGES.move_to_end(id(conn))
+        _KEPT.move_to_end(key)
         return kept[2]
-    image = StateImage.of(conn)
-    _IMAGES[id(conn)] = (conn, conn.total_changes, image)
-    while len(_IMAGES) > KEPT_IMAGES:
-        _IMAGES.popitem(last=False)
-    return image
+    made = make()
+    _KEPT[key] = (conn, conn.total_changes, made)
+    while len(_KEPT) > KEPT_STATES:
+        _KEPT.popitem(last=False)
+    return made
 
 
 def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
     """Table → keys of the rows that differ between two states (changed, created or deleted). Only
     the tables whose pages differ are read (``changed_tables``)."""
     changed = {}
-    candidates = changed_tables(_image_of(before), after)
+    candidates = changed_tables(_kept(before, "image", lambda: StateImage.of(before)), after)
     for table in ordinary_tables(after):
         if table.startswith("world_") or (candidates is not None and table not in candidates):
             continue
@@ -172,22 +174,10 @@ class _Fields:
         return self._distinct[(table, column)]
 
 
-_FIELDS: OrderedDict[int, tuple[sqlite3.Connection, int, tuple[str, ...] | None, _Fields]] = OrderedDict()
-
-
 def _fields(conn: sqlite3.Connection, only: set[str] | None = None) -> _Fields:
     """The state's ``_Fields`` (of the tables ``only``, when given), kept while it has not changed."""
-    key = None if only is None else tuple(sorted(only))
-    kept = _FIELDS.get(id(conn))
-    if kept is not None and kept[0] is conn and kept[1] == conn.total_changes and kept[2] == key:
-        _FIELDS.move_to_end(id(conn))
-        return kept[3]
     tables = [t for t in ordinary_tables(conn) if not t.startswith("world_") and (only is None or t in only)]
-    fields = _Fields(conn, tables)
-    _FIELDS[id(conn)] = (conn, conn.total_changes, key, fields)
-    while len(_FIELDS) > KEPT_IMAGES:
-        _FIELDS.popitem(last=False)
-    return fields
+    return _kept(conn, f"fields {sorted(only) if only is not None else '*'}", lambda: _Fields(conn, tables))
 
 
 def _field_values(conn: sqlite3.Connection, value: str, only: set[str] | None = None) -> list[str]:
