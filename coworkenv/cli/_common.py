@@ -3,11 +3,11 @@ options, opening a store or an episode host, output (JSON or human), verbosity a
 
 from __future__ import annotations
 
-import os
-
 import contextlib
 import json
 import logging
+import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -205,21 +205,25 @@ def progress() -> Progress:
 @contextlib.asynccontextmanager
 async def ray_cluster(address: str, host: EpisodeHost, per_node: int):
     """The Ray cluster at ``address``, a host of ``host``'s settings started on each node (``per_node``
-    units at once), writing into ``host``'s store; a usage error when it cannot be joined or used."""
+    units at once), writing into ``host``'s store; a usage error when it cannot be joined or used.
+    While joined, stdout is stderr: Ray prints what its nodes report (a node lost, a worker killed)
+    on stdout from its own threads, and stdout carries only the command's result (``--json``)."""
     from ..loop import ClusterError, RayCluster
 
     cluster = RayCluster(address, host.store, host.settings, per_node=per_node)
-    try:
-        nodes = await cluster.start()
-    except ClusterError as exc:
-        await cluster.close()
-        raise fail(str(exc)) from None
-    if not _quiet:
-        err.print(f"Ray cluster at {address}: {len(nodes)} node(s) run episodes ({', '.join(nodes)})", highlight=False)
-    try:
-        yield cluster
-    finally:
-        await cluster.close()
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            nodes = await cluster.start()
+        except ClusterError as exc:
+            await cluster.close()
+            raise fail(str(exc)) from None
+        if not _quiet:
+            err.print(f"Ray cluster at {address}: {len(nodes)} node(s) run episodes ({', '.join(nodes)})",
+                      highlight=False)
+        try:
+            yield cluster
+        finally:
+            await cluster.close()
         for line in cluster.lost:
             err.print(f"[yellow]ray node lost:[/yellow] {escape(line)}", highlight=False)
         if cluster.reruns:

@@ -186,6 +186,7 @@ class RayCluster:
         self._refreshed = 0.0
         self._starting: set[str] = set()  # nodes whose host is starting
         self._actor_class: Any = None
+        self._joined = False  # this object called ray.init (close() leaves the cluster then)
 
     # --- nodes --------------------------------------------------------------------------------
 
@@ -197,6 +198,7 @@ class RayCluster:
             try:
                 ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False,
                          configure_logging=False)
+                self._joined = True
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ClusterError(f"cannot join the Ray cluster at {self.address}: {exc}") from None
         self._actor_class = ray.remote(NodeHost)
@@ -310,6 +312,9 @@ class RayCluster:
             with contextlib.suppress(Exception):
                 ray.kill(node.actor)
         self.nodes.clear()
+        if self._joined:  # leave the cluster: Ray's threads that print what its nodes report stop here
+            self._joined = False
+            ray.shutdown()
 
     # --- units of work (the driver writes what they recorded) ----------------------------------
 
