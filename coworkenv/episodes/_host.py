@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ class EpisodeHost:
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
+        self._initial_connections: dict[str, sqlite3.Connection] = {}  # workspace hash -> an in-memory copy
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -167,6 +169,18 @@ class EpisodeHost:
         """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""
         return self._base(workspace)[2]
 
+    def initial_connection(self, workspace: Workspace) -> sqlite3.Connection:
+        """The workspace's initial state in memory, one connection kept per workspace (for the event
+        loop's thread): what is worked out of it (page owners, a value index) is kept with it from
+        one task to the next. Read it or copy it; never change it."""
+        key = self._workspace_hash(workspace)
+        conn = self._initial_connections.get(key)
+        if conn is None:
+            conn = sqlite3.connect(":memory:")
+            conn.deserialize(self._base(workspace)[2].image)
+            self._initial_connections[key] = conn
+        return conn
+
     def unchanged_state(self, workspace: Workspace) -> str:
         """What an episode keeps of a final state equal to its workspace's initial state."""
         return f"{STATE_BASE}{self._base(workspace)[0]}"
@@ -213,5 +227,8 @@ class EpisodeHost:
             await episode.finish(episode.final_answer)
         await self.flush()
         await self.pool.close()
+        for conn in self._initial_connections.values():
+            conn.close()
+        self._initial_connections.clear()
         if self._tmp is not None:
             self._tmp.cleanup()

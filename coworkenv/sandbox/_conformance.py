@@ -179,6 +179,23 @@ PROBE = textwrap.dedent('''
             return _try(lambda: _read(args["path"]))
         if tool == "write":
             return _try(lambda: _write(args["path"], args["text"]))
+        if tool == "sql":
+            conn.executescript(args["sql"])
+            return {"done": True}
+        if tool == "replace_state":
+            how = args["how"]
+            if how == "chmod":
+                os.chmod("state.db", 0o444)
+            elif how == "hardlink":
+                os.link("state.db", "state-link.db")
+            else:
+                os.rename("state.db", "state-old.db")
+                if how == "symlink":
+                    os.symlink("state-old.db", "state.db")
+                else:
+                    with open("state-old.db", "rb") as src, open("state.db", "wb") as dst:
+                        dst.write(src.read())
+            return {"replaced": how}
         if tool == "symlink":
             os.symlink(args["target"], args["name"])
             return {"linked": args["name"]}
@@ -336,6 +353,39 @@ async def check_read_changes(bench: Bench) -> None:
     assert await sb.read_changed_file("state.db", b"another file") == await sb.read_file("state.db")
     await sb.write_file("state.db", initial[:4096])  # shorter than it was
     assert await sb.read_changed_file("state.db", initial) == initial[:4096]
+
+
+async def check_resets_after_anything(bench: Bench) -> None:
+    """Whatever an episode did to the state file (rows, tables, the journal mode, its mode bits, the
+    file itself replaced, linked or turned into a link), after a reset each call sees the initial
+    state and its changes are recorded against it, reset after reset."""
+    sb = await bench.sandbox()
+    initial = bench.initial_state.read_bytes()
+    episodes = [
+        [("put", {"key": "seeded", "value": "changed"})],
+        [("sql", {"sql": "CREATE TABLE extra (x); INSERT INTO extra VALUES (1); DROP TABLE kv;"})],
+        [("wal", {}), ("put", {"key": "w", "value": "1"})],
+        [("replace_state", {"how": "chmod"})],
+        [("replace_state", {"how": "hardlink"}), ("put", {"key": "l", "value": "1"})],
+        [("replace_state", {"how": "copy"}), ("put", {"key": "c", "value": "1"})],
+        [("replace_state", {"how": "symlink"})],
+        [("put_then_fail", {"key": "f", "value": "1"})],
+        [],
+    ]
+    for number, calls in enumerate(episodes):
+        for tool, args in calls:
+            await probe(sb, tool, **args)
+        await sb.reset()
+        where = await probe(sb, "where")
+        assert where.result["files"] == ["state.db"], (number, where.result)
+        assert await sb.read_file("state.db") == initial, f"episode {number}: state.db differs after reset"
+        replaced = await probe(sb, "put", key="seeded", value=f"episode {number}")
+        assert replaced.ok and replaced.changes is not None, (number, replaced)
+        assert [(r["op"], r["old"], r["new"]) for r in replaced.changes["rows"]] == [
+            ("delete", {"k": "seeded", "v": "yes"}, None),
+            ("insert", None, {"k": "seeded", "v": f"episode {number}"})], (number, replaced.changes)
+        assert await value(sb, "seeded") == f"episode {number}"
+        assert await value(sb, "w") is None and await value(sb, "c") is None, number
 
 
 async def check_calls_share_a_clean_worker(bench: Bench) -> None:
@@ -592,6 +642,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "files": check_files,
     "reset_restores_exactly": check_reset_restores_exactly,
     "read_changes": check_read_changes,
+    "resets_after_anything": check_resets_after_anything,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,

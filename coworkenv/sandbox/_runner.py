@@ -52,6 +52,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,7 @@ class Runner:
             pid = _parent_of(pid)
         self.keep.add(1)
         self.worker = None
+        self.template = None  # the runner's own connection to the initial state, its triggers made (see reset)
         self.services = {}  # app -> the processes of its services started since the last reset
         self.service_failures = {}  # app -> why its services did not start (until the next reset)
         self.service_dir = None
@@ -111,12 +113,15 @@ class Runner:
             return
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
+        template = self.template
+        if template is not None and template.seen != _file_identity(STATE_FILE):
+            template = None  # the state is no longer the initial state it was made on
         gc.freeze()  # the worker must not copy the runner's heap by collecting it
         pid = os.fork()
         if pid == 0:
             os.close(req_w)
             os.close(rep_r)
-            _worker(req_r, rep_w)
+            _worker(req_r, rep_w, template)
         os.close(req_r)
         os.close(rep_w)
         self.worker = Worker(pid, req_w, rep_r)
@@ -384,14 +389,50 @@ class Runner:
         self.stop_services()
         if self.sandboxed:
             self.sweep()
+        state = os.path.join(self.workspace, STATE_FILE)
+        keep = self.initial_state and self.template is not None and _same_file(state, self.template.inode)
         for directory in (self.workspace, *SCRATCH_DIRS):
             if directory != self.workspace and not self.sandboxed:
                 continue
-            _empty(directory)
+            _empty(directory, keep=state if keep else None)
         if self.initial_state:
-            shutil.copyfile(self.initial_state, os.path.join(self.workspace, STATE_FILE))
+            try:
+                shutil.copyfile(self.initial_state, state)  # in place when kept: the same file, the initial bytes
+            except OSError:
+                if not keep:
+                    raise
+                keep = False  # a tool made it unwritable, say: a new file then
+                os.unlink(state)
+                shutil.copyfile(self.initial_state, state)
+            self.prepare_template(kept=bool(keep))
         self.spawn_worker()
         return {"reset": True}
+
+    def prepare_template(self, kept):
+        """Have the runner's own connection to the state file (just reset to the initial state) ready
+        with its change triggers, for every worker forked while the file stays as it is now: a forked
+        worker takes it over as its own, and does not compile the triggers again (~10 ms with many
+        apps). The runner never uses the connection itself beyond this: it holds no lock and no
+        transaction when a worker is forked, its temporary tables live in memory (each worker's copy
+        its own), and its cached pages are of the initial state the file holds again after each reset
+        (the file is rewritten in place, so the connection's file stays the state file)."""
+        template = self.template
+        if template is None or not kept:
+            if template is not None:
+                template.drop()
+            template = self.template = _StateConnection()
+            try:
+                template.open().execute("PRAGMA temp_store = MEMORY")
+                template.inode = os.stat(STATE_FILE).st_ino
+            except (sqlite3.Error, OSError):
+                template.drop()
+                self.template = None
+                return
+        ok = template.watch()
+        template.release(ok)
+        if not ok or template.seen is None:
+            template.drop()
+            self.template = None
 
     # ------------------------------------------------------------------ loop
 
@@ -441,22 +482,24 @@ class Runner:
                 after(request, reply)
 
 
-def _worker(req_r, rep_w):
-    """The worker: waits for a request, runs it under its limits, replies; until its pipe closes."""
+def _worker(req_r, rep_w, template=None):
+    """The worker: waits for a request, runs it under its limits, replies; until its pipe closes.
+    ``template``: the runner's connection to the state, taken over as the worker's own."""
     # The tool's own output goes nowhere: the runner's stdout is the reply stream (a printed
     # line would be read as the reply, forged or garbled), and nobody drains stderr.
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
+    kept = _fds_of(STATE_FILE) if template is not None else set()  # the template's own file
     for fd in _open_fds():  # nor does it get the runner's connection to the host
-        if fd > 2 and fd not in (req_r, rep_w):
+        if fd > 2 and fd not in (req_r, rep_w) and fd not in kept:
             try:
                 os.close(fd)
             except OSError:
                 pass
     os.setsid()  # its own process group, so that the runner kills whatever it starts
-    state = _StateConnection()
+    state = template if template is not None else _StateConnection()
     _warm_up(state)
     requests = os.fdopen(req_r, "rb")
     limited = False
@@ -505,6 +548,7 @@ class _StateConnection:
 
     def __init__(self):
         self.conn = None
+        self.inode = None  # of the file it was opened on (the runner's template only)
         self.seen = None
         self.watched = None  # (connection, schema version) the change triggers were made for
 
@@ -781,13 +825,41 @@ def _reap_any():
             return
 
 
-def _empty(directory):
+def _same_file(path, inode):
+    """Whether ``path`` is a plain file (not a link) with that inode and no other name."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_ino == inode and st.st_nlink == 1
+
+
+def _fds_of(path):
+    """The open descriptors of this process on the file at ``path``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return set()
+    found = set()
+    for fd in _open_fds():
+        try:
+            other = os.fstat(fd)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            found.add(fd)
+    return found
+
+
+def _empty(directory, keep=None):
     try:
         entries = os.listdir(directory)
     except OSError:
         return
     for name in entries:
         path = os.path.join(directory, name)
+        if path == keep:
+            continue
         try:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)

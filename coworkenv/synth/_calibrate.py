@@ -12,7 +12,6 @@ like any other.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
@@ -66,11 +65,7 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     store = host.store
     if hack_probes and not as_written and not any(is_guard(check) for check in task.checks):
         workspace = host.workspace(task.workspace_id)
-        initial = sqlite3.connect(host.initial_state(workspace))
-        try:
-            task = harden(task, workspace, initial)
-        finally:
-            initial.close()
+        task = harden(task, workspace, host.initial_connection(workspace))
         if record:
             store.put_task(task)
     ref_id, reference = await _play(host, task, task.reference, task.reference_answer)
@@ -133,11 +128,7 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
 async def play_probes(host: EpisodeHost, task: Task) -> dict[str, str]:
     """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it."""
     workspace = host.workspace(task.workspace_id)
-    initial = sqlite3.connect(host.initial_state(workspace))
-    try:
-        found = probes(task, workspace, initial)
-    finally:
-        initial.close()
+    found = probes(task, workspace, host.initial_connection(workspace))
     outcomes = {}
     for name, probe in found.items():
         if probe is None:

@@ -125,11 +125,14 @@ def _kept(conn: sqlite3.Connection, what: str, make: Callable[[], Any]) -> Any:
     return made
 
 
-def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
+def changed_records(before: sqlite3.Connection, after: sqlite3.Connection,
+                    before_image: StateImage | None = None) -> dict[str, list[str]]:
     """Table → keys of the rows that differ between two states (changed, created or deleted). Only
-    the tables whose pages differ are read (``changed_tables``)."""
+    the tables whose pages differ are read (``changed_tables``). ``before_image``: ``before``'s, where
+    the caller has it (kept with ``before`` otherwise, for the next comparison with it)."""
     changed = {}
-    candidates = changed_tables(_kept(before, "image", lambda: StateImage.of(before)), after)
+    image = before_image or _kept(before, "image", lambda: StateImage.of(before))
+    candidates = changed_tables(image, after)
     for table in ordinary_tables(after):
         if table.startswith("world_") or (candidates is not None and table not in candidates):
             continue
@@ -165,28 +168,52 @@ class _Fields:
         return [found[k] for k in sorted(found)]
 
     def distinct(self, table: str, column: str) -> list[str] | None:
-        """The column's distinct values as text; None when there are more than a field has."""
         if (table, column) not in self._distinct:
-            values = [str(r[0]) for r in self.conn.execute(
-                f'select distinct cast("{column}" as text) from "{table}" where "{column}" is not null '
-                f"limit {MAX_CANDIDATE_VALUES + 1}")]
-            self._distinct[(table, column)] = values if len(values) <= MAX_CANDIDATE_VALUES else None
+            self._distinct[(table, column)] = _distinct(self.conn, table, column)
         return self._distinct[(table, column)]
 
 
-def _fields(conn: sqlite3.Connection, only: set[str] | None = None) -> _Fields:
-    """The state's ``_Fields`` (of the tables ``only``, when given), kept while it has not changed."""
-    tables = [t for t in ordinary_tables(conn) if not t.startswith("world_") and (only is None or t in only)]
-    return _kept(conn, f"fields {sorted(only) if only is not None else '*'}", lambda: _Fields(conn, tables))
+def _fields(conn: sqlite3.Connection) -> _Fields:
+    """The state's ``_Fields``, kept while it has not changed."""
+    return _kept(conn, "fields", lambda: _Fields(conn, [t for t in ordinary_tables(conn) if not t.startswith("world_")]))
+
+
+def _columns_holding(conn: sqlite3.Connection, tables: list[str], wanted: str) -> list[tuple[str, str]]:
+    """The app columns of ``tables`` in which ``wanted`` is found (as ``_Fields.columns`` finds them),
+    by one scan of each table: for a state looked at once (a reference's final state), cheaper than
+    indexing every value."""
+    found = []
+    for table in tables:
+        columns = [r[1] for r in conn.execute(f'pragma table_info("{table}")')]
+        if not columns:
+            continue
+        holds = ", ".join(f"""max(typeof("{c}") != 'blob' and lower(cast("{c}" as text)) = :v)""" for c in columns)
+        row = conn.execute(f'select {holds} from "{table}"', {"v": wanted}).fetchone()
+        found += [(table, column) for column, held in zip(columns, row, strict=True) if held]
+    return found
+
+
+def _distinct(conn: sqlite3.Connection, table: str, column: str) -> list[str] | None:
+    """The column's distinct values as text; None when there are more than a field has."""
+    values = [str(r[0]) for r in conn.execute(
+        f'select distinct cast("{column}" as text) from "{table}" where "{column}" is not null '
+        f"limit {MAX_CANDIDATE_VALUES + 1}")]
+    return values if len(values) <= MAX_CANDIDATE_VALUES else None
 
 
 def _field_values(conn: sqlite3.Connection, value: str, only: set[str] | None = None) -> list[str]:
     """Every distinct value of the app columns in which ``value`` is found (a field's candidates);
-    of the tables ``only``, when given."""
+    of the tables ``only``, when given (a state looked at once: its tables are scanned, not indexed)."""
     found: list[str] = []
-    fields = _fields(conn, only)
-    for table, column in fields.columns(value.strip().casefold()):
-        values = fields.distinct(table, column)
+    wanted = value.strip().casefold()
+    if only is None:
+        fields = _fields(conn)
+        holding, distinct = fields.columns(wanted), fields.distinct
+    else:
+        tables = [t for t in ordinary_tables(conn) if not t.startswith("world_") and t in only]
+        holding, distinct = _columns_holding(conn, tables, wanted), lambda t, c: _distinct(conn, t, c)
+    for table, column in holding:
+        values = distinct(table, column)
         if values is not None:
             found += [v for v in values if 0 < len(v.strip()) <= MAX_CANDIDATE_LENGTH and v not in found]
     return found
@@ -223,10 +250,18 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
         if not any(isinstance(c, UnchangedCheck) for c in checks):
             checks.append(UnchangedCheck(
                 id="nothing_else", description="nothing but the records the task is about was changed",
-                allowed=allowed, digest=state_digest(final, allowed)))
+                allowed=allowed, digest=_digest(initial, final, allowed)))
         return task.model_copy(update={"checks": checks})
     finally:
         final.close()
+
+
+def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, allowed: dict[str, list[str]]) -> str:
+    """``state_digest`` of ``final``, a state made from ``initial``: the parts of the tables whose
+    pages did not change are ``initial``'s, worked out once for every task over it."""
+    changed = changed_tables(_kept(initial, "image", lambda: StateImage.of(initial)), final)
+    same = set() if changed is None else set(ordinary_tables(final)) - changed
+    return state_digest(final, allowed, parts=_kept(initial, "digest parts", dict), same=same)
 
 
 def reference_holds(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> bool:
@@ -286,7 +321,7 @@ def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> lis
             assert spec is not None
             before = copy_state(state)
             try:
-                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state):
+                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, StateImage.of(before)):
                     extra.append(step)
             finally:
                 before.close()
@@ -304,6 +339,7 @@ def _destructive(task: Task, workspace: Workspace, initial: sqlite3.Connection) 
     apps = list(dict.fromkeys([*used_apps, *(app.name for app in workspace.apps)]))
     touched = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
     final = dry_run(initial, workspace, task, task.reference)
+    image = StateImage.of(final)  # compared with each trial below
     try:
         for app in apps:
             spec_app = next(a for a in workspace.apps if a.name == app)
@@ -317,7 +353,7 @@ def _destructive(task: Task, workspace: Workspace, initial: sqlite3.Connection) 
                     for key in _other_keys(final, table, touched, 3):
                         trial = copy_state(final)
                         try:
-                            if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial):
+                            if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial, image):
                                 return ReferenceStep(tool=tool.name, arguments={required[0]: key})
                         finally:
                             trial.close()

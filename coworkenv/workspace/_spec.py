@@ -7,6 +7,7 @@ import random
 import re
 import sqlite3
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -243,12 +244,15 @@ _DIGEST_PARTS_LOCK = threading.Lock()  # episodes are graded in threads
 DIGEST_BASES = 8  # state bases whose parts are kept
 
 
-def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> str:
+def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
+                 parts: dict[str, bytes] | None = None, same: Collection[str] = ()) -> str:
     """A hash of every record of ``state`` except the rows ``allowed`` (table → keys) names: what
-    must stay as it was. A table a state opened over a base did not replace is hashed once per base."""
+    must stay as it was. A table a state opened over a base did not replace is hashed once per base.
+    ``parts``: the parts of another state's digest (table → part), kept by the caller, and ``same``:
+    the tables ``state`` holds exactly as that state does; theirs are taken from ``parts`` (or added)."""
     digest = hashlib.sha256()
     base = state.base if isinstance(state, StateConnection) else None
-    kept = None
+    kept, unchanged = parts, (lambda table: table in same)
     if base is not None:
         with _DIGEST_PARTS_LOCK:
             kept = _DIGEST_PARTS.get(base)
@@ -256,11 +260,12 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]]) -> st
                 if len(_DIGEST_PARTS) >= DIGEST_BASES:
                     _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)))
                 kept = _DIGEST_PARTS[base] = {}
+        unchanged = lambda table: table not in state.replaced  # type: ignore[union-attr]
     for table in ordinary_tables(state):
         if table.startswith("world_"):
             continue
         skip = set(allowed.get(table, ()))
-        reusable = kept is not None and not skip and table not in state.replaced  # type: ignore[union-attr]
+        reusable = kept is not None and not skip and unchanged(table)
         part = kept.get(table) if reusable and kept is not None else None
         if part is None:
             part = _digest_part(state, table, skip)
