@@ -548,7 +548,7 @@ class _StateConnection:
 
     def __init__(self):
         self.conn = None
-        self.inode = None  # of the file it was opened on (the runner's template only)
+        self.inode = 0  # of the file it was opened on (the runner's template only)
         self.seen = None
         self.watched = None  # (connection, schema version) the change triggers were made for
 
