@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,11 @@ from ..workspace import (
     apps_dir,
     bundle_hash,
     STATE_BASE,
+    FixedState,
     StateImage,
     dump_state,
     dump_state_changes,
+    fixed_state,
     state_hashes,
     workspace_hash,
     write_initial_state,
@@ -74,7 +75,7 @@ class EpisodeHost:
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
-        self._initial_connections: dict[str, sqlite3.Connection] = {}  # workspace hash -> an in-memory copy
+        self._initial_connections: dict[str, FixedState] = {}  # workspace hash -> an in-memory copy
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -169,16 +170,14 @@ class EpisodeHost:
         """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""
         return self._base(workspace)[2]
 
-    def initial_connection(self, workspace: Workspace) -> sqlite3.Connection:
+    def initial_connection(self, workspace: Workspace) -> FixedState:
         """The workspace's initial state in memory, one connection kept per workspace (for the event
         loop's thread): what is worked out of it (page owners, a value index) is kept with it from
         one task to the next. Read it or copy it; never change it."""
         key = self._workspace_hash(workspace)
         conn = self._initial_connections.get(key)
         if conn is None:
-            conn = sqlite3.connect(":memory:")
-            conn.deserialize(self._base(workspace)[2].image)
-            self._initial_connections[key] = conn
+            conn = self._initial_connections[key] = fixed_state(self._base(workspace)[2].image)
         return conn
 
     def unchanged_state(self, workspace: Workspace) -> str:

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from pathlib import Path
 
-from ..workspace import ASK_TOOL, CAPABILITIES, AnswerCheck, Task, Workspace, build_workspace, write_initial_state
+from ..workspace import (
+    ASK_TOOL,
+    CAPABILITIES,
+    AnswerCheck,
+    FixedState,
+    Task,
+    Workspace,
+    build_workspace,
+    fixed_state,
+    write_initial_state,
+)
 from ._probes import harden, reference_holds
 from ._profile import allocate
 from ._compose import SHAPES
@@ -72,11 +82,9 @@ def generate_tasks(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED,
     return made.workspaces, made.tasks
 
 
-def _in_memory(path: Path) -> sqlite3.Connection:
+def _in_memory(path: Path) -> FixedState:
     """A workspace's initial state loaded into memory (templates query it, every dry run copies it)."""
-    conn = sqlite3.connect(":memory:")
-    conn.deserialize(path.read_bytes())
-    return conn
+    return fixed_state(path.read_bytes())
 
 
 def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,

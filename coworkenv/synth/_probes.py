@@ -34,6 +34,7 @@ from ..workspace import (
     ASK_TOOL,
     AnswerCheck,
     Faults,
+    FixedState,
     ReferenceStep,
     StateImage,
     Task,
@@ -113,6 +114,10 @@ KEPT_STATES = 8  # what is worked out of states compared again and again (a work
 def _kept(conn: sqlite3.Connection, what: str, make: Callable[[], Any]) -> Any:
     """``make()`` of ``conn`` (``what`` names it), kept while the state has not changed (by its count
     of changed rows) for the next use: a state that only copies are made of is compared many times."""
+    if isinstance(conn, FixedState):
+        if what not in conn.kept:
+            conn.kept[what] = make()
+        return conn.kept[what]
     key = (id(conn), what)
     kept = _KEPT.get(key)
     if kept is not None and kept[0] is conn and kept[1] == conn.total_changes:

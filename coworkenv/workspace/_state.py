@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from . import apps as _apps
 from ._spec import (
@@ -233,6 +234,23 @@ class StateImage:
         return cls(conn.serialize())
 
 
+class FixedState(sqlite3.Connection):
+    """A connection to a state whose records nothing changes (a workspace's initial state, which
+    templates read and dry runs copy; an app's search may still make temporary tables in it): what is
+    worked out of it is kept in ``kept`` for as long as the connection lives."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kept: dict[str, Any] = {}
+
+
+def fixed_state(image: bytes) -> FixedState:
+    """A ``FixedState`` in memory holding the state ``image`` (a state file's bytes)."""
+    conn = sqlite3.connect(":memory:", factory=FixedState)
+    conn.deserialize(image)
+    return conn
+
+
 def _schema(conn: sqlite3.Connection) -> dict[str, tuple]:
     return {row[1]: row for row in conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")}
 
@@ -291,9 +309,7 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
                                                  "AND name NOT LIKE 'sqlite_%'")]
         hashes = table_hashes(conn, None if candidates is None else [t for t in tables if t in candidates])
         changed = [t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]]
-        for table in tables:
-            if table not in changed:
-                conn.execute(f'DROP TABLE "{table}"')
+        _forget_tables(conn, [t for t in tables if t not in changed])
         if blob_sink is not None:
             _reference_blobs(conn, blob_sink)
         drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in tables)]]
@@ -317,6 +333,30 @@ def _image(source: str | Path | bytes) -> sqlite3.Connection:
     conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
     _drop_virtual(conn)
     return conn
+
+
+def _forget_tables(conn: sqlite3.Connection, names: list[str]) -> None:
+    """Leave the tables ``names`` out of what the connection sees, as ``DROP TABLE`` of each would
+    (their indexes and triggers, and their ``sqlite_sequence`` rows, go with them) but without
+    freeing their pages: a throwaway copy is dumped next, and dropping tens of tables one by one
+    cost more than the rest of the dump. Never for a database that is kept."""
+    if not names:
+        return
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    sequence = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").fetchone() is not None
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        for start in range(0, len(names), 500):
+            chunk = names[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            if sequence:
+                conn.execute(f"DELETE FROM sqlite_sequence WHERE name IN ({marks})", chunk)
+            conn.execute(f"DELETE FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
+                         f"AND tbl_name IN ({marks})", chunk)
+        conn.execute(f"PRAGMA schema_version = {version + 1}")  # the connection reads the schema again
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+    conn.commit()
 
 
 def _drop_virtual(conn: sqlite3.Connection) -> None:

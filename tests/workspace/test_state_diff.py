@@ -35,6 +35,10 @@ EDITS = {
     "new table": ["create table extra (k text primary key, v) without rowid", "insert into extra values ('a', 1)"],
     "dropped table": ["drop table tasks_items"],
     "new index": ["create index extra_folder on mail_messages (folder)"],
+    "autoincrement": ["insert into finance_approvals (record, action, actor, date) values ('x', 'paid', 'a', '2026-01-01')"],
+    "trigger and view": ["create view open_tickets as select * from tasks_items",
+                         "create trigger stamp after update on mail_messages begin select 1; end",
+                         "update mail_messages set subject = 'again' where id = (select max(id) from mail_messages)"],
     "grown": ["insert into files_files select * from files_files where 0",
               "create table big (x)", "insert into big select randomblob(5000) from mail_messages"],
 }
@@ -97,3 +101,32 @@ def test_the_digest_of_a_state_opened_over_its_base_is_that_of_the_whole_state(i
                 assert state_digest(opened, allowed) == expected
             finally:
                 opened.close()
+
+
+def _dropped_and_dumped(final: bytes, base: str, base_hashes: dict[str, str]) -> str:
+    """What an episode keeps of ``final``, made the plain way: every table whose records are the base's
+    dropped (with its indexes, triggers and sequence), then the rest dumped."""
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(final)
+    tables = [r[0] for r in conn.execute("select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")]
+    hashes = table_hashes(conn)
+    changed = [t for t in tables if base_hashes.get(t) != hashes[t]]
+    for table in tables:
+        if table not in changed:
+            conn.execute(f'drop table "{table}"')
+    drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in tables)]]
+    return "\n".join([f"-- coworkenv-state-base: {base}", *drops, *conn.iterdump()])
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_kept_changes_are_those_of_dropping_every_unchanged_table(initial: Path, edit: str):
+    """The kept changes leave the unchanged tables out exactly as dropping them would: their indexes,
+    triggers and AUTOINCREMENT sequences go with them, views stay; and they rebuild the final state."""
+    final = edited(initial, EDITS[edit])
+    hashes = state_hashes(initial)
+    kept = dump_state_changes(final, "base", hashes, base_image=StateImage(initial.read_bytes()))
+    assert kept == _dropped_and_dumped(final, "base", hashes)
+    rebuilt = load_state(resolve_state(kept, lambda _: dump_state(initial)))
+    expected = sqlite3.connect(":memory:")
+    expected.deserialize(final)
+    assert table_hashes(rebuilt) == table_hashes(expected)
