@@ -419,7 +419,7 @@ class Store:
         """Record a new running episode; ``owner`` names the process that runs it (``host:pid:start``)."""
         episode_id = episode_id or new_id("ep")
         with self.transaction() as db:
-            db.table("episodes").insert(
+            _insert(db, "episodes",
                 {
                     "id": episode_id,
                     "task_id": task_id,
@@ -456,8 +456,7 @@ class Store:
         with self.transaction() as db:  # after every deferred call of the episode is written
             with self._pending_lock:
                 self._next_idx.pop(episode_id, None)
-            db.table("episodes").update(
-                episode_id,
+            _update(db, "episodes", episode_id,
                 {
                     "status": "failed" if error else "abandoned" if abandoned else "ended",
                     "final_answer": storable(final_answer),
@@ -723,12 +722,12 @@ class Store:
             key = [verdict.episode_id, verdict.grader_version]
             db.execute("delete from verdicts where episode_id = ? and grader_version = ?", key)
             db.execute("delete from grades where episode_id = ? and grader_version = ?", key)
-            grade_id = db.table("grades").insert({
+            grade_id = _insert(db, "grades", {
                 "episode_id": verdict.episode_id, "grader_version": verdict.grader_version,
                 "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
                 "score": verdict.score, "checks": json.dumps([asdict(c) for c in verdict.checks]), "created_at": now(),
-            }).last_pk
-            db.table("verdicts").insert({
+            })
+            _insert(db, "verdicts", {
                 "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,
                 "admitted": int(verdict.admitted), "reason": verdict.reason, "grader_hash": verdict.grader_hash,
                 "created_at": now(),
@@ -925,3 +924,29 @@ def _training_run(r: dict[str, Any]) -> TrainingRunRow:
     return TrainingRunRow(r["id"], r["kind"], r["base_model"] or "", r["data_path"] or "", r["data_hash"] or "",
                           r["rows"] or 0, _json(r["config"], {}), r["status"], _json(r["metrics"], {}),
                           r["output_dir"] or "", r["error"] or "", r["started_at"], r["ended_at"])
+
+
+def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> int:
+    """Insert ``row`` (plain values only: text, numbers, bytes, None) into ``table``; its rowid.
+    The statement by hand: the hot paths of an episode (its start, end and verdict) skip the
+    introspection a sqlite-utils insert does for every row."""
+    _plain(table, row)
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    cursor = db.conn.execute(f'insert into "{table}" ({columns}) values ({marks})', list(row.values()))
+    return cursor.lastrowid or 0
+
+
+def _update(db: sqlite_utils.Database, table: str, key: str, row: dict[str, Any]) -> None:
+    """Set the columns of ``row`` (plain values only) on the row of ``table`` whose ``id`` is ``key``."""
+    _plain(table, row)
+    assignments = ", ".join(f'"{c}" = ?' for c in row)
+    cursor = db.conn.execute(f'update "{table}" set {assignments} where id = ?', [*row.values(), key])
+    if cursor.rowcount != 1:
+        raise StoreError(f"no {table} row {key!r} to update")
+
+
+def _plain(table: str, row: dict[str, Any]) -> None:
+    for column, value in row.items():
+        if value is not None and not isinstance(value, (str, int, float, bytes)):
+            raise TypeError(f"{table}.{column}: {type(value).__name__} is not a plain value")

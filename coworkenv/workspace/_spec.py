@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +244,8 @@ class StateConnection(sqlite3.Connection):
 _DIGEST_PARTS: dict[str, dict[str, bytes]] = {}  # state base -> table -> its part of ``state_digest`` (nothing skipped)
 _DIGEST_PARTS_LOCK = threading.Lock()  # episodes are graded in threads
 DIGEST_BASES = 8  # state bases whose parts are kept
+_BASE_DIGESTS: dict[str, OrderedDict[str, str]] = {}  # state base -> allowed (as JSON) -> the base's own digest
+BASE_DIGESTS = 256  # digests kept per base (one per task graded on an unchanged state)
 
 
 def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
@@ -253,13 +257,22 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
     digest = hashlib.sha256()
     base = state.base if isinstance(state, StateConnection) else None
     kept, unchanged = parts, (lambda table: table in same)
+    whole = None  # the digests of the base itself, when the state is its base unchanged
     if base is not None:
         with _DIGEST_PARTS_LOCK:
             kept = _DIGEST_PARTS.get(base)
             if kept is None:
                 if len(_DIGEST_PARTS) >= DIGEST_BASES:
+                    _BASE_DIGESTS.pop(next(iter(_DIGEST_PARTS)), None)
                     _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)))
                 kept = _DIGEST_PARTS[base] = {}
+                _BASE_DIGESTS[base] = OrderedDict()
+            if not state.replaced:  # type: ignore[union-attr]
+                whole = _BASE_DIGESTS[base]
+                known = whole.get(key := json.dumps(allowed, sort_keys=True))
+                if known is not None:
+                    whole.move_to_end(key)
+                    return known
         unchanged = lambda table: table not in state.replaced  # type: ignore[union-attr]
     for table in ordinary_tables(state):
         if table.startswith("world_"):
@@ -272,7 +285,13 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
             if reusable and kept is not None:
                 kept[table] = part
         digest.update(part)
-    return digest.hexdigest()[:24]
+    found = digest.hexdigest()[:24]
+    if whole is not None:
+        with _DIGEST_PARTS_LOCK:
+            whole[json.dumps(allowed, sort_keys=True)] = found
+            while len(whole) > BASE_DIGESTS:
+                whole.popitem(last=False)
+    return found
 
 
 def _digest_part(state: sqlite3.Connection, table: str, skip: set[str]) -> bytes:
