@@ -1,12 +1,15 @@
 """A warm pool: ready sandboxes per initial state, so that an episode starts without waiting.
 
-``acquire`` hands out a started sandbox (a ready one when there is one, else it starts one) and,
+``acquire`` hands out a started sandbox (a ready one when there is one; else one being reset when
+there is one, which takes milliseconds; else it starts one) and,
 when it hands out the last ready one, tops the pool up to ``size`` ready ones in the background (not
 before: back to back, an episode's sandbox, reset in place, comes back long before a new one would
 have started, which would then be thrown away); ``release`` resets a sandbox to its
 initial state (a restore in the same sandbox, not a rebuild) and keeps it for a next episode while
-at most ``size`` are ready (so the pool holds ``size + 1`` and back-to-back episodes recycle their
-sandboxes instead of starting new ones), or closes it when there are more or the reset fails.
+at most ``size`` plus the most handed out at once in the last ``BUSY_S`` seconds are ready (one
+episode at a time, the pool holds ``size + 1``; n at once, ``size + n``: back-to-back episodes
+recycle their sandboxes instead of starting new ones and throwing spares away, also between
+bursts), or closes it when there are more or the reset fails.
 Whatever the pool holds is closed by ``close`` and, should the process end without it (Ctrl-C), by
 an exit hook.
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import logging
+import time
 import weakref
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -26,6 +31,8 @@ from ._backends import cleanup, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError
 
 RESET_TIMEOUT_S = 30.0
+BUSY_S = 30.0  # how long the most sandboxes handed out at once counts for what a release keeps
+RESET_WAIT_S = 2.0  # how long an acquire that finds none ready waits for one being reset, before starting one
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +57,11 @@ class SandboxPool:
         self.limits = limits or Limits()
         self.settings = settings or PoolSettings()
         self.config = config
-        self.stats: Counter[str] = Counter()  # warm, cold, recycled (clean: without a reset), discarded
+        self.stats: Counter[str] = Counter()  # started, warm, cold, recycled (clean: without a reset), discarded
+        self._out: Counter[Path] = Counter()  # handed out and not released yet, per initial state
+        self._resetting: Counter[Path] = Counter()  # being reset on their way back
+        self._busiest: dict[Path, tuple[int, float]] = {}  # the most handed out at once lately, and when
+        self._returned: asyncio.Condition | None = None  # a sandbox became ready, or a reset ended
         self._idle: OrderedDict[Path, list[Sandbox]] = OrderedDict()
         self._starting: Counter[Path] = Counter()
         self._live: set[Sandbox] = set()
@@ -67,6 +78,7 @@ class SandboxPool:
     async def _new(self, key: Path) -> Sandbox:
         sandbox = create_sandbox(self.backend, key, limits=self.limits, config=self.config)
         self._live.add(sandbox)
+        self.stats["started"] += 1
         try:
             await sandbox.start()
         except BaseException:
@@ -84,6 +96,8 @@ class SandboxPool:
             self._spawn(self._sweep())
         key = Path(initial_state).resolve()
         ready = self._idle.get(key)
+        if not ready and self._resetting[key]:
+            ready = await self._wait_for_reset(key)
         if ready:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
@@ -91,17 +105,46 @@ class SandboxPool:
         else:
             sandbox = await self._new(key)
             self.stats["cold"] += 1
+        self._out[key] += 1
+        busiest, since = self._busiest.get(key, (0, 0.0))
+        now = time.monotonic()
+        if self._out[key] >= busiest or now - since > BUSY_S:
+            self._busiest[key] = (self._out[key], now)
         if not self._idle.get(key):
             self._spawn(self._fill(key))
         return sandbox
 
+    async def _wait_for_reset(self, key: Path) -> list[Sandbox] | None:
+        """The ready sandboxes of ``key`` once one of those being reset is ready (or none is being
+        reset any more, or ``RESET_WAIT_S`` passed): far sooner than a new one would start."""
+        returned = self._returned = self._returned or asyncio.Condition()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RESET_WAIT_S), returned:
+                await returned.wait_for(lambda: bool(self._idle.get(key)) or not self._resetting[key])
+        return self._idle.get(key)
+
+    async def _notify(self) -> None:
+        if self._returned is not None:
+            async with self._returned:
+                self._returned.notify_all()
+
     async def release(self, sandbox: Sandbox) -> None:
         """Keep ``sandbox`` for another episode, reset to its initial state (unless nothing was run
         or written in it since it was handed out), or close it."""
+        self._given_back(sandbox)
+        await self._release(sandbox)
+
+    def _given_back(self, sandbox: Sandbox) -> None:
         key = sandbox.initial_state.resolve()
-        if self._closed or self.settings.size == 0 or self.idle(key) > self.settings.size:
+        if self._out[key] > 0:
+            self._out[key] -= 1
+
+    async def _release(self, sandbox: Sandbox) -> None:
+        key = sandbox.initial_state.resolve()
+        if self._closed or self.settings.size == 0 or self.idle(key) > self._keep(key):
             await self._discard(sandbox)
             return
+        self._resetting[key] += 1
         try:
             if sandbox.used or sandbox.closed:  # a closed one fails its reset and goes
                 async with asyncio.timeout(RESET_TIMEOUT_S):
@@ -109,19 +152,32 @@ class SandboxPool:
             else:
                 self.stats["clean"] += 1
         except (TimeoutError, SandboxError, OSError):
+            self._resetting[key] -= 1
+            await self._notify()
             await self._discard(sandbox)
             return
-        if self._closed or self.idle(key) > self.settings.size:  # others came back during the reset
+        self._resetting[key] -= 1
+        if self._closed or self.idle(key) > self._keep(key):  # others came back during the reset
+            await self._notify()
             await self._discard(sandbox)
             return
         self._idle.setdefault(key, []).append(sandbox)
         self._idle.move_to_end(key)
         self.stats["recycled"] += 1
+        await self._notify()
         await self._trim()
+
+    def _keep(self, key: Path) -> int:
+        """How many ready sandboxes of ``key`` a release may add to: ``size``, plus one for each
+        sandbox handed out at once lately (each will be wanted again as soon as its run's next
+        episode starts)."""
+        busiest, since = self._busiest.get(key, (0, 0.0))
+        return self.settings.size + (max(busiest, self._out[key]) if time.monotonic() - since <= BUSY_S else self._out[key])
 
     def release_soon(self, sandbox: Sandbox) -> None:
         """``release`` in the background (an episode's end does not wait for the reset)."""
-        self._spawn(self.release(sandbox))
+        self._given_back(sandbox)  # no longer handed out, from now
+        self._spawn(self._release(sandbox))
 
     async def _discard(self, sandbox: Sandbox) -> None:
         self._live.discard(sandbox)
@@ -129,7 +185,7 @@ class SandboxPool:
         await sandbox.close()
 
     async def _fill(self, key: Path) -> None:
-        while not self._closed and self.idle(key) + self._starting[key] < self.settings.size \
+        while not self._closed and self.idle(key) + self._starting[key] + self._resetting[key] < self.settings.size \
                 and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
             self._starting[key] += 1
             try:
@@ -182,6 +238,8 @@ class SandboxPool:
         try:
             await self.drain()
             self._idle.clear()
+            self._out.clear()
+            self._busiest.clear()
             live, self._live = list(self._live), set()
             for sandbox in live:
                 await sandbox.close()
