@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from pydantic import BaseModel
@@ -36,6 +37,7 @@ from ._user import UserSimulator, simulator
 
 log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
+INITIAL_CONNECTIONS = 8  # workspaces whose initial state a host keeps in memory for synthesis (probes, hardening)
 
 
 class EpisodeSettings(BaseModel):
@@ -75,7 +77,7 @@ class EpisodeHost:
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
-        self._initial_connections: dict[str, FixedState] = {}  # workspace hash -> an in-memory copy
+        self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -172,12 +174,16 @@ class EpisodeHost:
 
     def initial_connection(self, workspace: Workspace) -> FixedState:
         """The workspace's initial state in memory, one connection kept per workspace (for the event
-        loop's thread): what is worked out of it (page owners, a value index) is kept with it from
-        one task to the next. Read it or copy it; never change it."""
+        loop's thread), for the ``INITIAL_CONNECTIONS`` workspaces used last: what is worked out of it
+        (page owners, a value index) is kept with it from one task to the next. Read it or copy it;
+        never change it."""
         key = self._workspace_hash(workspace)
         conn = self._initial_connections.get(key)
         if conn is None:
             conn = self._initial_connections[key] = fixed_state(self._base(workspace)[2].image)
+            while len(self._initial_connections) > INITIAL_CONNECTIONS:  # the least recently used goes
+                self._initial_connections.popitem(last=False)  # (closed when nobody holds it any more)
+        self._initial_connections.move_to_end(key)
         return conn
 
     def unchanged_state(self, workspace: Workspace) -> str:

@@ -135,16 +135,33 @@ class SandboxPool:
         await self._release(sandbox)
 
     def _given_back(self, sandbox: Sandbox) -> None:
+        """``sandbox`` is no longer handed out and is on its way back (counted as being reset from
+        now: an acquire in the meantime waits for it rather than starting another)."""
         key = sandbox.initial_state.resolve()
         if self._out[key] > 0:
             self._out[key] -= 1
+        self._resetting[key] += 1
 
     async def _release(self, sandbox: Sandbox) -> None:
         key = sandbox.initial_state.resolve()
-        if self._closed or self.settings.size == 0 or self.idle(key) > self._keep(key):
+        try:
+            kept = await self._reset_and_keep(key, sandbox)
+            if kept:  # ready before anyone waiting for it hears of it
+                self._idle.setdefault(key, []).append(sandbox)
+                self._idle.move_to_end(key)
+                self.stats["recycled"] += 1
+        finally:
+            self._resetting[key] -= 1
+        await self._notify()
+        if not kept:
             await self._discard(sandbox)
             return
-        self._resetting[key] += 1
+        await self._trim()
+
+    async def _reset_and_keep(self, key: Path, sandbox: Sandbox) -> bool:
+        """Reset ``sandbox`` when it is to be kept; whether it is."""
+        if self._closed or self.settings.size == 0 or self.idle(key) > self._keep(key):
+            return False
         try:
             if sandbox.used or sandbox.closed:  # a closed one fails its reset and goes
                 async with asyncio.timeout(RESET_TIMEOUT_S):
@@ -152,20 +169,8 @@ class SandboxPool:
             else:
                 self.stats["clean"] += 1
         except (TimeoutError, SandboxError, OSError):
-            self._resetting[key] -= 1
-            await self._notify()
-            await self._discard(sandbox)
-            return
-        self._resetting[key] -= 1
-        if self._closed or self.idle(key) > self._keep(key):  # others came back during the reset
-            await self._notify()
-            await self._discard(sandbox)
-            return
-        self._idle.setdefault(key, []).append(sandbox)
-        self._idle.move_to_end(key)
-        self.stats["recycled"] += 1
-        await self._notify()
-        await self._trim()
+            return False
+        return not (self._closed or self.idle(key) > self._keep(key))  # others came back during the reset
 
     def _keep(self, key: Path) -> int:
         """How many ready sandboxes of ``key`` a release may add to: ``size``, plus one for each
@@ -240,6 +245,7 @@ class SandboxPool:
             self._idle.clear()
             self._out.clear()
             self._busiest.clear()
+            self._returned = None  # the next use may be on another event loop
             live, self._live = list(self._live), set()
             for sandbox in live:
                 await sandbox.close()

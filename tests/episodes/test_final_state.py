@@ -30,3 +30,24 @@ async def test_an_episode_keeps_its_changes_and_the_store_rebuilds_the_whole_sta
     base = load_state(host.store.final_state(idle.id))
     assert base.execute("select count(*) from mail_messages").fetchone() == \
         state.execute("select count(*) from mail_messages").fetchone() or task.capability == "single_write"
+
+
+async def test_the_initial_state_in_memory_is_the_built_one_and_kept_for_the_workspaces_used_last(host):
+    """``initial_connection`` holds the workspace's initial state as built (every table's records); the
+    same connection comes back for a workspace used lately, a fresh one for one used before the last
+    ``INITIAL_CONNECTIONS``."""
+    from coworkenv.episodes._host import INITIAL_CONNECTIONS
+    from coworkenv.workspace import build_workspace, state_hashes
+    from coworkenv.workspace._state import table_hashes
+
+    workspaces = [build_workspace(seed, ("mail", "calendar")) for seed in range(INITIAL_CONNECTIONS + 1)]
+    for workspace in workspaces:
+        host.store.put_workspace(workspace)
+    first = host.initial_connection(workspaces[0])
+    assert table_hashes(first) == state_hashes(host.initial_state(workspaces[0]))
+    assert host.initial_connection(workspaces[0]) is first
+    for workspace in workspaces[1:]:
+        host.initial_connection(workspace)
+    assert host.initial_connection(workspaces[-1]) is host.initial_connection(workspaces[-1])
+    again = host.initial_connection(workspaces[0])
+    assert again is not first and table_hashes(again) == table_hashes(first)
