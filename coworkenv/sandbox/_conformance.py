@@ -133,6 +133,7 @@ PROBE = textwrap.dedent('''
             return {"started": scribbling.wait(5)}
         if tool == "where":
             return {"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "uid": os.getuid(),
+                    "state_mode": os.stat("state.db").st_mode & 0o7777 if os.path.exists("state.db") else None,
                     "tmp": sorted(os.listdir("/tmp")), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
         if tool == "spin":
             while True:
@@ -372,12 +373,14 @@ async def check_resets_after_anything(bench: Bench) -> None:
         [("put_then_fail", {"key": "f", "value": "1"})],
         [],
     ]
+    modes: dict[str, int] = {}
     for number, calls in enumerate(episodes):
         for tool, args in calls:
             await probe(sb, tool, **args)
         await sb.reset()
         where = await probe(sb, "where")
         assert where.result["files"] == ["state.db"], (number, where.result)
+        assert where.result["state_mode"] == modes.setdefault("state", where.result["state_mode"]), number
         assert await sb.read_file("state.db") == initial, f"episode {number}: state.db differs after reset"
         replaced = await probe(sb, "put", key="seeded", value=f"episode {number}")
         assert replaced.ok and replaced.changes is not None, (number, replaced)

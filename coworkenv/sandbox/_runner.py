@@ -390,7 +390,8 @@ class Runner:
         if self.sandboxed:
             self.sweep()
         state = os.path.join(self.workspace, STATE_FILE)
-        keep = self.initial_state and self.template is not None and _same_file(state, self.template.inode)
+        template = self.template
+        keep = bool(self.initial_state) and template is not None and _same_file(state, template.inode)
         for directory in (self.workspace, *SCRATCH_DIRS):
             if directory != self.workspace and not self.sandboxed:
                 continue
@@ -398,13 +399,15 @@ class Runner:
         if self.initial_state:
             try:
                 shutil.copyfile(self.initial_state, state)  # in place when kept: the same file, the initial bytes
+                if keep and template is not None and stat.S_IMODE(os.stat(state).st_mode) != template.mode:
+                    os.chmod(state, template.mode)  # as a new file would have it
             except OSError:
                 if not keep:
                     raise
                 keep = False  # a tool made it unwritable, say: a new file then
                 os.unlink(state)
                 shutil.copyfile(self.initial_state, state)
-            self.prepare_template(kept=bool(keep))
+            self.prepare_template(kept=keep)
         self.spawn_worker()
         return {"reset": True}
 
@@ -423,7 +426,8 @@ class Runner:
             template = self.template = _StateConnection()
             try:
                 template.open().execute("PRAGMA temp_store = MEMORY")
-                template.inode = os.stat(STATE_FILE).st_ino
+                made = os.stat(STATE_FILE)
+                template.inode, template.mode = made.st_ino, stat.S_IMODE(made.st_mode)
             except (sqlite3.Error, OSError):
                 template.drop()
                 self.template = None
@@ -548,7 +552,7 @@ class _StateConnection:
 
     def __init__(self):
         self.conn = None
-        self.inode = 0  # of the file it was opened on (the runner's template only)
+        self.inode = self.mode = 0  # of the file it was opened on (the runner's template only)
         self.seen = None
         self.watched = None  # (connection, schema version) the change triggers were made for
 
