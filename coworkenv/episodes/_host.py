@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
@@ -137,9 +139,14 @@ class EpisodeHost:
         path = self.cache_dir / f"{workspace.id}-{self._workspace_hash(workspace)}" / STATE_FILE
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            write_initial_state(workspace, partial)
-            partial.replace(path)
+            # a file of this build's own: hosts (the workers of one server) share the cache folder, and a
+            # build killed halfway leaves its file behind; the finished state replaces the name at once
+            partial = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+            try:
+                write_initial_state(workspace, partial)
+                partial.replace(path)
+            finally:
+                partial.unlink(missing_ok=True)
         return path
 
     async def open(self, task: Task | str, provenance: Provenance) -> Episode:

@@ -51,3 +51,34 @@ async def test_the_initial_state_in_memory_is_the_built_one_and_kept_for_the_wor
     assert host.initial_connection(workspaces[-1]) is host.initial_connection(workspaces[-1])
     again = host.initial_connection(workspaces[0])
     assert again is not first and table_hashes(again) == table_hashes(first)
+
+
+async def test_hosts_sharing_a_cache_build_an_initial_state_at_once_and_past_a_killed_build(store, tmp_path):
+    """Two hosts over one cache folder (the workers of one server) build the same workspace's initial
+    state at the same moment, beside what a build killed halfway left: each gets the whole state."""
+    import threading
+
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+    from coworkenv.workspace import build_workspace, state_hashes, write_initial_state
+
+    workspace = build_workspace(3, ("mail", "calendar", "files"))
+    store.put_workspace(workspace)
+    hosts = [EpisodeHost(store, EpisodeSettings(cache_dir=tmp_path / "cache")) for _ in range(2)]
+    expected = state_hashes(write_initial_state(workspace, tmp_path / "expected.db"))
+    path = hosts[0].cache_dir / f"{workspace.id}-{hosts[0]._workspace_hash(workspace)}" / "state.db"
+    path.parent.mkdir(parents=True)
+    half = path.with_suffix(".partial")  # where builds used to write, as a killed one left it
+    write_initial_state(workspace, half)
+    try:
+        built: list = []
+        threads = [threading.Thread(target=lambda h=h: built.append(h.initial_state(workspace))) for h in hosts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert built == [path, path]
+        assert state_hashes(path) == expected
+        assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, half.name])
+    finally:
+        for host in hosts:
+            await host.close()
