@@ -135,9 +135,13 @@ def changed_records(before: sqlite3.Connection, after: sqlite3.Connection,
     """Table → keys of the rows that differ between two states (changed, created or deleted). Only
     the tables whose pages differ are read (``changed_tables``). ``before_image``: ``before``'s, where
     the caller has it (kept with ``before`` otherwise, for the next comparison with it)."""
-    changed = {}
     image = before_image or _kept(before, "image", lambda: StateImage.of(before))
-    candidates = changed_tables(image, after)
+    return _records_in(before, after, changed_tables(image, after))
+
+
+def _records_in(before: sqlite3.Connection, after: sqlite3.Connection, candidates: set[str] | None) -> dict[str, list[str]]:
+    """``changed_records`` among the tables ``candidates`` (``changed_tables``' answer; None: every table)."""
+    changed = {}
     for table in ordinary_tables(after):
         if table.startswith("world_") or (candidates is not None and table not in candidates):
             continue
@@ -238,7 +242,8 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
     candidates they must not mention (see the module's doc)."""
     final = dry_run(initial, workspace, task, task.reference)
     try:
-        allowed = changed_records(initial, final)
+        tables = changed_tables(_kept(initial, "image", lambda: StateImage.of(initial)), final)
+        allowed = _records_in(initial, final, tables)
         checks: list[Any] = []
         for check in task.checks:
             if isinstance(check, AnswerCheck) and not check.excludes:
@@ -255,16 +260,16 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
         if not any(isinstance(c, UnchangedCheck) for c in checks):
             checks.append(UnchangedCheck(
                 id="nothing_else", description="nothing but the records the task is about was changed",
-                allowed=allowed, digest=_digest(initial, final, allowed)))
+                allowed=allowed, digest=_digest(initial, final, tables, allowed)))
         return task.model_copy(update={"checks": checks})
     finally:
         final.close()
 
 
-def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, allowed: dict[str, list[str]]) -> str:
-    """``state_digest`` of ``final``, a state made from ``initial``: the parts of the tables whose
-    pages did not change are ``initial``'s, worked out once for every task over it."""
-    changed = changed_tables(_kept(initial, "image", lambda: StateImage.of(initial)), final)
+def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, changed: set[str] | None,
+            allowed: dict[str, list[str]]) -> str:
+    """``state_digest`` of ``final``, a state made from ``initial`` whose ``changed_tables`` are
+    ``changed``: the parts of the other tables are ``initial``'s, worked out once for every task over it."""
     same = set() if changed is None else set(ordinary_tables(final)) - changed
     return state_digest(final, allowed, parts=_kept(initial, "digest parts", dict), same=same)
 

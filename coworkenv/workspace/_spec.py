@@ -257,14 +257,15 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
     digest = hashlib.sha256()
     base = state.base if isinstance(state, StateConnection) else None
     kept, unchanged = parts, (lambda table: table in same)
-    whole = None  # the digests of the base itself, when the state is its base unchanged
+    whole, key = None, ""  # the digests of the base itself (by allowed), when the state is its base unchanged
     if base is not None:
         with _DIGEST_PARTS_LOCK:
             kept = _DIGEST_PARTS.get(base)
             if kept is None:
                 if len(_DIGEST_PARTS) >= DIGEST_BASES:
-                    _BASE_DIGESTS.pop(next(iter(_DIGEST_PARTS)), None)
-                    _DIGEST_PARTS.pop(next(iter(_DIGEST_PARTS)))
+                    oldest = next(iter(_DIGEST_PARTS))
+                    _DIGEST_PARTS.pop(oldest)
+                    _BASE_DIGESTS.pop(oldest, None)
                 kept = _DIGEST_PARTS[base] = {}
                 _BASE_DIGESTS[base] = OrderedDict()
             if not state.replaced:  # type: ignore[union-attr]
@@ -288,7 +289,7 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
     found = digest.hexdigest()[:24]
     if whole is not None:
         with _DIGEST_PARTS_LOCK:
-            whole[json.dumps(allowed, sort_keys=True)] = found
+            whole[key] = found
             while len(whole) > BASE_DIGESTS:
                 whole.popitem(last=False)
     return found
