@@ -133,6 +133,9 @@ async def test_a_killed_worker_is_started_again_and_collection_loses_and_repeats
         with anyio.fail_after(60):  # started again on its socket, by the front
             while len(_workers_of(store_path)) < 2 or victim.pid in {p.pid for p in _workers_of(store_path)}:
                 await anyio.sleep(0.1)
+        with anyio.fail_after(60):  # the new process marks what the dead one held as it starts, not before
+            while any(e.status == "running" for e in store.episodes(source="teacher")):
+                await anyio.sleep(0.1)
 
     teacher = store.episodes(source="teacher")
     killed = [e for e in teacher if e.owner and f":{victim.pid}:" in e.owner]
