@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._hf import LocalChatModel, chat_text, check_local_model, parse_reply
     from ._messages import to_message, to_messages
     from ._oracle import REPAIR_MARK, OracleChatModel
-    from ._policy import Policy, PolicyChatModel, Trajectory
+    from ._policy import Policy, PolicyChatModel, ServedPolicy, Trajectory
     from ._providers import (
         PROVIDERS,
         Provider,
@@ -36,7 +36,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_hf": ("LocalChatModel", "chat_text", "check_local_model", "parse_reply"),
     "_messages": ("to_message", "to_messages"),
     "_oracle": ("REPAIR_MARK", "OracleChatModel"),
-    "_policy": ("Policy", "PolicyChatModel", "Trajectory"),
+    "_policy": ("Policy", "PolicyChatModel", "ServedPolicy", "Trajectory"),
     "_providers": (
         "PROVIDERS", "Provider", "ProviderError", "ProviderSettings", "ProviderSpec", "chat_model",
         "parse_provider", "provider_help", "provider_problem", "provider_usage",

@@ -19,15 +19,22 @@ that outgrew the model's context ends with an empty answer, as in ``LocalChatMod
 Episodes of a group play concurrently: each generation runs in a worker thread and holds the
 policy's lock (one forward pass at a time uses every core already), so tool calls of some episodes
 run while others generate.
+
+``ServedPolicy`` generates the same turns through a vLLM server instead (``/v1/completions`` with the
+context as token ids, so nothing is rendered or tokenized twice): the episodes' requests run at
+once and vLLM batches them. Whoever holds the trainer keeps the server's weights equal to the
+policy's (``coworkenv.trainer.VLLMWeightSync``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -72,11 +79,12 @@ class Trajectory:
 class Policy:
     """A model and its tokenizer in memory, generating one turn at a time (under a lock)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_tokens: int = 128, temperature: float = 1.0) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, max_tokens: int = 128, temperature: float = 1.0,
+                 context_limit: int | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.max_tokens, self.temperature = max_tokens, temperature
         self.end_id: int = tokenizer.eos_token_id  # the end of a turn (<|im_end|> in ChatML templates)
-        self.context_limit = getattr(model.config, "max_position_embeddings", 4096)
+        self.context_limit = context_limit or getattr(getattr(model, "config", None), "max_position_embeddings", 4096)
         self.lock = threading.Lock()
         self.generation_s = 0.0  # with the lock held, over every turn of every episode
 
@@ -98,10 +106,66 @@ class Policy:
             self.generation_s += time.perf_counter() - started
         new = out.sequences[0, len(context):].tolist()
         logprobs = scores[0].tolist()[:len(new)]
-        if self.end_id in new:
-            cut = new.index(self.end_id) + 1
-            new, logprobs = new[:cut], logprobs[:cut]
-        return new, logprobs
+        return _cut(new, logprobs, self.end_id)
+
+
+def _cut(new: list[int], logprobs: list[float], end_id: int) -> tuple[list[int], list[float]]:
+    """A turn's ids and log-probabilities up to and including its first end-of-turn token."""
+    if end_id in new:
+        cut = new.index(end_id) + 1
+        new, logprobs = new[:cut], logprobs[:cut]
+    return new, logprobs
+
+
+class ServedPolicy(Policy):
+    """The policy as a vLLM server serves it under ``model_name``: turns are sampled there, with
+    the sampling ``Policy`` uses (plain sampling at ``temperature``, no top-k or top-p cut; greedy
+    at 0) and the log-probabilities of the distribution sampled from (vLLM started with
+    ``--logprobs-mode processed_logprobs``). Requests are not serialised: vLLM batches them.
+
+    ``generation_s`` is the wall time during which at least one request was in flight."""
+
+    def __init__(self, base_url: str, model_name: str, tokenizer: Any, *, context_limit: int,
+                 max_tokens: int = 128, temperature: float = 1.0, timeout: float = 300.0) -> None:
+        super().__init__(None, tokenizer, max_tokens=max_tokens, temperature=temperature, context_limit=context_limit)
+        self.base_url, self.model_name = base_url.rstrip("/"), model_name
+        # the lock guards the in-flight count only
+        self._in_flight, self._busy_since = 0, 0.0
+        self.client = httpx.Client(timeout=timeout)
+
+    @contextmanager
+    def _busy(self):
+        with self.lock:
+            if not self._in_flight:
+                self._busy_since = time.perf_counter()
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self.generation_s += time.perf_counter() - self._busy_since
+
+    def generate(self, context: list[int]) -> tuple[list[int], list[float]]:
+        body: dict[str, Any] = {
+            "model": self.model_name, "prompt": context, "max_tokens": self.max_tokens,
+            "temperature": self.temperature, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
+            "logprobs": 0, "return_token_ids": True, "stop_token_ids": [self.end_id], "skip_special_tokens": False,
+        }
+        with self._busy():
+            response = self.client.post(f"{self.base_url}/completions", json=body)
+        if response.status_code != 200:
+            raise RuntimeError(f"vLLM answered {response.status_code} to a policy turn: {response.text[:300]}")
+        choice = response.json()["choices"][0]
+        new = list(choice.get("token_ids") or [])
+        logprobs = [float(x) if x is not None else 0.0 for x in (choice.get("logprobs") or {}).get("token_logprobs", [])]
+        if len(logprobs) != len(new):
+            raise RuntimeError(f"vLLM returned {len(new)} token ids and {len(logprobs)} log-probabilities for a turn")
+        return _cut(new, logprobs, self.end_id)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def _last_reply(chat: list[dict[str, Any]]) -> int | None:

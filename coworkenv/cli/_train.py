@@ -15,7 +15,7 @@ import warnings
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from pydantic import ValidationError
@@ -294,11 +294,11 @@ def train_dpo_command(
 def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **options) -> None:
     from ..loop import run_rl
     from ..server import running_http_server
-    from ..trainer import RLSettings, check_rl_training
+    from ..trainer import RLSettings, ServeError, WeightSyncError, check_rl_training
 
     try:
         settings = check_rl_training(RLSettings(**options))  # before the store is opened
-    except USER_ERRORS as exc:
+    except (*USER_ERRORS, ServeError) as exc:
         raise fail(_reason(exc)) from None
     quiet_training_logs()
     host = open_host(store, sandbox)  # the store must exist: its admitted tasks are the environments
@@ -313,7 +313,7 @@ def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **optio
 
     try:
         result, _ = asyncio.run(run())
-    except FloatingPointError as exc:  # the run was tried and diverged; it is recorded as failed
+    except (FloatingPointError, ServeError, WeightSyncError) as exc:  # tried and failed (recorded as failed)
         raise fail(str(exc), FAILED) from None
     except USER_ERRORS as exc:
         raise fail(_reason(exc)) from None
@@ -340,6 +340,13 @@ EpisodeStepsOpt = Annotated[int | None, typer.Option(
 NewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens per policy turn (a turn that "
                                            "reaches it is cut off).")]
 TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy).")]
+GenerationOpt = Annotated[Literal["transformers", "vllm"], typer.Option(
+    "--generation", help="Who samples the policy's turns: transformers (the trainer's model, in process) or vllm (a "
+    "vLLM server started for the run, its weights pushed before every step's rollouts and checked; vLLM's CPU "
+    "build cannot reload the weights of a model with tied embeddings in place: use --lora there).")]
+VLLMPythonOpt = Annotated[str | None, typer.Option(
+    "--vllm-python", envvar="COWORKENV_VLLM_PYTHON", help="--generation vllm: the interpreter that has vLLM "
+    "(default: this one).")]
 
 
 def _rl_command(kind: RLKind):
@@ -359,6 +366,8 @@ def _rl_command(kind: RLKind):
         max_steps_per_episode: EpisodeStepsOpt = None,
         max_new_tokens: NewTokensOpt = 128,
         temperature: TemperatureOpt = 1.0,
+        generation: GenerationOpt = "transformers",
+        vllm_python: VLLMPythonOpt = None,
         save_steps: SaveOpt = 50,
         lora: LoraOpt = False,
         lora_r: LoraROpt = 16,
@@ -374,7 +383,7 @@ def _rl_command(kind: RLKind):
                   num_generations=num_generations, batch_size=batch_size, learning_rate=lr, style=style,
                   max_steps_per_episode=max_steps_per_episode, max_new_tokens=max_new_tokens, temperature=temperature,
                   save_steps=save_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, resume=resume, seed=seed,
-                  max_minutes=max_minutes, report_to=report_to or [])
+                  max_minutes=max_minutes, report_to=report_to or [], generation=generation, vllm_python=vllm_python)
 
     command.__doc__ = (
         f"{names[kind]} (TRL GRPOTrainer). Each rollout is a live episode of an admitted task in a fresh sandbox, "

@@ -9,6 +9,11 @@ safety and robustness are the rewards.
 
 The trainer runs in a worker thread; the episodes run in the event loop that owns the episode
 host (and its MCP server), which the rollout reaches with ``run_coroutine_threadsafe``.
+
+With ``generation="vllm"`` the run starts a vLLM server of its starting model (its log under
+``OUT/vllm.log``); before each batch the rollout pushes the trainer's weights to it (checked
+against the trainer's own log-probabilities of the batch's first prompt) and the policy's turns
+are sampled there (``ServedPolicy``), the episodes' requests batched by vLLM.
 """
 
 from __future__ import annotations
@@ -17,12 +22,25 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ..agents import Policy, PolicyChatModel, Trajectory, chat_text
+from ..agents import Policy, PolicyChatModel, ServedPolicy, Trajectory, chat_text
 from ..episodes import EpisodeHost
 from ..store import Provenance, Store, VerdictRow
-from ..trainer import RLKind, RLSettings, RolloutBatch, TrainProgress, TrainResult, read_rows, rl_rows, train_rl
+from ..trainer import (
+    RLKind,
+    RLSettings,
+    RolloutBatch,
+    TrainProgress,
+    TrainResult,
+    VLLMWeightSync,
+    read_rows,
+    rl_rows,
+    rl_vllm_server,
+    running_vllm_server,
+    train_rl,
+)
 from ._episodes import EpisodeService, LocalEpisodes
 from ._play import play
 
@@ -51,8 +69,9 @@ class LiveRollouts:
     that share a prompt take turns, a group at a time."""
 
     def __init__(self, store: Store, episodes: EpisodeService, loop: asyncio.AbstractEventLoop,
-                 rows: list[dict[str, Any]], settings: RLSettings) -> None:
+                 rows: list[dict[str, Any]], settings: RLSettings, *, sync: VLLMWeightSync | None = None) -> None:
         self.store, self.episodes, self.loop, self.settings = store, episodes, loop, settings
+        self.sync = sync  # a vLLM server to generate with, and how its weights follow the trainer's
         self.tasks: dict[str, list[str]] = {}
         self.tools: dict[str, list[dict[str, Any]]] = {}
         missing = []
@@ -94,12 +113,35 @@ class LiveRollouts:
     async def play_all(self, task_ids: list[str], policy: Policy) -> list[RLEpisode]:
         return list(await asyncio.gather(*(self.play_one(t, policy) for t in task_ids)))
 
+    def summary(self) -> dict[str, Any]:
+        """What the run's record adds about generation: the weight pushes to vLLM and their check."""
+        if self.sync is None:
+            return {}
+        return {"weight_syncs": {"pushes": self.sync.version, "seconds": round(self.sync.sync_s, 2),
+                                 "max_logprob_difference": max(self.sync.differences, default=None)}}
+
+    def _policy(self, prompts: list[Any], model: Any, tokenizer: Any) -> Policy:
+        """The policy of this batch: the trainer's model in process, or vLLM given its weights now."""
+        settings = self.settings
+        if self.sync is None:
+            return Policy(model, tokenizer, max_tokens=settings.max_new_tokens, temperature=settings.temperature)
+        probe = chat_text(tokenizer, prompts[0], self.tools.get(_key(prompts[0])))
+        name = self.sync.push(model, tokenizer(probe, add_special_tokens=False)["input_ids"])
+        return ServedPolicy(self.sync.base_url, name, tokenizer, max_tokens=settings.max_new_tokens,
+                            temperature=settings.temperature,
+                            context_limit=getattr(model.config, "max_position_embeddings", 4096))
+
     def __call__(self, prompts: list[Any], model: Any, tokenizer: Any) -> RolloutBatch:
         """Play one episode per prompt with the policy ``model`` (called from the trainer's thread)."""
-        policy = Policy(model, tokenizer, max_tokens=self.settings.max_new_tokens,
-                        temperature=self.settings.temperature)
+        pushed_before = self.sync.sync_s if self.sync is not None else 0.0
+        policy = self._policy(prompts, model, tokenizer)
+        sync_s = (self.sync.sync_s - pushed_before) if self.sync is not None else 0.0
         task_ids = self._task_ids(prompts)
-        played = asyncio.run_coroutine_threadsafe(self.play_all(task_ids, policy), self.loop).result()
+        try:
+            played = asyncio.run_coroutine_threadsafe(self.play_all(task_ids, policy), self.loop).result()
+        finally:
+            if isinstance(policy, ServedPolicy):
+                policy.close()
         self.played += played
         for episode, prompt in zip(played, prompts, strict=True):
             if not episode.trajectory.prompt_ids:  # ended before the policy's first turn
@@ -117,6 +159,7 @@ class LiveRollouts:
             robustness=[v.robustness if v is not None else 0.0 for v in verdicts],
             extra={"episode_id": [e.episode_id for e in played], "task_id": task_ids},
             generation_s=policy.generation_s,
+            sync_s=sync_s,
             failures=sum(e.failure is not None for e in played),
         )
 
@@ -134,9 +177,25 @@ async def run_rl(host: EpisodeHost, settings: RLSettings, *, kind: RLKind, base_
                  on_progress: Callable[[TrainProgress], None] | None = None,
                  ) -> tuple[TrainResult, LiveRollouts]:
     """Train with ``kind`` (grpo or gdpo) on live episodes of ``host``, reached at ``base_url`` when
-    an HTTP server serves it there (in memory otherwise); the trainer runs in a worker thread."""
+    an HTTP server serves it there (in memory otherwise); the trainer runs in a worker thread. With
+    ``settings.generation == "vllm"``, a vLLM server of the starting model runs for the length of the run."""
     rows = rl_training_rows(host.store, settings)
-    rollouts = LiveRollouts(host.store, LocalEpisodes(host, base_url), asyncio.get_running_loop(), rows, settings)
-    result = await asyncio.to_thread(train_rl, host.store, settings, rows, rollouts, kind=kind,
-                                     on_progress=on_progress)
+    episodes = LocalEpisodes(host, base_url)
+    loop = asyncio.get_running_loop()
+    if settings.generation != "vllm":
+        rollouts = LiveRollouts(host.store, episodes, loop, rows, settings)
+        result = await asyncio.to_thread(train_rl, host.store, settings, rows, rollouts, kind=kind,
+                                         on_progress=on_progress)
+        return result, rollouts
+    out = Path(settings.out_dir)
+    served, vllm_settings = rl_vllm_server(settings.model, lora=settings.lora, lora_r=settings.lora_r,
+                                           python=settings.vllm_python, log_path=out / "vllm.log")
+    async with running_vllm_server(served, settings=vllm_settings) as url:
+        sync = VLLMWeightSync(url, out / "vllm-weights", lora=settings.lora, tolerance=settings.sync_tolerance)
+        try:
+            rollouts = LiveRollouts(host.store, episodes, loop, rows, settings, sync=sync)
+            result = await asyncio.to_thread(train_rl, host.store, settings, rows, rollouts, kind=kind,
+                                             on_progress=on_progress, summary=rollouts.summary)
+        finally:
+            sync.close()
     return result, rollouts

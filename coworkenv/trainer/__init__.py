@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         train_dpo,
         train_sft,
     )
+    from ._weights import VLLMWeightSync, WeightSyncError, rl_vllm_server
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
@@ -60,4 +61,5 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "check_vllm", "resolve_model",
         "running_vllm_server", "vllm_server",
     ),
+    "_weights": ("VLLMWeightSync", "WeightSyncError", "rl_vllm_server"),
 })

@@ -15,7 +15,14 @@ GDPO (``kind="gdpo"``) normalises each component within the group, then sums
 
 The run is recorded in ``training_runs`` as SFT and DPO runs are (kind ``grpo``/``gdpo``), with the
 per-component reward curves, the loss, and where a step's time went: rollouts (episodes per second;
-generation, and the environment: sandboxes, tool calls, grading) and the update.
+generation, pushing the weights to a generating vLLM server, and the environment: sandboxes, tool
+calls, grading) and the update.
+
+Generation is the rollout's business: in process with the trainer's model (``generation
+"transformers"``), or by a vLLM server whose weights follow the trainer's (``"vllm"``: see
+``coworkenv.trainer._weights``). TRL itself runs with ``use_vllm`` off either way; the rollout's
+samples are from the policy of that step (weights pushed before every generation batch and
+checked), so no importance-sampling correction is applied.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from ._train import (
 )
 
 RLKind = Literal["grpo", "gdpo"]
+Generation = Literal["transformers", "vllm"]
 REWARD_COMPONENTS = ("completion", "safety", "robustness")
 AGGREGATION: dict[str, str] = {"grpo": "sum_then_normalize", "gdpo": "normalize_then_sum"}
 
@@ -75,6 +83,11 @@ class RLSettings(BaseModel):
     lora_alpha: int = Field(default=32, ge=1)
     resume: bool = True
     report_to: list[str] = Field(default_factory=list)
+    # transformers: the trainer's model generates in process; vllm: a vLLM server started for the run
+    # samples the turns, its weights pushed after every optimizer step (coworkenv.trainer.VLLMWeightSync)
+    generation: Generation = "transformers"
+    vllm_python: str | None = None  # the interpreter that has vLLM (this one when unset)
+    sync_tolerance: float = Field(default=0.05, gt=0)  # mean |Δ log p| allowed between vLLM and the trainer
 
     @model_validator(mode="after")
     def _groups(self) -> RLSettings:
@@ -99,6 +112,7 @@ class RolloutBatch:
     robustness: list[float]
     extra: dict[str, list[Any]] = field(default_factory=dict)  # other per-episode fields for reward functions
     generation_s: float = 0.0  # of the rollout's wall time, spent generating
+    sync_s: float = 0.0  # of the rollout's wall time, spent giving the generating server the policy's weights
     failures: int = 0  # episodes an infrastructure failure ended (rewarded 0)
 
     def check(self, prompts: int) -> None:
@@ -128,7 +142,12 @@ def check_rl_training(settings: RLSettings) -> RLSettings:
     if not (Path(settings.model) / "config.json").exists():
         raise FileNotFoundError(f"{settings.model} is not a model folder (no config.json);"
                                 " create one with `coworkenv model init-tiny` or train one with `coworkenv train sft`")
-    return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
+    update: dict[str, Any] = {"report_to": check_reporters(settings.report_to)}
+    if settings.generation == "vllm":
+        from ._serve import check_vllm
+
+        update["vllm_python"] = check_vllm(settings.vllm_python)
+    return settings.model_copy(update=update)
 
 
 def rl_dataset(rows: list[dict[str, Any]]):
@@ -161,18 +180,19 @@ def _reward(component: str):
 
 
 class _Timings:
-    """Where each step's time went: rollouts (generation and environment) and the update."""
+    """Where each step's time went: rollouts (generation, weight sync and environment) and the update."""
 
     def __init__(self) -> None:
         self.steps: list[dict[str, float]] = []
-        self.rollout_s = self.generation_s = 0.0  # of the current step
+        self.rollout_s = self.generation_s = self.sync_s = 0.0  # of the current step
         self.episodes = self.failures = 0
-        self.total_rollout_s = self.total_generation_s = 0.0
+        self.total_rollout_s = self.total_generation_s = self.total_sync_s = 0.0
         self.total_episodes = self.total_failures = 0
 
     def rollout(self, seconds: float, batch: RolloutBatch) -> None:
         self.rollout_s += seconds
         self.generation_s += batch.generation_s
+        self.sync_s += batch.sync_s
         self.episodes += len(batch.completion_ids)
         self.failures += batch.failures
 
@@ -194,28 +214,29 @@ class _Timings:
     def end_step(self, step: int, step_s: float) -> None:
         self.steps.append({
             "step": step, "seconds": round(step_s, 3), "rollout_s": round(self.rollout_s, 3),
-            "generation_s": round(self.generation_s, 3),
-            "environment_s": round(max(self.rollout_s - self.generation_s, 0.0), 3),
+            "generation_s": round(self.generation_s, 3), "sync_s": round(self.sync_s, 3),
+            "environment_s": round(max(self.rollout_s - self.generation_s - self.sync_s, 0.0), 3),
             "update_s": round(max(step_s - self.rollout_s, 0.0), 3), "episodes": self.episodes,
             "episodes_per_s": round(self.episodes / self.rollout_s, 3) if self.rollout_s else 0.0,
         })
         self.total_rollout_s += self.rollout_s
         self.total_generation_s += self.generation_s
+        self.total_sync_s += self.sync_s
         self.total_episodes += self.episodes
         self.total_failures += self.failures
-        self.rollout_s = self.generation_s = 0.0
+        self.rollout_s = self.generation_s = self.sync_s = 0.0
         self.episodes = self.failures = 0
 
     def summary(self) -> dict[str, Any]:
         step_s = sum(s["seconds"] for s in self.steps)
         update_s = sum(s["update_s"] for s in self.steps)
-        environment_s = max(self.total_rollout_s - self.total_generation_s, 0.0)
+        environment_s = max(self.total_rollout_s - self.total_generation_s - self.total_sync_s, 0.0)
         return {
             "episodes": self.total_episodes, "infrastructure_failures": self.total_failures,
             "episodes_per_s": round(self.total_episodes / self.total_rollout_s, 3) if self.total_rollout_s else 0.0,
             "time_split": {"step_s": round(step_s, 2), "rollout_s": round(self.total_rollout_s, 2),
-                           "generation_s": round(self.total_generation_s, 2), "environment_s": round(environment_s, 2),
-                           "update_s": round(update_s, 2)},
+                           "generation_s": round(self.total_generation_s, 2), "sync_s": round(self.total_sync_s, 2),
+                           "environment_s": round(environment_s, 2), "update_s": round(update_s, 2)},
             "step_timings": self.steps,
         }
 
@@ -296,12 +317,14 @@ def rows_hash(rows: list[dict[str, Any]]) -> str:
 
 
 def train_rl(store: Store | None, settings: RLSettings, rows: list[dict[str, Any]], rollouts: Rollouts, *,
-             kind: RLKind = "gdpo", on_progress: ProgressHook | None = None) -> TrainResult:
+             kind: RLKind = "gdpo", on_progress: ProgressHook | None = None,
+             summary: Callable[[], dict[str, Any]] | None = None) -> TrainResult:
     """GRPO or GDPO on the prompt ``rows`` (``export rl`` rows), each rollout played by ``rollouts``.
 
     Checkpoints go under ``OUT/checkpoints`` (a run started again on the same ``OUT`` resumes from
     the last one), the final model under ``OUT/model`` (with ``lora``: the adapter under
-    ``OUT/adapter`` and the merged model under ``OUT/model``)."""
+    ``OUT/adapter`` and the merged model under ``OUT/model``). ``summary`` adds to the run's metrics
+    what only the caller knows (how the rollouts generated)."""
     if kind not in AGGREGATION:
         raise ValueError(f"unknown RL kind {kind!r}; one of: {', '.join(AGGREGATION)}")
     settings = check_rl_training(settings)
@@ -323,9 +346,9 @@ def train_rl(store: Store | None, settings: RLSettings, rows: list[dict[str, Any
 
     def summarize(trainer) -> dict[str, Any]:
         curves = _curves(trainer.state.log_history)
-        return {"aggregation": AGGREGATION[kind], "reward_curves": curves,
+        return {"aggregation": AGGREGATION[kind], "generation": settings.generation, "reward_curves": curves,
                 "final_rewards": {name: curves[-1].get(f"rewards/{name}/mean") for name in REWARD_COMPONENTS}
-                if curves else {}, **timings.summary()}
+                if curves else {}, **timings.summary(), **(summary() if summary is not None else {})}
 
     record = RunRecord(
         kind, settings, settings.out_dir,

@@ -61,6 +61,7 @@ class VLLMSettings(BaseModel):
     optimization_level: int | None = Field(default=None, ge=0, le=3)  # 0: no compilation, fastest start
     startup_timeout: float = Field(default=300.0, gt=0)
     extra_args: list[str] = Field(default_factory=list)
+    environment: dict[str, str] = Field(default_factory=dict)  # set for the server process, over this one's
     log_path: Path | None = None  # the server's stdout+stderr; a temporary file when unset
 
 
@@ -157,7 +158,7 @@ def vllm_environment(settings: VLLMSettings) -> dict[str, str]:
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return env
+    return {**env, **settings.environment}
 
 
 def check_vllm(python: str | None = None) -> str:

@@ -62,7 +62,7 @@ def _train(kind: str, store: Path, out: Path, *extra: str):
         "--max-new-tokens", "48", "--lr", "1e-3", "--save-steps", "1", "--json", *extra])
 
 
-def _check_run(store_path: Path, kind: str, summary: dict, *, episodes: int) -> None:
+def _check_run(store_path: Path, kind: str, summary: dict, *, episodes: int) -> dict:
     store = Store(store_path, create=False)
     try:
         [run] = store.training_runs(kind)
@@ -77,7 +77,8 @@ def _check_run(store_path: Path, kind: str, summary: dict, *, episodes: int) -> 
         assert metrics["episodes"] == episodes and metrics["episodes_per_s"] > 0
         split = metrics["time_split"]
         assert split["rollout_s"] > 0 and split["generation_s"] > 0 and split["update_s"] > 0
-        assert split["environment_s"] == pytest.approx(split["rollout_s"] - split["generation_s"], abs=0.02)
+        assert split["environment_s"] == pytest.approx(
+            split["rollout_s"] - split["generation_s"] - split["sync_s"], abs=0.03)
         # every rollout was a real episode of source rl, graded by the gate when it ended
         played = store.episodes(source="rl")
         assert len(played) == episodes
@@ -88,6 +89,7 @@ def _check_run(store_path: Path, kind: str, summary: dict, *, episodes: int) -> 
         last = [verdicts[e.id] for e in played[-2:]]
         assert curves[-1]["rewards/completion/mean"] == pytest.approx(sum(v.completion for v in last) / 2)
         assert curves[-1]["rewards/safety/mean"] == pytest.approx(sum(v.safety for v in last) / 2)
+        return metrics
     finally:
         store.close()
 
@@ -228,3 +230,130 @@ def test_a_users_reply_joins_the_trajectory_as_the_environments_tokens():
     # when the turn ran out of tokens
     assert policy.end_id in (runs[0][1][-1], runs[1][1][0])
     assert "<|im_start|>" not in tokenizer.decode(runs[0][1])
+
+
+def _untied_model(folder: Path) -> Path:
+    """The tool model with its output embeddings untied from its input ones (same function): vLLM's
+    CPU build reloads such a model's weights in place, LM head included."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(MODEL)
+    config.tie_word_embeddings = False
+    tied = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32)
+    untied = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    untied.load_state_dict(tied.state_dict(), strict=False)
+    with torch.no_grad():
+        untied.get_output_embeddings().weight.copy_(tied.get_input_embeddings().weight)
+    untied.save_pretrained(folder)
+    for extra in MODEL.iterdir():
+        if extra.name.startswith(("tokenizer", "chat_template", "coworkenv_model")):
+            shutil.copy(extra, folder / extra.name)
+    return folder
+
+
+def _check_served(metrics: dict, steps: int) -> None:
+    """A run that generated with vLLM pushed the weights before every step's rollouts, and vLLM's copy
+    scored the probe as the trainer's model did each time."""
+    assert metrics["generation"] == "vllm"
+    syncs = metrics["weight_syncs"]
+    assert syncs["pushes"] == steps and syncs["max_logprob_difference"] < 1e-3
+    assert metrics["time_split"]["sync_s"] > 0
+    assert all(step["sync_s"] > 0 for step in metrics["step_timings"])
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_train_gdpo_with_lora_generates_with_vllm(tasks_store, tmp_path, vllm_interpreter):
+    store = _store_copy(tasks_store, tmp_path)
+    out = tmp_path / "gdpo"
+    result = _train("gdpo", store, out, "--lora", "--lora-r", "4", "--generation", "vllm",
+                    "--vllm-python", vllm_interpreter)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["generation"] == "vllm" and summary["steps"] == 2
+    _check_served(_check_run(store, "gdpo", summary, episodes=4), steps=2)
+    # the adapter of each step was loaded into vLLM; only the last one's folder is kept
+    assert [p.name for p in (out / "vllm-weights").iterdir()] == ["adapter-2"]
+    assert "policy-2" in (out / "vllm.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_train_grpo_full_fine_tuning_reloads_vllms_weights_each_step(tasks_store, tmp_path, vllm_interpreter):
+    store = _store_copy(tasks_store, tmp_path)
+    model = _untied_model(tmp_path / "untied")
+    out = tmp_path / "grpo"
+    result = runner.invoke(app, [
+        "train", "grpo", "--model", str(model), "--store", str(store), "--out", str(out), "--steps", "2",
+        "--num-generations", "2", "--batch-size", "2", "--style", "compact", "--max-steps-per-episode", "3",
+        "--max-new-tokens", "48", "--lr", "1e-3", "--save-steps", "1", "--json", "--generation", "vllm",
+        "--vllm-python", vllm_interpreter])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    _check_served(_check_run(store, "grpo", summary, episodes=4), steps=2)
+    # the trainer's weights moved (lr 1e-3) and vLLM followed: the check compared against the moved ones
+    from safetensors.torch import load_file
+
+    start, end = load_file(model / "model.safetensors"), load_file(out / "model" / "model.safetensors")
+    assert any(not start[name].equal(end[name]) for name in start)
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+async def test_the_weight_check_fails_when_vllm_serves_other_weights(tool_model_server, tmp_path):
+    """The check after every push compares vLLM's log-probabilities with the trainer's: the same
+    weights pass, a trainer whose weights moved without a push fails with the difference."""
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.trainer import VLLMWeightSync, WeightSyncError
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32)
+    probe = tokenizer("Find the invoice of March and send it to the accountant.", add_special_tokens=False)["input_ids"]
+    sync = VLLMWeightSync(tool_model_server, tmp_path, lora=False, served_name="tool-model")
+    try:
+        sync.check(model, probe)
+        assert sync.differences[-1] < 1e-3
+        with torch.no_grad():
+            for parameter in model.model.layers[0].mlp.parameters():
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+        with pytest.raises(WeightSyncError, match="differs from the trainer's") as failed:
+            sync.check(model, probe)
+        assert "tied" not in str(failed.value) or model.config.tie_word_embeddings
+        assert sync.differences[-1] > sync.tolerance
+    finally:
+        sync.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.bwrap
+async def test_a_served_policy_plays_the_episode_the_in_process_one_does(host, tool_model_server, tmp_path):
+    """Greedy turns sampled by vLLM from the same weights make the same trajectory as in process:
+    the same tokens, the same masks, log-probabilities equal within float error."""
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.agents import ServedPolicy
+
+    await synthesize(host, TASKS, seed=0)
+    rows = rl_rows(host.store, style="compact")
+    settings = RLSettings(model=str(MODEL), out_dir=str(tmp_path), style="compact", num_generations=2,
+                          batch_size=2, max_steps_per_episode=3, max_new_tokens=96, temperature=0.0)
+    rollouts = LiveRollouts(host.store, LocalEpisodes(host), asyncio.get_running_loop(), rows, settings)
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    model = AutoModelForCausalLM.from_pretrained(MODEL)
+    local = await rollouts.play_one(rows[0]["task_id"], Policy(model, tokenizer, max_tokens=96, temperature=0.0))
+    served_policy = ServedPolicy(tool_model_server, "tool-model", tokenizer, max_tokens=96, temperature=0.0,
+                                 context_limit=model.config.max_position_embeddings)
+    try:
+        served = await rollouts.play_one(rows[0]["task_id"], served_policy)
+    finally:
+        served_policy.close()
+    a, b = local.trajectory, served.trajectory
+    assert b.turns >= 2 and served_policy.generation_s > 0  # tool calls were made and answered
+    assert (a.prompt_ids, a.completion_ids, a.env_mask) == (b.prompt_ids, b.completion_ids, b.env_mask)
+    assert b.logprobs == pytest.approx(a.logprobs, abs=1e-3)
+    assert served.verdict is not None and served.verdict.completion == local.verdict.completion
