@@ -22,26 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 from statistics import median
 
+from rl_compare import run  # the CLI with --json, its wall time added
+
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "coworkenv"]
 ARMS = ("transformers", "vllm")
-
-
-def run(args: list[str]) -> dict:
-    started = time.perf_counter()
-    print("$ coworkenv " + " ".join(args), file=sys.stderr, flush=True)
-    done = subprocess.run([*CLI, *args, "--json"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"coworkenv {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout)
-    result["_wall_s"] = round(time.perf_counter() - started, 1)
-    return result
 
 
 def main() -> None:
