@@ -282,9 +282,10 @@ def tool_model_server(tmp_path_factory, vllm_interpreter):
     with (logs / "cli.log").open("w") as cli_log:
         # started with SIGINT ignored, as a background job of a non-interactive shell starts it:
         # Ctrl-C must still stop the command (and vLLM with it)
-        # vLLM keeps Responses API responses only when asked, and a request with previous_response_id needs them
+        # vLLM keeps Responses API responses only when asked, and a request with previous_response_id needs them;
+        # dev mode gives the endpoints an RL run's weight push uses (reload in place)
         process = subprocess.Popen(command, stdout=cli_log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "VLLM_ENABLE_RESPONSES_API_STORE": "1"},
+                                   env={**os.environ, "VLLM_ENABLE_RESPONSES_API_STORE": "1", "VLLM_SERVER_DEV_MODE": "1"},
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.monotonic() + STARTUP_S + 30
     try:

@@ -232,26 +232,6 @@ def test_a_users_reply_joins_the_trajectory_as_the_environments_tokens():
     assert "<|im_start|>" not in tokenizer.decode(runs[0][1])
 
 
-def _untied_model(folder: Path) -> Path:
-    """The tool model with its output embeddings untied from its input ones (same function): vLLM's
-    CPU build reloads such a model's weights in place, LM head included."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(MODEL)
-    config.tie_word_embeddings = False
-    tied = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32)
-    untied = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    untied.load_state_dict(tied.state_dict(), strict=False)
-    with torch.no_grad():
-        untied.get_output_embeddings().weight.copy_(tied.get_input_embeddings().weight)
-    untied.save_pretrained(folder)
-    for extra in MODEL.iterdir():
-        if extra.name.startswith(("tokenizer", "chat_template", "coworkenv_model")):
-            shutil.copy(extra, folder / extra.name)
-    return folder
-
-
 def _check_served(metrics: dict, steps: int) -> None:
     """A run that generated with vLLM pushed the weights before every step's rollouts, and vLLM's copy
     scored the probe as the trainer's model did each time."""
@@ -278,32 +258,14 @@ def test_train_gdpo_with_lora_generates_with_vllm(tasks_store, tmp_path, vllm_in
     assert "policy-2" in (out / "vllm.log").read_text()
 
 
-@pytest.mark.slow
-@pytest.mark.bwrap
-def test_train_grpo_full_fine_tuning_reloads_vllms_weights_each_step(tasks_store, tmp_path, vllm_interpreter):
-    store = _store_copy(tasks_store, tmp_path)
-    model = _untied_model(tmp_path / "untied")
-    out = tmp_path / "grpo"
-    result = runner.invoke(app, [
-        "train", "grpo", "--model", str(model), "--store", str(store), "--out", str(out), "--steps", "2",
-        "--num-generations", "2", "--batch-size", "2", "--style", "compact", "--max-steps-per-episode", "3",
-        "--max-new-tokens", "48", "--lr", "1e-3", "--save-steps", "1", "--json", "--generation", "vllm",
-        "--vllm-python", vllm_interpreter])
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
-    _check_served(_check_run(store, "grpo", summary, episodes=4), steps=2)
-    # the trainer's weights moved (lr 1e-3) and vLLM followed: the check compared against the moved ones
-    from safetensors.torch import load_file
-
-    start, end = load_file(model / "model.safetensors"), load_file(out / "model" / "model.safetensors")
-    assert any(not start[name].equal(end[name]) for name in start)
-
-
 @pytest.mark.anyio
 @pytest.mark.bwrap
-async def test_the_weight_check_fails_when_vllm_serves_other_weights(tool_model_server, tmp_path):
-    """The check after every push compares vLLM's log-probabilities with the trainer's: the same
-    weights pass, a trainer whose weights moved without a push fails with the difference."""
+async def test_a_full_model_push_reloads_vllms_weights_in_place_and_the_check_sees_any_other(tool_model_server, tmp_path):
+    """The push of a full fine-tuning run: the trainer's model saved and reloaded in place by vLLM's
+    workers, checked by the log-probabilities of a probe; weights that moved without a push fail the
+    check. (The layers changed here are not the embeddings, which this model ties to its LM head:
+    vLLM's CPU build does not refresh a tied LM head on reload.) The served model gets its own weights
+    back at the end, for the tests after this one."""
     pytest.importorskip("trl", reason="needs the 'train' extra")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -313,19 +275,28 @@ async def test_the_weight_check_fails_when_vllm_serves_other_weights(tool_model_
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32)
     probe = tokenizer("Find the invoice of March and send it to the accountant.", add_special_tokens=False)["input_ids"]
-    sync = VLLMWeightSync(tool_model_server, tmp_path, lora=False, served_name="tool-model")
-    try:
-        sync.check(model, probe)
-        assert sync.differences[-1] < 1e-3
+    sync = VLLMWeightSync(tool_model_server, tmp_path / "weights", lora=False, served_name="tool-model")
+    original = sync.served_logprobs(probe)
+
+    def move(scale: float) -> None:
         with torch.no_grad():
             for parameter in model.model.layers[0].mlp.parameters():
-                parameter.add_(torch.randn_like(parameter) * 0.1)
-        with pytest.raises(WeightSyncError, match="differs from the trainer's") as failed:
+                parameter.add_(torch.randn_like(parameter) * scale)
+
+    try:
+        sync.check(model, probe)  # the same weights on both sides
+        move(0.1)
+        with pytest.raises(WeightSyncError, match="differs from the trainer's"):
             sync.check(model, probe)
-        assert "tied" not in str(failed.value) or model.config.tie_word_embeddings
-        assert sync.differences[-1] > sync.tolerance
+        assert sync.name == sync.push(model, probe) == "tool-model"  # reloaded in place, checked
+        assert sync.served_logprobs(probe) != pytest.approx(original, abs=1e-3)
+        assert len(sync.differences) == 3 and sync.differences[0] < 1e-3 and sync.differences[2] < 1e-3
+        assert sync.differences[1] > sync.tolerance and sync.sync_s > 0
     finally:
+        sync.push(AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32), probe)
+        restored = sync.served_logprobs(probe)
         sync.close()
+    assert restored == pytest.approx(original, abs=1e-4) and sync.version == 2
 
 
 @pytest.mark.anyio
