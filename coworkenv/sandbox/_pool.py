@@ -33,6 +33,7 @@ from ._base import Limits, Sandbox, SandboxConfig, SandboxError
 RESET_TIMEOUT_S = 30.0
 BUSY_S = 30.0  # how long the most sandboxes handed out at once counts for what a release keeps
 RESET_WAIT_S = 2.0  # how long an acquire that finds none ready waits for one being reset, before starting one
+MAX_KEYS = 4096  # initial-state paths whose resolved form is remembered
 log = logging.getLogger(__name__)
 
 
@@ -66,14 +67,28 @@ class SandboxPool:
         self._starting: Counter[Path] = Counter()
         self._live: set[Sandbox] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._keys: dict[Path, Path] = {}  # an initial state's path as given -> resolved (resolving costs ~0.1 ms)
         self._closed = False
         self._swept = not self.settings.cleanup_orphans
         _POOLS.add(self)
 
     def idle(self, initial_state: Path | None = None) -> int:
         if initial_state is not None:
-            return len(self._idle.get(Path(initial_state).resolve(), []))
+            return self._ready(self._key(initial_state))
         return sum(len(v) for v in self._idle.values())
+
+    def _ready(self, key: Path) -> int:
+        return len(self._idle.get(key, ()))
+
+    def _key(self, initial_state: Path) -> Path:
+        """The pool's key of an initial state: its resolved path (remembered per path given)."""
+        path = Path(initial_state)
+        key = self._keys.get(path)
+        if key is None:
+            if len(self._keys) >= MAX_KEYS:
+                self._keys.clear()
+            key = self._keys[path] = path.resolve()
+        return key
 
     async def _new(self, key: Path) -> Sandbox:
         sandbox = create_sandbox(self.backend, key, limits=self.limits, config=self.config)
@@ -94,7 +109,7 @@ class SandboxPool:
         if not self._swept:  # a server restarted after a crash removes what its predecessor left
             self._swept = True
             self._spawn(self._sweep())
-        key = Path(initial_state).resolve()
+        key = self._key(initial_state)
         ready = self._idle.get(key)
         if not ready and self._resetting[key]:
             ready = await self._wait_for_reset(key)
@@ -137,13 +152,13 @@ class SandboxPool:
     def _given_back(self, sandbox: Sandbox) -> None:
         """``sandbox`` is no longer handed out and is on its way back (counted as being reset from
         now: an acquire in the meantime waits for it rather than starting another)."""
-        key = sandbox.initial_state.resolve()
+        key = self._key(sandbox.initial_state)
         if self._out[key] > 0:
             self._out[key] -= 1
         self._resetting[key] += 1
 
     async def _release(self, sandbox: Sandbox) -> None:
-        key = sandbox.initial_state.resolve()
+        key = self._key(sandbox.initial_state)
         try:
             kept = await self._reset_and_keep(key, sandbox)
             if kept:  # ready before anyone waiting for it hears of it
@@ -160,7 +175,7 @@ class SandboxPool:
 
     async def _reset_and_keep(self, key: Path, sandbox: Sandbox) -> bool:
         """Reset ``sandbox`` when it is to be kept; whether it is."""
-        if self._closed or self.settings.size == 0 or self.idle(key) > self._keep(key):
+        if self._closed or self.settings.size == 0 or self._ready(key) > self._keep(key):
             return False
         try:
             if sandbox.used or sandbox.closed:  # a closed one fails its reset and goes
@@ -170,7 +185,7 @@ class SandboxPool:
                 self.stats["clean"] += 1
         except (TimeoutError, SandboxError, OSError):
             return False
-        return not (self._closed or self.idle(key) > self._keep(key))  # others came back during the reset
+        return not (self._closed or self._ready(key) > self._keep(key))  # others came back during the reset
 
     def _keep(self, key: Path) -> int:
         """How many ready sandboxes of ``key`` a release may add to: ``size``, plus one for each
@@ -190,7 +205,7 @@ class SandboxPool:
         await sandbox.close()
 
     async def _fill(self, key: Path) -> None:
-        while not self._closed and self.idle(key) + self._starting[key] + self._resetting[key] < self.settings.size \
+        while not self._closed and self._ready(key) + self._starting[key] + self._resetting[key] < self.settings.size \
                 and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
             self._starting[key] += 1
             try:
@@ -199,7 +214,7 @@ class SandboxPool:
                 return  # the next acquire starts one itself and sees the error
             finally:
                 self._starting[key] -= 1
-            if self._closed or self.idle(key) >= self.settings.size:  # released ones came back meanwhile
+            if self._closed or self._ready(key) >= self.settings.size:  # released ones came back meanwhile
                 await self._discard(sandbox)
                 return
             self._idle.setdefault(key, []).append(sandbox)

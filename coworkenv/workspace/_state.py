@@ -220,9 +220,12 @@ class StateImage:
             table_of = {name: row[2] for name, row in self.schema.items() if row[0] in ("table", "index")}
             owners: list[str | None] = [None] * (len(image) // self.page_size + 1)
             self.owners: list[str | None] | None = owners
+            self.schema_pages: set[int] = set()  # the pages of the schema table itself (page 1 and below)
             try:
                 for name, pageno in conn.execute("SELECT name, pageno FROM dbstat"):
-                    if pageno < len(owners):
+                    if name in _SCHEMA_TABLES:
+                        self.schema_pages.add(pageno)
+                    elif pageno < len(owners):
                         owners[pageno] = table_of.get(name)
             except sqlite3.OperationalError:  # this SQLite cannot list pages
                 self.owners = None
@@ -251,6 +254,10 @@ def fixed_state(image: bytes) -> FixedState:
     return conn
 
 
+HEADER_SIZE = 100  # bytes of the database header at the start of page 1
+_SCHEMA_TABLES = frozenset({"sqlite_schema", "sqlite_master"})  # what dbstat names the schema table
+
+
 def _schema(conn: sqlite3.Connection) -> dict[str, tuple]:
     return {row[1]: row for row in conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")}
 
@@ -268,7 +275,9 @@ def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: b
     those of ``before`` that ``after`` lacks: every table whose records differ is named (a table named
     may still hold the same records). Found from the pages that differ, without reading a record: where
     a table's definition and root page stayed, the first page of its tree that differs is reached
-    through pages that did not, so ``before`` had it in that table too. ``after_image``:
+    through pages that did not, so ``before`` had it in that table too. The same holds for the schema
+    table (rooted at page 1): unless one of its pages differs, every definition stayed, and the
+    schemas are not read to compare them. ``after_image``:
     ``after.serialize()``, when the caller has it. None when it cannot tell (this SQLite cannot list a
     database's pages, or the page sizes differ): compare every table then."""
     if before.owners is None:
@@ -276,20 +285,28 @@ def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: b
     new = after.serialize() if after_image is None else after_image
     if _page_size(new) != before.page_size:
         return None
-    schema = _schema(after)
-    changed = {name for name, row in before.schema.items() if row[0] == "table" and schema.get(name) != row}
-    changed |= {name for name, row in schema.items() if row[0] == "table" and before.schema.get(name) != row}
     old, size, owners = before.image, before.page_size, before.owners  # bytes: slices compare by memcmp
     end = min(len(old), len(new))
     step = size * PAGES_AT_ONCE
+    changed: set[str] = set()
+    schema_changed = False
     for chunk in range(0, end, step):
         if new[chunk:chunk + step] == old[chunk:chunk + step]:
             continue
         for start in range(chunk, min(chunk + step, end), size):
             if new[start:start + size] != old[start:start + size]:
-                owner = owners[start // size + 1]
+                page = start // size + 1
+                if not schema_changed and page in before.schema_pages:
+                    # page 1 opens with the file's header (its change counter moves with every write)
+                    header = HEADER_SIZE if page == 1 else 0
+                    schema_changed = new[start + header:start + size] != old[start + header:start + size]
+                owner = owners[page]
                 if owner is not None:
                     changed.add(owner)
+    if schema_changed:  # none of the schema table's pages differ: it holds what it held (see above)
+        schema = _schema(after)
+        changed |= {name for name, row in before.schema.items() if row[0] == "table" and schema.get(name) != row}
+        changed |= {name for name, row in schema.items() if row[0] == "table" and before.schema.get(name) != row}
     return changed
 
 

@@ -39,6 +39,8 @@ EDITS = {
     "trigger and view": ["create view open_tickets as select * from tasks_items",
                          "create trigger stamp after update on mail_messages begin select 1; end",
                          "update mail_messages set subject = 'again' where id = (select max(id) from mail_messages)"],
+    "added column": ["alter table hr_people add column nickname text"],
+    "renamed table": ["alter table tasks_items rename to tasks_renamed"],
     "grown": ["insert into files_files select * from files_files where 0",
               "create table big (x)", "insert into big select randomblob(5000) from mail_messages"],
 }
