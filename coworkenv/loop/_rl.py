@@ -19,6 +19,7 @@ are sampled there (``ServedPolicy``), the episodes' requests batched by vLLM.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -181,21 +182,16 @@ async def run_rl(host: EpisodeHost, settings: RLSettings, *, kind: RLKind, base_
     ``settings.generation == "vllm"``, a vLLM server of the starting model runs for the length of the run."""
     rows = rl_training_rows(host.store, settings)
     episodes = LocalEpisodes(host, base_url)
-    loop = asyncio.get_running_loop()
-    if settings.generation != "vllm":
-        rollouts = LiveRollouts(host.store, episodes, loop, rows, settings)
+    async with contextlib.AsyncExitStack() as stack:
+        sync = None
+        if settings.generation == "vllm":
+            out = Path(settings.out_dir)
+            served, vllm_settings = rl_vllm_server(settings.model, lora=settings.lora, lora_r=settings.lora_r,
+                                                   python=settings.vllm_python, log_path=out / "vllm.log")
+            url = await stack.enter_async_context(running_vllm_server(served, settings=vllm_settings))
+            sync = VLLMWeightSync(url, out / "vllm-weights", lora=settings.lora, tolerance=settings.sync_tolerance)
+            stack.callback(sync.close)
+        rollouts = LiveRollouts(host.store, episodes, asyncio.get_running_loop(), rows, settings, sync=sync)
         result = await asyncio.to_thread(train_rl, host.store, settings, rows, rollouts, kind=kind,
-                                         on_progress=on_progress)
-        return result, rollouts
-    out = Path(settings.out_dir)
-    served, vllm_settings = rl_vllm_server(settings.model, lora=settings.lora, lora_r=settings.lora_r,
-                                           python=settings.vllm_python, log_path=out / "vllm.log")
-    async with running_vllm_server(served, settings=vllm_settings) as url:
-        sync = VLLMWeightSync(url, out / "vllm-weights", lora=settings.lora, tolerance=settings.sync_tolerance)
-        try:
-            rollouts = LiveRollouts(host.store, episodes, loop, rows, settings, sync=sync)
-            result = await asyncio.to_thread(train_rl, host.store, settings, rows, rollouts, kind=kind,
-                                             on_progress=on_progress, summary=rollouts.summary)
-        finally:
-            sync.close()
+                                         on_progress=on_progress, summary=rollouts.summary)
     return result, rollouts
