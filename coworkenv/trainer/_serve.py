@@ -56,7 +56,11 @@ class VLLMSettings(BaseModel):
     # float32 checkpoint to bfloat16, which is not the model that was trained and evaluated in process);
     # or any value of vLLM's --dtype (auto, float32, bfloat16, float16)
     dtype: str = "model"
-    max_lora_rank: int = Field(default=16, ge=1)
+    # the largest adapter rank the server holds; the served adapters' largest when unset (16 without
+    # any), rounded up to a rank vLLM accepts (``lora_rank``)
+    max_lora_rank: int | None = Field(default=None, ge=1)
+    # adapters can be loaded and unloaded while it serves (/v1/load_lora_adapter): an RL run's pushes
+    runtime_lora: bool = False
     kv_cache_gib: int = Field(default=1, ge=1)  # VLLM_CPU_KVCACHE_SPACE on a CPU build
     optimization_level: int | None = Field(default=None, ge=0, le=3)  # 0: no compilation, fastest start
     startup_timeout: float = Field(default=300.0, gt=0)
@@ -147,10 +151,33 @@ def vllm_command(model: ServedModel, settings: VLLMSettings, port: int) -> list[
         command += ["--dtype", dtype]
     if settings.optimization_level is not None:
         command += ["--optimization-level", str(settings.optimization_level)]
-    if model.adapters:
-        command += ["--enable-lora", "--max-lora-rank", str(settings.max_lora_rank), "--lora-modules",
-                    *(f"{name}={path}" for name, path in model.adapters.items())]
+    if model.adapters or settings.runtime_lora:
+        ranks = [adapter_rank(path) for path in model.adapters.values()]
+        rank = settings.max_lora_rank or max((r for r in ranks if r), default=DEFAULT_LORA_RANK)
+        command += ["--enable-lora", "--max-lora-rank", str(lora_rank(rank))]
+        if model.adapters:
+            command += ["--lora-modules", *(f"{name}={path}" for name, path in model.adapters.items())]
+        if settings.runtime_lora:
+            command += ["--max-loras", "2"]  # the adapter being replaced and its successor
     return command + settings.extra_args
+
+
+DEFAULT_LORA_RANK = 16
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the values vLLM's --max-lora-rank takes
+
+
+def lora_rank(rank: int) -> int:
+    """The smallest rank vLLM's ``--max-lora-rank`` takes that holds adapters of rank ``rank``."""
+    return next((size for size in LORA_RANKS if size >= rank), rank)
+
+
+def adapter_rank(path: str | Path) -> int | None:
+    """A LoRA adapter's rank (``r`` of its ``adapter_config.json``), None where it does not say."""
+    try:
+        rank = json.loads((Path(path) / "adapter_config.json").read_text()).get("r")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return rank if isinstance(rank, int) and rank > 0 else None
 
 
 def vllm_environment(settings: VLLMSettings) -> dict[str, str]:
@@ -158,6 +185,8 @@ def vllm_environment(settings: VLLMSettings) -> dict[str, str]:
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if settings.runtime_lora:
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     return {**env, **settings.environment}
 
 

@@ -44,18 +44,11 @@ class WeightSyncError(RuntimeError):
 def rl_vllm_server(model_dir: str | Path, *, lora: bool, lora_r: int, python: str | None,
                    log_path: Path | None = None) -> tuple[ServedModel, VLLMSettings]:
     """What an RL run serves: its starting model, ready for adapter loads (``lora``) or in-place reloads."""
-    extra = ["--logprobs-mode", "processed_logprobs"]
-    environment = {"VLLM_SERVER_DEV_MODE": "1"}  # /collective_rpc and /reset_prefix_cache
-    if lora:
-        extra += ["--enable-lora", "--max-lora-rank", str(_lora_rank(lora_r)), "--max-loras", "2"]
-        environment["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
-    settings = VLLMSettings(python=python, extra_args=extra, environment=environment, log_path=log_path)
+    settings = VLLMSettings(
+        python=python, extra_args=["--logprobs-mode", "processed_logprobs"], log_path=log_path,
+        environment={"VLLM_SERVER_DEV_MODE": "1"},  # /collective_rpc and /reset_prefix_cache
+        runtime_lora=lora, max_lora_rank=lora_r if lora else None)
     return ServedModel(Path(model_dir), SERVED_BASE), settings
-
-
-def _lora_rank(r: int) -> int:
-    """The smallest rank vLLM accepts for ``--max-lora-rank`` that holds ``r``."""
-    return next((size for size in (1, 8, 16, 32, 64, 128, 256, 320, 512) if size >= r), r)
 
 
 class VLLMWeightSync:

@@ -17,7 +17,7 @@ from coworkenv.cli import app
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Store
 from coworkenv.trainer import ServedModel, ServeError, VLLMSettings, resolve_model
-from coworkenv.trainer._serve import check_vllm, model_from_dir, vllm_command
+from coworkenv.trainer._serve import check_vllm, lora_rank, model_from_dir, vllm_command, vllm_environment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TOOL_MODEL, TOOL_ADAPTER = FIXTURES / "tool-model", FIXTURES / "tool-adapter"
@@ -43,7 +43,8 @@ def test_the_command_enables_hermes_tool_calls_and_lora_modules():
     assert command[:3] == ["/opt/py", "-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(command)
     assert "--enable-auto-tool-choice --tool-call-parser hermes" in joined
-    assert f"--enable-lora --max-lora-rank 16 --lora-modules tool-lora={TOOL_ADAPTER}" in joined
+    # the adapter's rank (4) rounded up to one vLLM takes
+    assert f"--enable-lora --max-lora-rank 8 --lora-modules tool-lora={TOOL_ADAPTER}" in joined
     assert "--served-model-name tool-model" in joined and "--port 8123" in joined
     assert "--max-model-len 1024" in joined
     plain = " ".join(vllm_command(model_from_dir(TOOL_MODEL), VLLMSettings(), 8123))
@@ -53,6 +54,24 @@ def test_the_command_enables_hermes_tool_calls_and_lora_modules():
     assert f"--max-model-len {config['max_position_embeddings']} " in plain
     assert "--dtype float32" in plain and config.get("dtype", config.get("torch_dtype")) == "float32"
     assert "--dtype bfloat16" in " ".join(vllm_command(model, VLLMSettings(dtype="bfloat16"), 8123))
+
+
+def test_the_lora_rank_holds_the_largest_adapter_and_runtime_loading_is_enabled(tmp_path):
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    config = json.loads((TOOL_ADAPTER / "adapter_config.json").read_text())
+    (wide / "adapter_config.json").write_text(json.dumps({**config, "r": 24}))
+    model = ServedModel(TOOL_MODEL, "tool-model", {"narrow": TOOL_ADAPTER, "wide": wide})
+    joined = " ".join(vllm_command(model, VLLMSettings(), 8123))
+    assert "--max-lora-rank 32 " in joined and f"narrow={TOOL_ADAPTER} wide={wide}" in joined
+    assert "--max-lora-rank 64 " in " ".join(vllm_command(model, VLLMSettings(max_lora_rank=40), 8123))
+    assert [lora_rank(r) for r in (1, 2, 8, 9, 16, 17, 300, 512, 600)] == [1, 8, 8, 16, 16, 32, 320, 512, 600]
+    # an RL run's server: no adapter at start, one loaded (and the previous unloaded) at every push
+    runtime = VLLMSettings(runtime_lora=True, max_lora_rank=4)
+    command = vllm_command(model_from_dir(TOOL_MODEL), runtime, 8123)
+    assert " ".join(command).endswith("--enable-lora --max-lora-rank 8 --max-loras 2") and "--lora-modules" not in command
+    assert vllm_environment(runtime)["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in vllm_environment(VLLMSettings(environment={}))
 
 
 def test_bad_models_and_missing_vllm_are_named(tmp_path, store_path):
