@@ -1,6 +1,7 @@
 """Synthesis speed: validated tasks per minute, with the cost of each part per task.
 
     python benchmarks/synth_speed.py --tasks 200 --runs 3 --concurrency 1 2
+    python benchmarks/synth_speed.py --tasks 300 --runs 3 --end-to-end --concurrency 1 2 --workers 2 3
 
 Composed generation over every generated capability (``--generator``) with hardening (the
 reference played in-process, the guard and the excluded candidates), then calibration in
@@ -10,12 +11,20 @@ real episode graded by the runtime. Reported per setting: medians over ``--runs`
 the episodes calibration played. A run starts from an empty store and a warm state cache (the
 initial states are built by generation and cached for the episodes; that one-off cost per
 workspace is part of the generation figure).
+
+``--end-to-end`` measures what ``coworkenv synth`` runs instead: ``synthesize`` on an episode host
+(generation, storing, calibration), with ``--concurrency`` calibrations at once in this process or
+``--workers`` worker processes (started by the run, their start included; generation goes on while
+they calibrate). Reported: validated tasks per minute and the CPU the whole machine and this
+process spent per task (from /proc/stat and getrusage: run it on a quiet machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import resource
 import statistics
 import tempfile
 import time
@@ -23,7 +32,35 @@ from pathlib import Path
 
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
-from coworkenv.synth import calibrate_task, generate
+from coworkenv.synth import calibrate_task, generate, synthesize
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (every core), from /proc/stat."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def end_to_end(tasks: int, seed: int, concurrency: int, workers: int, generator: str,
+                     directory: Path) -> dict[str, float]:
+    store = Store(directory / f"e-{concurrency}-{workers}-{seed}.db")
+    host = EpisodeHost(store, EpisodeSettings(cache_dir=directory / f"cache-{concurrency}-{workers}-{seed}"))  # states built in the run
+    machine, own, started = machine_cpu_s(), own_cpu_s(), time.perf_counter()
+    try:
+        summary = await synthesize(host, tasks, seed, generator=generator, concurrency=concurrency,  # type: ignore[arg-type]
+                                   workers=workers)
+    finally:
+        await host.close()
+    done = time.perf_counter()
+    n = summary.generated
+    return {"validated_per_min": summary.admitted / (done - started) * 60, "admitted": summary.admitted, "tasks": n,
+            "machine_ms": (machine_cpu_s() - machine) / n * 1000, "own_ms": (own_cpu_s() - own) / n * 1000}
 
 
 async def one_run(tasks: int, seed: int, concurrency: int, generator: str, directory: Path) -> dict[str, float]:
@@ -62,7 +99,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--generator", choices=("templates", "composed", "all"), default="composed")
+    parser.add_argument("--end-to-end", action="store_true", help="synthesize as `coworkenv synth` runs it")
+    parser.add_argument("--workers", type=int, nargs="*", default=[], help="with --end-to-end: worker processes")
     args = parser.parse_args()
+    if args.end_to_end:
+        print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print("| calibration | validated tasks/min | admitted/tasks | machine CPU ms/task | this process CPU ms/task |")
+        print("| --- | --- | --- | --- | --- |")
+        settings = [(c, 1, f"{c} at once in one process") for c in args.concurrency]
+        settings += [(1, w, f"{w} worker processes") for w in args.workers]
+        results: dict[str, list[dict[str, float]]] = {label: [] for *_, label in settings}
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in range(args.runs):  # the settings alternate within each run, seeds differ by run
+                for concurrency, workers, label in settings:
+                    results[label].append(asyncio.run(end_to_end(args.tasks, 1000 + run, concurrency, workers,
+                                                                 args.generator, Path(tmp))))
+        for label, runs in results.items():
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            print(f"| {label} | {med['validated_per_min']:.0f} | {med['admitted']:.0f}/{med['tasks']:.0f} "
+                  f"| {med['machine_ms']:.1f} | {med['own_ms']:.1f} |")
+        return
     print("| calibrations at once | validated tasks/min | admitted/tasks | generate + harden ms/task "
           "| calibrate ms/task | episodes/task | ms/episode |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

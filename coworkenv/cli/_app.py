@@ -18,7 +18,7 @@ from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
 from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio, unix_socket
-from ..synth import Generator, ProfileError, load_profile, synthesize
+from ..synth import Generator, ProfileError, WorkerError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
     DEFAULT_STORE,
@@ -121,6 +121,9 @@ def synth(
         help="A capability profile written by `coworkenv eval`: spend the budget by capability and difficulty "
              "where the model fails most.")] = None,
     ray: RayOpt = None,
+    workers: Annotated[int, typer.Option(
+        min=1, max=64, help="Calibrate in this many processes of this machine (one task at a time each), while "
+        "generation goes on: on several cores, more tasks a minute than --concurrency in one process.")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
@@ -136,6 +139,11 @@ def synth(
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:
         raise fail(str(exc)) from None
+    if workers > 1 and ray is not None:
+        raise fail("--workers runs calibration in processes of this machine; --ray runs it on a cluster's nodes")
+    if workers > 1 and concurrency > 1:
+        raise fail("--concurrency is what one process calibrates at once; with --workers each worker process "
+                   "calibrates one task at a time")
     check_ray(ray)
     host = open_host(store, sandbox, create=True, local=ray is None)
 
@@ -146,13 +154,16 @@ def synth(
                                            on_task=lambda *_: bar.advance(job))
             try:
                 if ray is None:
-                    return await synthesize(host, n, seed, concurrency=concurrency, **options)
+                    return await synthesize(host, n, seed, concurrency=concurrency, workers=workers, **options)
                 async with ray_cluster(ray, host, concurrency) as cluster:  # the cluster bounds what runs at once
                     return await synthesize(host, n, seed, concurrency=n, calibrate=cluster.calibrate, **options)
             finally:
                 await host.close()
 
-    summary = on_cluster(lambda: asyncio.run(run()))
+    try:
+        summary = on_cluster(lambda: asyncio.run(run()))
+    except WorkerError as exc:
+        raise fail(str(exc), code=FAILED) from None
 
     def human() -> None:
         if measured is not None:

@@ -7,6 +7,7 @@ from ._generate import GENERATED, Generation, Generator, generate, generate_task
 from ._probes import PROBES, Probe, dry_run, harden, probes
 from ._taxonomy import TAXONOMY, CapabilitySpec
 from ._pipeline import SynthSummary, synthesize
+from ._workers import CalibrationWorkers, WorkerError
 from ._profile import (Profile, ProfileCell, ProfileError, allocate, capability_weights, difficulty_weights,
                        load_profile)
 from .templates import TEMPLATES
@@ -19,6 +20,7 @@ __all__ = [
     "SHAPES",
     "TAXONOMY",
     "TEMPLATES",
+    "CalibrationWorkers",
     "CapabilitySpec",
     "Catalog",
     "DraftError",
@@ -35,6 +37,7 @@ __all__ = [
     "ProfileCell",
     "ProfileError",
     "SynthSummary",
+    "WorkerError",
     "allocate",
     "calibrate_task",
     "calibrate_tasks",

@@ -90,7 +90,8 @@ def _in_memory(path: Path) -> FixedState:
 def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
              weights: dict[str, float] | None = None, difficulty_weights: dict[str, dict[int, float]] | None = None,
              hardened: bool = True, apps: tuple[str, ...] | None = None, generator: Generator = "all",
-             initial_state: Callable[[Workspace], Path] | None = None) -> Generation:
+             initial_state: Callable[[Workspace], Path] | None = None,
+             on_task: Callable[[Task, Workspace], None] | None = None) -> Generation:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
@@ -106,7 +107,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
     them. Each task is ``harden``-ed (a guard that nothing else changes, the candidates its answer
     must not list) unless ``hardened`` is False. ``initial_state``: where a workspace's initial state
     is built (an episode host's cache, ``EpisodeHost.initial_state``: its episodes then start from
-    the same file); a temporary folder by default.
+    the same file); a temporary folder by default. ``on_task(task, workspace)`` hears of each task
+    as soon as it is made (``synthesize`` calibrates it while the next ones are generated).
     """
     sources = {c: {name: t for name, t in TEMPLATES[c].items()
                    if generator == "all" or (name in SHAPES.get(c, {})) == (generator == "composed")}
@@ -165,6 +167,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                         quota[task.difficulty] = quota.get(task.difficulty, 0) - 1
                     seen.add(signature(task))
                     made.tasks.append(harden(task, workspace, states[ws_seed]) if hardened else task)
+                    if on_task is not None:
+                        on_task(made.tasks[-1], workspace)
                     break
         finally:
             for conn in states.values():

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
-from ..workspace import Task, task_apps
+from ..workspace import Task, Workspace, task_apps
 from ._calibrate import Calibration, calibrate_task
-from ._generate import GENERATED, Generator, generate
+from ._generate import GENERATED, Generation, Generator, generate
 from ._profile import Profile, capability_weights, difficulty_weights
+from ._workers import CalibrationWorkers, WorkerError
 
 
 @dataclass
@@ -47,7 +48,8 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
                      on_task: Callable[[Task, Calibration | None], None] | None = None,
                      concurrency: int = 1, profile: Profile | None = None,
                      apps: tuple[str, ...] | None = None, generator: Generator = "all",
-                     calibrate: Callable[[Task], Awaitable[Calibration]] | None = None) -> SynthSummary:
+                     calibrate: Callable[[Task], Awaitable[Calibration]] | None = None,
+                     workers: int = 1) -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
     With a ``profile`` (from ``eval``) the budget goes to capabilities and, within them, to
@@ -59,24 +61,28 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     depend on it. ``apps``: the workspaces' apps (every registered app by default);
     ``generator``: templates, composed shapes or all (``generate_tasks``). ``calibrate``: how a
     task is calibrated and its status stored (``calibrate_task`` on ``host`` by default; the
-    loop's Ray cluster calibrates on its nodes).
+    loop's Ray cluster calibrates on its nodes). ``workers`` > 1: calibration runs in that many
+    processes of this machine (``CalibrationWorkers``, one task at a time each, ``concurrency``
+    ignored), and each task is handed to them as soon as it is generated, while generation goes on.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
+    if workers > 1 and calibrate is not None:
+        raise ValueError("calibration runs either in worker processes or through `calibrate`, not both")
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
-    made = generate(n, seed, capabilities, weights=weights, difficulty_weights=difficulty_weights(profile, capabilities),
-                    apps=apps, generator=generator, initial_state=host.initial_state)
-    tasks = made.tasks
-    for workspace in made.workspaces:
-        store.put_workspace(workspace)
-    summary = SynthSummary(generated=len(tasks), duplicates=made.duplicates)
+    options = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities), apps=apps,
+                   generator=generator, initial_state=host.initial_state)
+    summary = SynthSummary()
     admitted: list[Task] = []
-    for task in tasks:
-        summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
-    semaphore = asyncio.Semaphore(concurrency)
+    stored: set[str] = set()
 
-    async def one(task: Task) -> None:
+    def store_workspace(workspace: Workspace) -> None:
+        if workspace.id not in stored:
+            store.put_workspace(workspace)
+            stored.add(workspace.id)
+
+    async def one(task: Task, semaphore: asyncio.Semaphore, calibrate) -> None:
         row = store.task(task.id)
         if row is not None and row.status != "pending":
             summary.skipped += 1
@@ -98,8 +104,59 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         if on_task is not None:
             on_task(task, calibration)
 
-    async with asyncio.TaskGroup() as group:  # a failing calibration cancels the others
-        for task in tasks:
-            group.create_task(one(task))
+    if workers > 1:
+        made = await _streamed(host, workers, n, seed, capabilities, options, store_workspace, one)
+    else:
+        made = generate(n, seed, capabilities, **options)  # type: ignore[arg-type]
+        for workspace in made.workspaces:
+            store_workspace(workspace)
+        semaphore = asyncio.Semaphore(concurrency)
+        async with asyncio.TaskGroup() as group:  # a failing calibration cancels the others
+            for task in made.tasks:
+                group.create_task(one(task, semaphore, calibrate))
+    summary.generated, summary.duplicates = len(made.tasks), made.duplicates
+    for task in made.tasks:
+        summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
     _report(summary, admitted)
     return summary
+
+
+async def _streamed(host: EpisodeHost, workers: int, n: int, seed: int, capabilities: tuple[str, ...],
+                    options: dict, store_workspace: Callable[[Workspace], None], one) -> Generation:
+    """Generation in a thread, each task calibrated by the worker processes as soon as it is made."""
+    loop = asyncio.get_running_loop()
+    made_tasks: asyncio.Queue[tuple[Task, Workspace] | None] = asyncio.Queue()
+    stop = threading.Event()  # a calibration failed: generation stops at its next task
+
+    def made_one(task: Task, workspace: Workspace) -> None:
+        if stop.is_set():
+            raise _Stopped
+        loop.call_soon_threadsafe(made_tasks.put_nowait, (task, workspace))
+
+    def generation() -> Generation:
+        try:
+            return generate(n, seed, capabilities, on_task=made_one, **options)
+        finally:
+            loop.call_soon_threadsafe(made_tasks.put_nowait, None)
+
+    semaphore = asyncio.Semaphore(2 * workers)  # each worker busy with one task and the next one queued
+    try:
+        async with CalibrationWorkers(host, workers) as pool, asyncio.TaskGroup() as group:
+            generating = group.create_task(asyncio.to_thread(generation))
+            while (item := await made_tasks.get()) is not None:
+                task, workspace = item
+                store_workspace(workspace)
+                group.create_task(one(task, semaphore, pool.calibrate))
+            made = await generating
+    except BaseExceptionGroup as failed:  # a worker that died fails every task it held: say it once
+        lost = failed.subgroup(WorkerError)
+        if lost is not None:
+            raise lost.exceptions[0] from None
+        raise
+    finally:
+        stop.set()
+    return made
+
+
+class _Stopped(Exception):
+    """Generation was stopped: a calibration failed, and the run with it."""

@@ -55,6 +55,20 @@ def test_synth_calibrates_several_tasks_at_once(tmp_path):
     assert "already calibrated: 3" in again.output
 
 
+@pytest.mark.bwrap
+def test_synth_calibrates_in_worker_processes(tmp_path):
+    store = tmp_path / "s.db"
+    result = runner.invoke(app, ["synth", "--store", str(store), "-n", "6", "--workers", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["generated"], summary["admitted"]) == (6, 6)
+    for flags, named in ((["--concurrency", "2"], "--concurrency"), (["--ray", "auto"], "--ray")):
+        refused = runner.invoke(app, ["synth", "--store", str(store), "-n", "6", "--workers", "2", *flags])
+        assert refused.exit_code == 2 and named in refused.output and "--workers" in refused.output
+    refused = runner.invoke(app, ["synth", "--store", str(store), "--workers", "0"])
+    assert refused.exit_code == 2 and "--workers" in refused.output
+
+
 @pytest.mark.slow
 @pytest.mark.bwrap
 def test_demo_end_to_end(tmp_path):

@@ -3,12 +3,16 @@ every office template is admitted on workspaces of several seeds."""
 
 import asyncio
 import json
+import os
 import random
+import signal
 import sqlite3
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from coworkenv.synth import harden, calibrate_task, synthesize
+from coworkenv.synth import WorkerError, calibrate_task, harden, synthesize
 from coworkenv.synth.templates import office
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
@@ -51,6 +55,89 @@ async def test_a_second_run_skips_calibrated_tasks(host):
     again = await synthesize(host, 4, seed=3, concurrency=2)
     assert (again.skipped, again.admitted) == (4, 4)
     assert host.store.query("select count(*) as n from calibrations")[0]["n"] == 4
+
+
+def _worker_pids() -> list[int]:
+    """This process's children that are calibration workers (multiprocessing's spawned interpreters)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_worker_processes_admit_the_same_tasks_as_one_process(host, tmp_path):
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+    from coworkenv.store import Store
+
+    capabilities = ("lookup", "single_write", "multi_step", "safety")
+    seen = []
+    split = await synthesize(host, 10, seed=5, capabilities=capabilities, generator="composed", workers=2,
+                             on_task=lambda task, calibration: seen.append(task.id))
+    other = Store(tmp_path / "one-process.db")
+    one_host = EpisodeHost(other, EpisodeSettings(cache_dir=tmp_path / "cache2"))
+    try:
+        alone = await synthesize(one_host, 10, seed=5, capabilities=capabilities, generator="composed")
+    finally:
+        await one_host.close()
+        statuses = _statuses(other)
+        other.close()
+    assert (split.generated, split.admitted, split.allocation) == (alone.generated, alone.admitted, alone.allocation)
+    assert split.admitted_by == alone.admitted_by and split.admitted >= 8
+    assert _statuses(host.store) == statuses and sorted(seen) == sorted(statuses)
+    # both processes played episodes, every one ended and none lost; the workers are gone, sandboxes with them
+    episodes = host.store.query("select owner, status from episodes where source = 'calibration'")
+    assert len({row["owner"] for row in episodes}) == 2 and {row["status"] for row in episodes} == {"ended"}
+    played = sum(3 + sum(outcome != "n/a" for outcome in host.store.calibration(task_id).probes.values())
+                 for task_id in statuses)
+    assert len(episodes) == played
+    assert not _worker_pids()
+    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+                if str(tmp_path / "cache") + "/" in line]
+    again = await synthesize(host, 10, seed=5, capabilities=capabilities, generator="composed", workers=2)
+    assert (again.skipped, again.admitted) == (10, split.admitted)
+
+
+async def test_a_worker_that_dies_fails_the_run_and_its_tasks_stay_pending(host):
+    run = asyncio.create_task(synthesize(host, 40, seed=9, generator="composed", workers=2))
+    for _ in range(600):  # until both workers play episodes and some tasks are admitted
+        await asyncio.sleep(0.05)
+        if len(host.store.query("select distinct owner from episodes")) == 2 and \
+                "admitted" in _statuses(host.store).values():
+            break
+    victims = _worker_pids()
+    assert victims
+    os.kill(victims[0], signal.SIGKILL)
+    with pytest.raises(WorkerError, match="calibration worker process died"):
+        await run
+    statuses = _statuses(host.store)
+    assert "pending" in statuses.values() and "admitted" in statuses.values()
+    assert not _worker_pids()
+
+
+async def test_workers_need_a_store_file_and_no_other_calibrator(host):
+    from coworkenv.episodes import EpisodeHost
+    from coworkenv.store import Store
+
+    memory = EpisodeHost(Store(), host.settings)
+    try:
+        with pytest.raises(ValueError, match="in-memory store"):
+            await synthesize(memory, 2, seed=3, workers=2)
+    finally:
+        await memory.close()
+
+    async def elsewhere(task):
+        raise AssertionError("not called")
+
+    with pytest.raises(ValueError, match="not both"):
+        await synthesize(host, 2, seed=3, workers=2, calibrate=elsewhere)
 
 
 async def test_concurrency_below_one_is_refused(host):
