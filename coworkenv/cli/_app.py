@@ -122,8 +122,8 @@ def synth(
              "where the model fails most.")] = None,
     ray: RayOpt = None,
     workers: Annotated[int, typer.Option(
-        min=1, max=64, help="Calibrate in this many processes of this machine (one task at a time each), while "
-        "generation goes on: on several cores, more tasks a minute than --concurrency in one process.")] = 1,
+        min=1, max=64, help="Calibrate in this many processes of this machine (one task at a time each) while "
+        "generation goes on; worth it with more than two cores.")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
