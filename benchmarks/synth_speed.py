@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import statistics
 import tempfile
 import time
@@ -33,18 +32,7 @@ from pathlib import Path
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
 from coworkenv.synth import calibrate_task, generate, synthesize
-
-
-def machine_cpu_s() -> float:
-    """CPU seconds the whole machine has spent busy (every core), from /proc/stat."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from episode_start import machine_cpu_s, own_cpu_s  # CPU of the whole machine and of this process
 
 
 async def end_to_end(tasks: int, seed: int, concurrency: int, workers: int, generator: str,
