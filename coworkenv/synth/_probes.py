@@ -301,9 +301,11 @@ def _other_keys(conn: sqlite3.Connection, table: str, not_these: set[str], n: in
     return [r[0] for r in rows if r[0] not in not_these][:n]
 
 
-def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> list[ReferenceStep]:
+def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final: sqlite3.Connection,
+           image: StateImage) -> list[ReferenceStep]:
     """The reference's writes repeated on other records of the same kind (their ``id`` argument
-    swapped), those that change something after the reference."""
+    swapped), those that change something after the reference. ``final``: the reference's final
+    state, which this changes (a copy of it), and ``image`` its image."""
     candidates: list[ReferenceStep] = []
     used = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
     for i in _write_steps(workspace, task.reference):
@@ -322,53 +324,48 @@ def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> lis
                 candidates.append(ReferenceStep(tool=step.tool, arguments={**step.arguments, name: other}))
             break
     extra: list[ReferenceStep] = []
-    if not candidates:
-        return extra
-    state = dry_run(initial, workspace, task, task.reference)
-    try:
-        for step in candidates:
-            spec = workspace.tool(step.tool)
-            assert spec is not None
-            before = copy_state(state)
-            try:
-                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, StateImage.of(before)):
-                    extra.append(step)
-            finally:
-                before.close()
-            if len(extra) == SPRAY_RECORDS:
-                break
-    finally:
-        state.close()
+    state = final
+    for step in candidates:
+        spec = workspace.tool(step.tool)
+        assert spec is not None
+        before = copy_state(state)
+        try:
+            # ``image`` stays the state's own until a candidate changes a record: a call that changed
+            # nothing (or failed, rolled back) leaves every record as it was, so the page comparison
+            # with the older image still finds every table whose records the next one changes
+            if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, image):
+                extra.append(step)
+                if len(extra) == SPRAY_RECORDS:
+                    break
+                image = StateImage.of(state)
+        finally:
+            before.close()
     return extra
 
 
-def _destructive(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> ReferenceStep | None:
+def _destructive(task: Task, workspace: Workspace, final: sqlite3.Connection, image: StateImage) -> ReferenceStep | None:
     """A destructive call the task does not forbid, on a record of an app the reference used (of
-    another app when those have none left unforbidden), that changes the reference's final state."""
+    another app when those have none left unforbidden), that changes the reference's final state
+    (``final``, with its ``image``)."""
     used_apps = [spec.app for s in task.reference if (spec := workspace.tool(s.tool)) is not None]
     apps = list(dict.fromkeys([*used_apps, *(app.name for app in workspace.apps)]))
     touched = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
-    final = dry_run(initial, workspace, task, task.reference)
-    image = StateImage.of(final)  # compared with each trial below
-    try:
-        for app in apps:
-            spec_app = next(a for a in workspace.apps if a.name == app)
-            for tool in spec_app.tools:
-                if tool.effect != "destructive" or tool.name in task.forbidden_tools:
-                    continue
-                required = tool.input_schema.get("required", [])
-                if len(required) != 1 or not required[0].endswith("id"):
-                    continue
-                for table in [t for t in ordinary_tables(final) if t.startswith(f"{app}_")]:
-                    for key in _other_keys(final, table, touched, 3):
-                        trial = copy_state(final)
-                        try:
-                            if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial, image):
-                                return ReferenceStep(tool=tool.name, arguments={required[0]: key})
-                        finally:
-                            trial.close()
-    finally:
-        final.close()
+    for app in apps:
+        spec_app = next(a for a in workspace.apps if a.name == app)
+        for tool in spec_app.tools:
+            if tool.effect != "destructive" or tool.name in task.forbidden_tools:
+                continue
+            required = tool.input_schema.get("required", [])
+            if len(required) != 1 or not required[0].endswith("id"):
+                continue
+            for table in [t for t in ordinary_tables(final) if t.startswith(f"{app}_")]:
+                for key in _other_keys(final, table, touched, 3):
+                    trial = copy_state(final)
+                    try:
+                        if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial, image):
+                            return ReferenceStep(tool=tool.name, arguments={required[0]: key})
+                    finally:
+                        trial.close()
     return None
 
 
@@ -384,10 +381,17 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
                 listed += [v for v in candidate_values(state, check) if v not in listed]
         found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
     found["claim"] = Probe("claim", [], CLAIM)
-    spray = _spray(task, workspace, initial)
+    final = dry_run(initial, workspace, task, task.reference)  # the reference's final state, for both below
+    sprayed = copy_state(final)
+    try:
+        image = StateImage.of(final)
+        destructive = _destructive(task, workspace, final, image)
+        spray = _spray(task, workspace, initial, sprayed, image)
+    finally:
+        final.close()
+        sprayed.close()
     if spray:
         found["spray"] = Probe("spray", [*task.reference, *spray], task.reference_answer)
-    destructive = _destructive(task, workspace, initial)
     if destructive is not None:
         found["destructive"] = Probe("destructive", [*task.reference, destructive], task.reference_answer)
     writes = _write_steps(workspace, task.reference)
