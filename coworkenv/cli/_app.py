@@ -18,17 +18,20 @@ from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
 from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio, unix_socket
-from ..synth import Generator, ProfileError, WorkerError, load_profile, synthesize
+from ..synth import ProfileError, WorkerError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
     DEFAULT_STORE,
     FAILED,
+    AppOpt,
     CapabilityOpt,
+    GeneratorOpt,
     JsonOpt,
     RayOpt,
     UserModelOpt,
     SandboxOpt,
     StoreOpt,
+    check_apps,
     check_capabilities,
     check_ray,
     on_cluster,
@@ -111,10 +114,8 @@ def synth(
     n: Annotated[int, typer.Option("-n", "--tasks", "--budget", min=1, help="How many tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the generation.")] = 0,
     capability: CapabilityOpt = None,
-    generator: Annotated[Generator, typer.Option(
-        help="Hand-written templates, shapes composed over any app's tools, or all of them.")] = "all",
-    app_name: Annotated[list[str] | None, typer.Option(
-        "--app", metavar="APP", help="Workspaces of these apps only (repeatable; default: every app).")] = None,
+    generator: GeneratorOpt = "all",
+    app_name: AppOpt = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once (on each node, with --ray).")] = 1,
     profile: Annotated[Path | None, typer.Option(
@@ -128,13 +129,8 @@ def synth(
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
     probe beats."""
-    from ..workspace import listed_apps
-
     capabilities = check_capabilities(capability)
-    apps = tuple(app_name) if app_name else None
-    unknown_apps = [a for a in apps or () if a not in listed_apps()]
-    if unknown_apps:
-        raise fail(f"unknown app {unknown_apps[0]!r}; the apps are: {', '.join(sorted(listed_apps()))}")
+    apps = check_apps(app_name)
     try:
         measured = load_profile(profile) if profile is not None else None
     except ProfileError as exc:

@@ -28,7 +28,7 @@ from rich.progress import (
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
 from ..store import Store, StoreError
-from ..synth import GENERATED
+from ..synth import GENERATED, Generator
 
 err = Console(stderr=True, soft_wrap=True)  # progress, summaries for people, errors (lines are not wrapped)
 out = Console()  # a command's output (tables); JSON and plain lines go through typer.echo
@@ -52,6 +52,11 @@ RayOpt = Annotated[str | None, typer.Option(
          "this process writes the store. Every node needs coworkenv with its 'ray' extra and the sandbox backend.")]
 CapabilityOpt = Annotated[list[str] | None, typer.Option(
     "--capability", metavar="CAPABILITY", help=f"Capabilities to cover (repeatable): {', '.join(GENERATED)}.")]
+
+AppOpt = Annotated[list[str] | None, typer.Option(
+    "--app", metavar="APP", help="Workspaces of these apps only (repeatable; default: every app).")]
+GeneratorOpt = Annotated[Generator, typer.Option(
+    help="Hand-written templates, shapes composed over any app's tools, or all of them.")]
 
 _quiet = False
 
@@ -143,6 +148,19 @@ def check_capabilities(names: list[str] | None) -> tuple[str, ...]:
     if unknown:
         raise fail(f"unknown capability {unknown[0]!r}; known: {', '.join(GENERATED)}")
     return capabilities
+
+
+def check_apps(names: list[str] | None) -> tuple[str, ...] | None:
+    """The apps named (None: every app), after checking that each is registered."""
+    if not names:
+        return None
+    from ..workspace import listed_apps
+
+    known = listed_apps()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise fail(f"unknown app {unknown[0]!r}; the apps are: {', '.join(sorted(known))}")
+    return tuple(dict.fromkeys(names))
 
 
 def open_store(path: Path, *, create: bool = False) -> Store:

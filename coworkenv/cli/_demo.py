@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS, SPLITS
 from ..sandbox import BwrapSandbox, SandboxUnavailable
-from ._common import JsonOpt, emit, fail, open_store, out, progress
+from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, fail, open_store, out, progress
 
 if TYPE_CHECKING:
     from ..loop import FullSettings
@@ -41,6 +41,8 @@ def demo_command(
     capability: Annotated[list[str] | None, typer.Option(
         metavar="CAPABILITY", help="--full: capabilities to synthesize, train and evaluate (repeatable; default "
         f"{', '.join(FULL_CAPABILITIES)}).")] = None,
+    app_name: AppOpt = None,
+    generator: GeneratorOpt = "all",
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = FULL_EVAL_TASKS,
     serve: Annotated[Literal["auto", "local", "vllm"], typer.Option(
@@ -56,11 +58,13 @@ def demo_command(
         raise fail(str(exc)) from None
     from ..loop import FullSettings, run_demo, run_full
 
+    apps = check_apps(app_name)
     settings = None
     if full:
         try:
             settings = FullSettings.model_validate(dict(
-                capabilities=tuple(capability or FULL_CAPABILITIES), train_steps=steps or FULL_STEPS,
+                capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
+                train_steps=steps or FULL_STEPS,
                 eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
@@ -73,7 +77,8 @@ def demo_command(
     open_store(directory / "coworkenv.db", create=True).close()  # a usable store there, or a one-line error
     with progress() as bar:
         if settings is None:
-            summary = asyncio.run(run_demo(directory, n or DEMO_TASKS, seed, error_rate, bar))
+            summary = asyncio.run(run_demo(directory, n or DEMO_TASKS, seed, error_rate, bar, apps=apps,
+                                           generator=generator))
         else:
             summary = asyncio.run(run_full(directory, n or FULL_TASKS, seed, error_rate, settings, bar))
     def human() -> None:

@@ -18,12 +18,15 @@ from ..workspace import PromptStyle
 from ._common import (
     DEFAULT_STORE,
     FAILED,
+    AppOpt,
     CapabilityOpt,
+    GeneratorOpt,
     JsonOpt,
     RayOpt,
     UserModelOpt,
     SandboxOpt,
     StoreOpt,
+    check_apps,
     check_capabilities,
     check_ray,
     on_cluster,
@@ -74,6 +77,8 @@ def eval_command(
     tasks: Annotated[int, typer.Option("-n", "--tasks", min=1, help="Held-out tasks to generate.")] = 12,
     seed: Annotated[int, typer.Option(help="Seed of the held-out tasks (their workspaces must be new).")] = DEFAULT_EVAL_SEED,
     capability: CapabilityOpt = None,
+    app_name: AppOpt = None,
+    generator: GeneratorOpt = "all",
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
     k: Annotated[int | None, typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
     style: Annotated[PromptStyle, typer.Option("--style", help="The agent view the model was trained on.")] = "full",
@@ -106,9 +111,11 @@ def eval_command(
     from ..loop import EvalError, EvalSettings, run_eval, task_ids_in
 
     capabilities = check_capabilities(capability)
+    apps = check_apps(app_name)
     try:
         settings = EvalSettings.model_validate(dict(
-            model=model, tasks=tasks, seed=seed, capabilities=capabilities, trials=trials, k=k, prompt_style=style,
+            model=model, tasks=tasks, seed=seed, capabilities=capabilities, apps=apps, generator=generator,
+            trials=trials, k=k, prompt_style=style,
             temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
             retries=retries, api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
@@ -123,6 +130,8 @@ def eval_command(
         raise _fail(problem)
     if (task or service_error_rate) and suite != "claw-eval":
         raise _fail("--task and --service-error-rate apply to --suite claw-eval only")
+    if (apps or generator != "all") and suite != "generated":
+        raise _fail("--app and --generator choose how held-out tasks are generated: --suite generated only")
     check_ray(ray)
     host = open_host(store, sandbox, user_model=user_model,
                      service_env={"ERROR_RATE": str(service_error_rate)} if service_error_rate else None,

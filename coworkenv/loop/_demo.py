@@ -21,7 +21,7 @@ from ..server import running_http_server
 from ..store import Store
 from ..synth import synthesize
 from ..view import write_report
-from ..synth import GENERATED
+from ..synth import GENERATED, Generator
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
@@ -29,10 +29,12 @@ from ._eval import EvalReport
 from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
-                   capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4) -> dict:
+                   capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
+                   apps: tuple[str, ...] | None = None, generator: Generator = "all") -> dict:
     """Run the loop into ``directory`` (resumable: what the store holds is kept and reused).
 
     Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
+    ``apps`` and ``generator``: the workspaces' apps and the tasks' source (``synthesize``).
     """
     from ..agents import ProviderSettings
     from ..trainer import export_sft
@@ -42,8 +44,8 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
     try:
         job = progress.add_task("synthesize + calibrate", total=n)
-        synth = await synthesize(host, n, seed, capabilities=capabilities, concurrency=concurrency,
-                                 on_task=lambda *_: progress.advance(job))
+        synth = await synthesize(host, n, seed, capabilities=capabilities, concurrency=concurrency, apps=apps,
+                                 generator=generator, on_task=lambda *_: progress.advance(job))
         job = progress.add_task("collect (oracle teacher)", total=synth.admitted)
         settings = TeacherSettings(provider="oracle", concurrency=concurrency,
                                    provider_settings=ProviderSettings(error_rate=error_rate, seed=seed))
@@ -85,6 +87,8 @@ class FullSettings(BaseModel):
     """The closing half of the loop (``demo --full``) on embedded defaults."""
 
     capabilities: tuple[str, ...] = FULL_CAPABILITIES
+    apps: tuple[str, ...] | None = None  # the workspaces' apps, of training and held-out tasks; every app when unset
+    generator: Generator = "all"  # the tasks' source, of training and held-out tasks
     style: PromptStyle = "minimal"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
     vocab_size: int = 2048
     hidden_size: int = 128
@@ -133,7 +137,8 @@ async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: Ful
 
     def options(spec: str) -> EvalSettings:
         return EvalSettings(model=spec, tasks=settings.eval_tasks, seed=settings.eval_seed,
-                            capabilities=settings.capabilities, trials=settings.eval_trials,
+                            capabilities=settings.capabilities, apps=settings.apps, generator=settings.generator,
+                            trials=settings.eval_trials,
                             prompt_style=settings.style, temperature=0.0 if settings.eval_trials == 1 else 0.7,
                             max_tokens=256, concurrency=2)
 
@@ -167,7 +172,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     started = time.perf_counter()
     timings: dict[str, float] = {}
     with _stage(progress, "synth → collect → gate → export", timings):
-        collected = await run_demo(directory, n, seed, error_rate, progress, capabilities=settings.capabilities)
+        collected = await run_demo(directory, n, seed, error_rate, progress, capabilities=settings.capabilities,
+                                   apps=settings.apps, generator=settings.generator)
     store = Store(directory / "coworkenv.db")
     data = directory / "export" / f"sft.{settings.style}.jsonl"
     rows = export_sft(store, data, style=settings.style)

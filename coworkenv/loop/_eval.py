@@ -38,7 +38,7 @@ from ..agents import ProviderSettings, chat_model, parse_provider
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION
 from ..store import EvalTrialRow, Provenance, Store
-from ..synth import GENERATED, Profile, ProfileCell, calibrate_task, generate_tasks
+from ..synth import GENERATED, Generator, Profile, ProfileCell, calibrate_task, generate_tasks
 from ..workspace import PromptStyle, Task, check_style
 from ._episodes import LocalEpisodes
 from ._defaults import DEFAULT_EVAL_SEED, SPLITS
@@ -58,6 +58,8 @@ class EvalSettings(BaseModel):
     tasks: int = Field(default=12, ge=1)  # held-out tasks to generate
     seed: int = DEFAULT_EVAL_SEED  # seed of the held-out tasks (their workspaces must be new)
     capabilities: tuple[str, ...] = GENERATED
+    apps: tuple[str, ...] | None = None  # the held-out workspaces' apps; every registered app when unset
+    generator: Generator = "all"  # what makes the held-out tasks: templates, composed shapes or both
     trials: int = Field(default=3, ge=1)  # n: episodes per task
     k: int | None = Field(default=None, ge=1)  # pass@k and pass^k; ``trials`` when unset
     prompt_style: PromptStyle = "full"  # the agent view the model was trained on
@@ -153,7 +155,8 @@ async def prepare_heldout(host: EpisodeHost, settings: EvalSettings, *,
         if row is None:
             raise EvalError(f"training task {task_id!r} is not in the store")
         train_combos.add(combination(row.spec))
-    workspaces, tasks = generate_tasks(settings.tasks, settings.seed, settings.capabilities)
+    workspaces, tasks = generate_tasks(settings.tasks, settings.seed, settings.capabilities, apps=settings.apps,
+                                       generator=settings.generator)
     used = store.workspace_seeds(excluding_status="heldout")
     clash = sorted(w.seed for w in workspaces if w.seed in used)
     if clash:

@@ -29,6 +29,13 @@ def test_eval_cli_names_bad_input(tmp_path):
     (tmp_path / "train.jsonl").write_text("{\"messages\": []}\n")
     result = runner.invoke(app, ["eval", "--model", "oracle", "--train-data", str(tmp_path / "train.jsonl")])
     assert result.exit_code == 2 and "task_id" in result.output
+    result = runner.invoke(app, ["eval", "--model", "oracle", "--app", "teleport", "--store", str(store)])
+    assert result.exit_code == 2 and "unknown app 'teleport'" in result.output and "mail" in result.output
+    result = runner.invoke(app, ["eval", "--model", "oracle", "--generator", "magic", "--store", str(store)])
+    assert result.exit_code == 2 and "magic" in result.output
+    result = runner.invoke(app, ["eval", "--model", "oracle", "--app", "mail", "--suite", "claw-eval",
+                                 "--store", str(store)])
+    assert result.exit_code == 2 and "--suite generated only" in result.output
 
 
 @pytest.mark.bwrap

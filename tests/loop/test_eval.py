@@ -172,3 +172,19 @@ def test_a_model_server_that_does_not_serve_the_model_is_named(failing_model_ser
     check_model_server(f"openai:m@{failing_model_server}")
     with pytest.raises(EvalError, match="does not serve 'other'"):
         check_model_server(f"openai:other@{failing_model_server}")
+
+
+@pytest.mark.bwrap
+@pytest.mark.anyio
+async def test_held_out_tasks_come_from_the_apps_and_generator_asked_for(host):
+    settings = EvalSettings(model="oracle", tasks=4, seed=700, capabilities=("lookup", "single_write"),
+                            apps=("mail", "files"), generator="templates", trials=1)
+    with anyio.fail_after(300):
+        result = await run_eval(host, settings)
+    assert result.failures == {} and len(result.trials) == 4 and all(t.passed for t in result.trials)
+    heldout = host.store.tasks(status="heldout")
+    assert len(heldout) == 4
+    for row in heldout:
+        workspace = host.store.workspace(row.spec.workspace_id)
+        assert {a.name for a in workspace.apps} == {"mail", "files"}
+        assert row.spec.shape and not row.spec.shape.startswith("compose")  # a hand-written template's
