@@ -18,6 +18,7 @@ from ._common import (
     JsonOpt,
     SandboxOpt,
     StoreOpt,
+    check_apps,
     check_capabilities,
     emit,
     err,
@@ -50,7 +51,6 @@ def draft_command(
     from .._errors import ModelError
     from ..agents import ProviderError, ProviderSettings, chat_model, parse_provider, provider_problem
     from ..synth import draft_tasks
-    from ..workspace import listed_apps
 
     try:
         spec = parse_provider(provider)
@@ -64,10 +64,7 @@ def draft_command(
     if problem:
         raise fail(problem)
     check_capabilities([capability])
-    known = listed_apps()
-    unknown = [name for name in app_names or () if name not in known]
-    if unknown:
-        raise fail(f"unknown app {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    apps = check_apps(app_names)
     host = open_host(store, sandbox, create=True)
 
     async def run():
@@ -81,7 +78,7 @@ def draft_command(
 
             try:
                 return await draft_tasks(host, spec, capability=capability, n=n, rounds=rounds, seed=seed,
-                                         apps=tuple(app_names) if app_names else None, settings=settings,
+                                         apps=apps, settings=settings,
                                          on_attempt=attempted)
             finally:
                 await host.close()

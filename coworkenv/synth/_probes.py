@@ -304,8 +304,7 @@ def _other_keys(conn: sqlite3.Connection, table: str, not_these: set[str], n: in
 def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final: sqlite3.Connection,
            image: StateImage) -> list[ReferenceStep]:
     """The reference's writes repeated on other records of the same kind (their ``id`` argument
-    swapped), those that change something after the reference. ``final``: the reference's final
-    state, which this changes (a copy of it), and ``image`` its image."""
+    swapped), those that change something after the reference (``final``, with its ``image``)."""
     candidates: list[ReferenceStep] = []
     used = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
     for i in _write_steps(workspace, task.reference):
@@ -324,22 +323,27 @@ def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final:
                 candidates.append(ReferenceStep(tool=step.tool, arguments={**step.arguments, name: other}))
             break
     extra: list[ReferenceStep] = []
-    state = final
-    for step in candidates:
-        spec = workspace.tool(step.tool)
-        assert spec is not None
-        before = copy_state(state)
-        try:
-            # ``image`` stays the state's own until a candidate changes a record: a call that changed
-            # nothing (or failed, rolled back) leaves every record as it was, so the page comparison
-            # with the older image still finds every table whose records the next one changes
-            if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, image):
-                extra.append(step)
-                if len(extra) == SPRAY_RECORDS:
-                    break
-                image = StateImage.of(state)
-        finally:
-            before.close()
+    if not candidates:
+        return extra
+    state = copy_state(final)  # the candidates that change something pile up on it
+    try:
+        for step in candidates:
+            spec = workspace.tool(step.tool)
+            assert spec is not None
+            before = copy_state(state)
+            try:
+                # ``image`` stays the state's own until a candidate changes a record: a call that changed
+                # nothing (or failed, rolled back) leaves every record as it was, so the page comparison
+                # with the older image still finds every table whose records the next one changes
+                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, image):
+                    extra.append(step)
+                    if len(extra) == SPRAY_RECORDS:
+                        break
+                    image = StateImage.of(state)
+            finally:
+                before.close()
+    finally:
+        state.close()
     return extra
 
 
@@ -382,14 +386,12 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
         found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
     found["claim"] = Probe("claim", [], CLAIM)
     final = dry_run(initial, workspace, task, task.reference)  # the reference's final state, for both below
-    sprayed = copy_state(final)
     try:
         image = StateImage.of(final)
         destructive = _destructive(task, workspace, final, image)
-        spray = _spray(task, workspace, initial, sprayed, image)
+        spray = _spray(task, workspace, initial, final, image)
     finally:
         final.close()
-        sprayed.close()
     if spray:
         found["spray"] = Probe("spray", [*task.reference, *spray], task.reference_answer)
     if destructive is not None:
