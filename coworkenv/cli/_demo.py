@@ -19,7 +19,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS, SPLITS
+from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, fail, open_store, out, progress
 
@@ -45,6 +45,9 @@ def demo_command(
     generator: GeneratorOpt = "all",
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks (new seeds).")] = FULL_EVAL_TASKS,
+    unseen_share: Annotated[float, typer.Option(
+        min=0.0, help="--full: share of each capability's combinations (the tools its tasks "
+        "compose) kept out of training; held-out tasks of them are the unseen-combinations split.")] = FULL_UNSEEN_SHARE,
     serve: Annotated[Literal["auto", "local", "vllm"], typer.Option(
         help="--full: how models are served for evaluation: local (in process, hf:PATH), vllm (vLLM's OpenAI "
         "server, tool parser hermes) or auto (in process, and the trained model through vLLM too where vLLM is "
@@ -65,7 +68,7 @@ def demo_command(
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
                 train_steps=steps or FULL_STEPS,
-                eval_tasks=eval_tasks, serve=serve, vllm_python=vllm_python))
+                eval_tasks=eval_tasks, unseen_share=unseen_share, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
         problem = _full_prerequisites(settings)
@@ -93,6 +96,9 @@ def demo_command(
         typer.echo(f"store: {summary['store']}\nSFT data: {summary['export']}")
         if settings is not None:
             out.print(_full_table(summary))
+            unseen = summary["unseen_combinations"]
+            typer.echo(f"kept out of training ({summary['tasks_kept_out']} tasks): "
+                       + (", ".join(unseen) if unseen else "no combination"))
             serving = summary["serving"]
             if len(serving["pass_rate"]) > 1:
                 rates = ", ".join(f"{path} {rate:.0%}" for path, rate in serving["pass_rate"].items())
@@ -146,5 +152,9 @@ def _full_table(summary: dict) -> Table:
             cells += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
         table.add_row(capability, *cells, f"{pct(row['base'])} → {pct(row['trained'])}")
     overall = summary["overall"]
-    table.add_row("overall", *([""] * 2 * len(splits)), f"{pct(overall['base'])} → {pct(overall['trained'])}")
+    cells = []
+    for split in splits:
+        cell = overall.get("splits", {}).get(split, {})
+        cells += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
+    table.add_row("overall", *cells, f"{pct(overall['base'])} → {pct(overall['trained'])}")
     return table

@@ -14,7 +14,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._collect import CollectSummary, TaskRun, Teacher, TeacherSettings, collect, pending_tasks
     from ._defaults import (DEFAULT_EVAL_SEED, DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS,
-                            FULL_TASKS, SPLITS)
+                            FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS)
     from ._demo import FullSettings, run_demo, run_full
     from ._episodes import EpisodeService, LocalEpisodes, OpenedEpisode, RemoteEpisodes
     from ._eval import (
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         run_eval,
         summarize,
         task_ids_in,
+        unseen_combinations,
     )
     from ._play import Played, play
     from ._ray import ClusterError, NodeHost, RayCluster
@@ -38,12 +39,12 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_collect": ("CollectSummary", "TaskRun", "Teacher", "TeacherSettings", "collect", "pending_tasks"),
     "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_CAPABILITIES", "FULL_EVAL_TASKS", "FULL_STEPS", "FULL_TASKS",
-                  "SPLITS"),
+                  "FULL_UNSEEN_SHARE", "SPLITS"),
     "_demo": ("FullSettings", "run_demo", "run_full"),
     "_episodes": ("EpisodeService", "LocalEpisodes", "OpenedEpisode", "RemoteEpisodes"),
     "_eval": (
         "EvalError", "EvalReport", "EvalSettings", "Trial", "check_model_server", "combination", "pass_at_k",
-        "pass_hat_k", "report", "run_eval", "summarize", "task_ids_in",
+        "pass_hat_k", "report", "run_eval", "summarize", "task_ids_in", "unseen_combinations",
     ),
     "_play": ("Played", "play"),
     "_ray": ("ClusterError", "NodeHost", "RayCluster"),

@@ -26,7 +26,7 @@ from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
 from ._eval import EvalReport
-from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS
+from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_UNSEEN_SHARE
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
@@ -100,6 +100,9 @@ class FullSettings(BaseModel):
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
     eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
+    # of each capability's combinations (its tools composed), the share kept out of training: held-out
+    # tasks of them are the unseen-combinations split (``unseen_combinations``; 0 trains on all)
+    unseen_share: float = Field(default=FULL_UNSEEN_SHARE, ge=0.0, lt=1.0)
     # how models are served for evaluation: "local" in process (hf:PATH), "vllm" by vLLM's OpenAI server,
     # "auto" in process and, where vLLM is installed, the trained model through vLLM as well (both reported)
     serve: Literal["auto", "local", "vllm"] = "auto"
@@ -131,7 +134,7 @@ def _stage(progress: Progress, name: str, timings: dict[str, float]) -> Iterator
 
 
 async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path,
-                    path: str) -> EvalReport:
+                    path: str, train_tasks: list[str]) -> EvalReport:
     from ..trainer import VLLMSettings, running_vllm_server
     from ._eval import EvalSettings, run_eval
 
@@ -140,7 +143,7 @@ async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: Ful
                             capabilities=settings.capabilities, apps=settings.apps, generator=settings.generator,
                             trials=settings.eval_trials,
                             prompt_style=settings.style, temperature=0.0 if settings.eval_trials == 1 else 0.7,
-                            max_tokens=256, concurrency=2)
+                            max_tokens=256, concurrency=2, train_tasks=train_tasks)
 
     profile = store_dir / "eval" / f"{name}.{path}.profile.json"
     if path == "local":
@@ -168,6 +171,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                    progress: Progress) -> dict:
     """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
     from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, train_sft
+    from ._eval import combination, task_ids_in, training_task_ids, unseen_combinations
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -176,7 +180,11 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                                    apps=settings.apps, generator=settings.generator)
     store = Store(directory / "coworkenv.db")
     data = directory / "export" / f"sft.{settings.style}.jsonl"
-    rows = export_sft(store, data, style=settings.style)
+    trainable = [store.task_spec(task_id) for task_id in training_task_ids(store)]
+    unseen = unseen_combinations(trainable, settings.unseen_share)
+    rows = export_sft(store, data, style=settings.style,
+                      without={task.id for task in trainable if combination(task) in unseen})
+    train_tasks = task_ids_in(data)  # what the model is trained on: the split of each held-out task follows
     base_dir = directory / "models" / "tiny"
     with _stage(progress, "init-tiny", timings):
         if not (base_dir / "config.json").exists():
@@ -197,10 +205,11 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     trained: dict[str, EvalReport] = {}
     try:
         with _stage(progress, f"eval base ({paths[0]})", timings):
-            before = (await _evaluate(host, base_dir, "base", settings, directory, paths[0])).summary
+            before = (await _evaluate(host, base_dir, "base", settings, directory, paths[0], train_tasks)).summary
         for path in paths:
             with _stage(progress, f"eval trained ({path})", timings):
-                trained[path] = await _evaluate(host, run_dir / "model", "trained", settings, directory, path)
+                trained[path] = await _evaluate(host, run_dir / "model", "trained", settings, directory, path,
+                                                train_tasks)
     finally:
         await host.close()
     after = trained[paths[0]].summary
@@ -217,9 +226,12 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     return {
         **collected,
         "sft_rows": rows,
+        "unseen_combinations": unseen,  # kept out of training
+        "tasks_kept_out": sum(1 for task in trainable if combination(task) in unseen),
         "capabilities": capabilities,
         "overall": {"base": before["overall"]["pass_rate"], "trained": after["overall"]["pass_rate"],
-                    "tasks": after["overall"]["tasks"]},
+                    "tasks": after["overall"]["tasks"],
+                    "splits": {split: rates(before["splits"][split], after["splits"][split]) for split in after["splits"]}},
         "serving": compare_paths(trained),  # the trained model on each path (in process, through vLLM)
         "base_model": str(base_dir),
         "trained_model": str(run_dir / "model"),

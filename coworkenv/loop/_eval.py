@@ -22,8 +22,10 @@ trials passes) and pass^k = C(c, k)/C(n, k) (all k trials pass); groups average 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
@@ -115,6 +117,39 @@ def _check_counts(n: int, c: int, k: int) -> None:
 def combination(task: Task) -> str:
     """A task's capability and the set of tools its reference solution composes."""
     return f"{task.capability}:" + "+".join(sorted({step.tool for step in task.reference}))
+
+
+def unseen_combinations(tasks: Iterable[Task], share: float) -> list[str]:
+    """Combinations to keep out of training, so that held-out tasks of them measure composition:
+    of each capability with three or more combinations, ``share`` of them (at least one; two are
+    always kept), each made only of tools that a kept combination of some capability uses (every
+    tool it needs is trained on), and each at least half as common among ``tasks`` as an even share
+    of its capability's (a rare one would give the split almost no task). Which ones is fixed by
+    the combinations' names (ordered by their SHA-256): the same tasks give the same choice."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the share of unseen combinations must be in [0, 1), not {share}")
+    counts: dict[str, Counter[str]] = {}
+    for task in tasks:
+        counts.setdefault(task.capability, Counter())[combination(task)] += 1
+    if share == 0.0:
+        return []
+    tools = lambda combo: set(combo.split(":", 1)[1].split("+"))
+    kept = {combo for combos in counts.values() for combo in combos}
+    chosen: list[str] = []
+    for capability in sorted(counts):
+        combos = counts[capability]
+        if len(combos) < 3:
+            continue
+        wanted = min(max(1, int(share * len(combos))), len(combos) - 2)
+        common = [c for c in combos if combos[c] * 2 * len(combos) >= combos.total()]
+        for combo in sorted(common, key=lambda c: hashlib.sha256(c.encode()).hexdigest()):
+            if wanted == 0:
+                break
+            if tools(combo) <= set().union(*(tools(c) for c in kept - {combo})):
+                kept.discard(combo)
+                chosen.append(combo)
+                wanted -= 1
+    return sorted(chosen)
 
 
 def training_task_ids(store: Store) -> list[str]:

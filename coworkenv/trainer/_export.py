@@ -10,6 +10,7 @@ playing a task in that view; conversations are rendered by ``coworkenv.workspace
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -213,14 +214,17 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
 
 
 def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True,
-               vision: bool = False, run_tag: str | None = None) -> int:
+               vision: bool = False, run_tag: str | None = None, without: Collection[str] = ()) -> int:
     """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count.
 
     Images the agents were given go to ``<path stem>.images/`` beside it, named in each row's
-    ``images``. With ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and
-    writes nothing."""
+    ``images``. ``without``: task ids whose rows are left out (held out of training). With
+    ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and writes nothing."""
     path = Path(path)
     rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag)
+    if without:
+        left_out = set(without)
+        rows = [row for row in rows if row["task_id"] not in left_out]
     if not rows and not allow_empty:
         raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")

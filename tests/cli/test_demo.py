@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
+from coworkenv.loop import combination
 from coworkenv.store import Store
 
 runner = CliRunner()
@@ -20,6 +21,8 @@ def test_full_demo_names_bad_settings(tmp_path):
     assert result.exit_code == 2 and "telepathy" in result.output
     result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--app", "teleport"])
     assert result.exit_code == 2 and "unknown app 'teleport'" in result.output
+    result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--unseen-share", "1"])
+    assert result.exit_code == 2 and "unseen_share" in result.output and "less than 1" in result.output
     assert not (tmp_path / "d").exists()  # nothing was created
 
 
@@ -49,3 +52,43 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
     apps = {json.dumps(sorted(a.name for a in w.spec.apps)) for w in store.workspaces()}
     assert apps == {json.dumps(["calendar", "files", "mail"])}
     assert store.tasks(status="heldout") and store.tasks(status="admitted")
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen(tmp_path):
+    """--unseen-share keeps some combinations out of the training file; held-out tasks of them, and only
+    those, are the unseen-combinations split, reported per capability and overall."""
+    directory = tmp_path / "d"
+    result = subprocess.run(
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
+         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
+         "calendar", "--app", "files", "--unseen-share", "0.3", "--serve", "local", "--json"],
+        capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    unseen = set(summary["unseen_combinations"])
+    assert unseen and summary["tasks_kept_out"] > 0
+    store = Store(directory / "coworkenv.db")
+    trained = [json.loads(line)["task_id"] for line in (directory / "export" / "sft.minimal.jsonl").read_text().splitlines()]
+    assert len(trained) == summary["sft_rows"] == summary["tasks_admitted"] - summary["tasks_kept_out"]
+    trained_combinations = {combination(store.task_spec(t)) for t in trained}
+    assert not trained_combinations & unseen
+    splits = summary["overall"]["splits"]
+    assert splits["unseen_combinations"]["tasks"] >= 1 and splits["new_seeds"]["tasks"] >= 1
+    assert splits["unseen_combinations"]["tasks"] + splits["new_seeds"]["tasks"] == summary["overall"]["tasks"] == 16
+    trials = [trial for run in store.eval_runs() for trial in store.eval_trials(run.id)]
+    assert any(trial.combination in unseen for trial in trials)  # the split holds tasks of what was kept out
+    for trial in trials:
+        # unseen: a combination kept out, or one that no training task happened to have
+        assert (trial.split == "unseen_combinations") == (trial.combination not in trained_combinations)
+        assert trial.combination not in unseen or trial.split == "unseen_combinations"
+    per_capability = sum(row["splits"]["unseen_combinations"]["tasks"] for row in summary["capabilities"].values())
+    assert per_capability == splits["unseen_combinations"]["tasks"]
+    human = subprocess.run(  # resumed from the folder: the same choice, printed with the table
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
+         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
+         "calendar", "--app", "files", "--unseen-share", "0.3", "--serve", "local"],
+        capture_output=True, text=True, timeout=900)
+    assert human.returncode == 0, human.stderr[-3000:]
+    assert f"kept out of training ({summary['tasks_kept_out']} tasks): " + ", ".join(sorted(unseen)) in human.stdout

@@ -4,6 +4,7 @@ infrastructure failures end (a real model server that answers ``/models`` but fa
 from __future__ import annotations
 
 import json
+from collections import Counter
 from math import isclose
 
 import anyio
@@ -17,13 +18,15 @@ from coworkenv.loop import (
     TeacherSettings,
     Trial,
     collect,
+    combination,
     pass_at_k,
     pass_hat_k,
     pending_tasks,
     run_eval,
     summarize,
+    unseen_combinations,
 )
-from coworkenv.synth import Profile, load_profile, synthesize
+from coworkenv.synth import Profile, generate_tasks, load_profile, synthesize
 from coworkenv.trainer import sft_rows
 
 
@@ -188,3 +191,27 @@ async def test_held_out_tasks_come_from_the_apps_and_generator_asked_for(host):
         workspace = host.store.workspace(row.spec.workspace_id)
         assert {a.name for a in workspace.apps} == {"mail", "files"}
         assert row.spec.shape and not row.spec.shape.startswith("compose")  # a hand-written template's
+
+
+def test_unseen_combinations_keep_common_ones_of_trained_tools_out_of_training():
+    _, tasks = generate_tasks(120, 3, ("lookup", "single_write", "multi_step"), apps=("mail", "calendar", "files"))
+    combos: dict[str, Counter[str]] = {}
+    for task in tasks:
+        combos.setdefault(task.capability, Counter())[combination(task)] += 1
+    unseen = unseen_combinations(tasks, 0.2)
+    assert unseen == unseen_combinations(list(reversed(tasks)), 0.2)  # the choice follows the names, not the order
+    assert unseen and unseen_combinations(tasks, 0.0) == []
+    tools = lambda combo: set(combo.split(":", 1)[1].split("+"))
+    trained = set().union(*(tools(c) for counts in combos.values() for c in counts if c not in unseen))
+    for counts in combos.values():
+        held = [c for c in counts if c in unseen]
+        if len(counts) < 3:
+            assert not held
+            continue
+        assert 1 <= len(held) <= max(1, int(0.2 * len(counts))) and len(counts) - len(held) >= 2
+        for combo in held:  # common enough to give the split tasks, and made of tools trained on
+            assert counts[combo] * 2 * len(counts) >= counts.total() and tools(combo) <= trained
+    more = unseen_combinations(tasks, 0.6)
+    assert len(more) > len(unseen)  # a larger share keeps more out
+    with pytest.raises(ValueError, match="share of unseen combinations"):
+        unseen_combinations(tasks, 1.0)
