@@ -44,7 +44,8 @@ def demo_command(
     app_name: AppOpt = None,
     generator: GeneratorOpt = "all",
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
-    eval_tasks: Annotated[int, typer.Option(min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
+    eval_tasks: Annotated[int, typer.Option(
+        min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
     unseen_share: Annotated[float, typer.Option(
         min=0.0, help="--full: share of each capability's combinations (the tools its tasks "
         "compose) kept out of training; held-out tasks of them are the unseen-combinations split.")] = FULL_UNSEEN_SHARE,
