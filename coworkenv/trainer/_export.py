@@ -83,16 +83,19 @@ def sft_skipped(store: Store, *, grader_version: str = GRADER_VERSION, run_tag: 
 
 
 def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
-             vision: bool = False, image_dir: Path | None = None, run_tag: str | None = None) -> list[dict[str, Any]]:
-    """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance.
+             vision: bool = False, image_dir: Path | None = None, run_tag: str | None = None,
+             without: Collection[str] = ()) -> list[dict[str, Any]]:
+    """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance;
+    none of the tasks in ``without`` (held out of training).
 
     ``images`` names the files of the images the agent was given, in order (written under
     ``image_dir`` when one is given); with ``vision``, the messages that carried them have the
     list content of vision-language chat templates (an ``{"type": "image"}`` placeholder per image)."""
     views = _Views(store, style)
+    left_out = set(without)
     rows = []
     for episode in store.admitted_episodes(grader_version):
-        if run_tag is not None and episode.run_tag != run_tag:
+        if (run_tag is not None and episode.run_tag != run_tag) or episode.task_id in left_out:
             continue
         conversation = _conversation(store, episode.id)
         messages = to_chat(conversation, images=vision)
@@ -221,10 +224,8 @@ def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", a
     ``images``. ``without``: task ids whose rows are left out (held out of training). With
     ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and writes nothing."""
     path = Path(path)
-    rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag)
-    if without:
-        left_out = set(without)
-        rows = [row for row in rows if row["task_id"] not in left_out]
+    rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag,
+                    without=without)
     if not rows and not allow_empty:
         raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")

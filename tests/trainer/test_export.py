@@ -31,6 +31,9 @@ async def test_export_sft_rows_are_clean_admitted_trajectories(host, tasks, tmp_
                 assert isinstance(call["function"]["arguments"], dict)
             assert "failed these checks" not in message["content"]
         assert "submit_answer" not in names
+    held = rows[0]["task_id"]  # a task held out of training: none of its rows is written
+    assert export_sft(host.store, tmp_path / "kept.jsonl", without={held}) == n - 1
+    assert held not in {json.loads(line)["task_id"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()}
 
 
 @pytest.mark.anyio
