@@ -180,11 +180,15 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                                    apps=settings.apps, generator=settings.generator)
     store = Store(directory / "coworkenv.db")
     data = directory / "export" / f"sft.{settings.style}.jsonl"
+    run_dir = directory / "train" / "sft"
     trainable = [store.task_spec(task_id) for task_id in training_task_ids(store)]
-    unseen = unseen_combinations(trainable, settings.unseen_share)
-    rows = export_sft(store, data, style=settings.style,
-                      without={task.id for task in trainable if combination(task) in unseen})
+    if not data.exists() or not (run_dir / "model" / "config.json").exists():  # else: the file it was trained on
+        unseen = unseen_combinations(trainable, settings.unseen_share)
+        export_sft(store, data, style=settings.style,
+                   without={task.id for task in trainable if combination(task) in unseen})
     train_tasks = task_ids_in(data)  # what the model is trained on: the split of each held-out task follows
+    trained_combinations = {combination(store.task_spec(task_id)) for task_id in set(train_tasks)}
+    kept_out = [task for task in trainable if combination(task) not in trained_combinations]
     base_dir = directory / "models" / "tiny"
     with _stage(progress, "init-tiny", timings):
         if not (base_dir / "config.json").exists():
@@ -193,7 +197,6 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                 intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
                 num_attention_heads=max(1, settings.hidden_size // 32),
                 num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed))
-    run_dir = directory / "train" / "sft"
     with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
@@ -225,9 +228,9 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     }
     return {
         **collected,
-        "sft_rows": rows,
-        "unseen_combinations": unseen,  # kept out of training
-        "tasks_kept_out": sum(1 for task in trainable if combination(task) in unseen),
+        "sft_rows": len(train_tasks),
+        "unseen_combinations": sorted({combination(task) for task in kept_out}),  # kept out of training
+        "tasks_kept_out": len(kept_out),
         "capabilities": capabilities,
         "overall": {"base": before["overall"]["pass_rate"], "trained": after["overall"]["pass_rate"],
                     "tasks": after["overall"]["tasks"],

@@ -92,3 +92,12 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
         capture_output=True, text=True, timeout=900)
     assert human.returncode == 0, human.stderr[-3000:]
     assert f"kept out of training ({summary['tasks_kept_out']} tasks): " + ", ".join(sorted(unseen)) in human.stdout
+    again = subprocess.run(  # resumed with another share: the model is trained already, on the file kept
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
+         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
+         "calendar", "--app", "files", "--unseen-share", "0", "--serve", "local", "--json"],
+        capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = json.loads(again.stdout)
+    assert set(resumed["unseen_combinations"]) == unseen and resumed["sft_rows"] == summary["sft_rows"]
+    assert resumed["overall"]["splits"] == splits
