@@ -146,16 +146,15 @@ def _full_table(summary: dict) -> Table:
         table.add_column("base → trained", justify="right")
     table.add_column("all: base → trained", justify="right")
     pct = lambda x: "-" if x is None else f"{x:.0%}"
-    for capability, row in summary["capabilities"].items():
-        cells = []
+
+    def cells(row: dict) -> list[str]:  # per split: its tasks, base → trained; then all of them
+        found = []
         for split in splits:
             cell = row.get("splits", {}).get(split, {})
-            cells += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
-        table.add_row(capability, *cells, f"{pct(row['base'])} → {pct(row['trained'])}")
-    overall = summary["overall"]
-    cells = []
-    for split in splits:
-        cell = overall.get("splits", {}).get(split, {})
-        cells += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
-    table.add_row("overall", *cells, f"{pct(overall['base'])} → {pct(overall['trained'])}")
+            found += [str(cell.get("tasks", 0)), f"{pct(cell.get('base'))} → {pct(cell.get('trained'))}"]
+        return [*found, f"{pct(row['base'])} → {pct(row['trained'])}"]
+
+    for capability, row in summary["capabilities"].items():
+        table.add_row(capability, *cells(row))
+    table.add_row("overall", *cells(summary["overall"]))
     return table

@@ -54,19 +54,24 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
     assert store.tasks(status="heldout") and store.tasks(status="admitted")
 
 
+def _small_full_demo(directory, unseen_share: str, *extra: str) -> str:
+    """A small ``demo --full`` (lookup and single writes on three apps, two steps) into ``directory``: its stdout."""
+    result = subprocess.run(
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
+         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
+         "calendar", "--app", "files", "--unseen-share", unseen_share, "--serve", "local", *extra],
+        capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.bwrap
 def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen(tmp_path):
     """--unseen-share keeps some combinations out of the training file; held-out tasks of them, and only
     those, are the unseen-combinations split, reported per capability and overall."""
     directory = tmp_path / "d"
-    result = subprocess.run(
-        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
-         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
-         "calendar", "--app", "files", "--unseen-share", "0.3", "--serve", "local", "--json"],
-        capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout)
+    summary = json.loads(_small_full_demo(directory, "0.3", "--json"))
     unseen = set(summary["unseen_combinations"])
     assert unseen and summary["tasks_kept_out"] > 0
     store = Store(directory / "coworkenv.db")
@@ -85,19 +90,9 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
         assert trial.combination not in unseen or trial.split == "unseen_combinations"
     per_capability = sum(row["splits"]["unseen_combinations"]["tasks"] for row in summary["capabilities"].values())
     assert per_capability == splits["unseen_combinations"]["tasks"]
-    human = subprocess.run(  # resumed from the folder: the same choice, printed with the table
-        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
-         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
-         "calendar", "--app", "files", "--unseen-share", "0.3", "--serve", "local"],
-        capture_output=True, text=True, timeout=900)
-    assert human.returncode == 0, human.stderr[-3000:]
-    assert f"kept out of training ({summary['tasks_kept_out']} tasks): " + ", ".join(sorted(unseen)) in human.stdout
-    again = subprocess.run(  # resumed with another share: the model is trained already, on the file kept
-        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
-         "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
-         "calendar", "--app", "files", "--unseen-share", "0", "--serve", "local", "--json"],
-        capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    resumed = json.loads(again.stdout)
+    human = _small_full_demo(directory, "0.3")  # resumed from the folder: the same choice, printed with the table
+    assert f"kept out of training ({summary['tasks_kept_out']} tasks): " + ", ".join(sorted(unseen)) in human
+    # resumed with another share: the model is trained already, on the file kept
+    resumed = json.loads(_small_full_demo(directory, "0", "--json"))
     assert set(resumed["unseen_combinations"]) == unseen and resumed["sft_rows"] == summary["sft_rows"]
     assert resumed["overall"]["splits"] == splits
