@@ -19,7 +19,8 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import DEMO_TASKS, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS
+from ..loop import (DEMO_TASKS, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS,
+                    FULL_UNSEEN_SHARE, SPLITS)
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, fail, open_store, out, progress
 
@@ -49,6 +50,9 @@ def demo_command(
     unseen_share: Annotated[float, typer.Option(
         min=0.0, help="--full: share of each capability's combinations (the tools its tasks "
         "compose) kept out of training; held-out tasks of them are the unseen-combinations split.")] = FULL_UNSEEN_SHARE,
+    value_swaps: Annotated[int, typer.Option(
+        min=0, help="--full: variants of each training row with the values it copies (from the instruction or a "
+        "tool result) swapped for other values of the data, so that the model learns to copy them.")] = FULL_VALUE_SWAPS,
     serve: Annotated[Literal["auto", "local", "vllm"], typer.Option(
         help="--full: how models are served for evaluation: local (in process, hf:PATH), vllm (vLLM's OpenAI "
         "server, tool parser hermes) or auto (in process, and the trained model through vLLM too where vLLM is "
@@ -69,7 +73,7 @@ def demo_command(
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
                 train_steps=steps or FULL_STEPS,
-                eval_tasks=eval_tasks, unseen_share=unseen_share, serve=serve, vllm_python=vllm_python))
+                eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
         problem = _full_prerequisites(settings)
@@ -98,6 +102,8 @@ def demo_command(
         if settings is not None:
             out.print(_full_table(summary))
             unseen = summary["unseen_combinations"]
+            typer.echo(f"trained on {summary['trained_rows']} rows: {summary['sft_rows']} of the training file "
+                       f"and their variants with values swapped (--value-swaps {summary['value_swaps']})")
             typer.echo(f"kept out of training ({summary['tasks_kept_out']} tasks): "
                        + (", ".join(unseen) if unseen else "no combination"))
             serving = summary["serving"]

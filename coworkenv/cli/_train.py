@@ -250,6 +250,11 @@ def train_sft_command(
     fused_lm_head: Annotated[bool | None, typer.Option(
         "--fused-lm-head/--plain-lm-head", help="TRL's chunked LM head, which never builds the full logits, or the "
         "plain cross-entropy (default: fused for vocabularies of 32k tokens or more).")] = None,
+    value_swaps: Annotated[int, typer.Option(
+        "--value-swaps", min=0,
+        help="Add this many variants of each row with the values its assistant copies (out of the instruction "
+        "or a tool result) swapped for other values of the data, everywhere in the row: a model trained from "
+        "scratch cannot answer them from what it recalls of the training values, only by copying.")] = 0,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
     as_json: JsonOpt = False,
@@ -259,7 +264,7 @@ def train_sft_command(
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
            resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
-           max_minutes=max_minutes, report_to=report_to or [])
+           value_swaps=value_swaps, max_minutes=max_minutes, report_to=report_to or [])
 
 
 @train_app.command("dpo")

@@ -26,7 +26,8 @@ from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
 from ._eval import EvalReport
-from ._defaults import DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_UNSEEN_SHARE
+from ._defaults import (DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_UNSEEN_SHARE,
+                        FULL_VALUE_SWAPS)
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
@@ -95,6 +96,9 @@ class FullSettings(BaseModel):
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
+    # variants of each training row with the values it copies swapped (``swapped_rows``): without them the
+    # model recalled the values of its training rows instead of copying a new workspace's (benchmarks/loop.md)
+    value_swaps: int = Field(default=FULL_VALUE_SWAPS, ge=0)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
@@ -202,7 +206,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
                                            max_steps=settings.train_steps, batch_size=settings.batch_size,
                                            learning_rate=settings.learning_rate, seed=seed,
-                                           assistant_only_loss=settings.assistant_only_loss))
+                                           assistant_only_loss=settings.assistant_only_loss,
+                                           value_swaps=settings.value_swaps))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
     paths = settings.paths()
     trained: dict[str, EvalReport] = {}
@@ -229,6 +234,10 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     return {
         **collected,
         "sft_rows": len(train_tasks),
+        "value_swaps": settings.value_swaps,
+        # the rows the model was trained on: the training file's and their value-swapped variants
+        "trained_rows": next((r.rows for r in reversed(store.training_runs("sft"))
+                              if r.output_dir == str(run_dir / "model") and r.status == "done"), None),
         "unseen_combinations": sorted({combination(task) for task in kept_out}),  # kept out of training
         "tasks_kept_out": len(kept_out),
         "capabilities": capabilities,

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
 from ._chat_template import tojson
+from ._swaps import swapped_rows
 from ._model import TrainingUnavailable, read_rows, require_training
 
 
@@ -62,6 +63,10 @@ class TrainSettings(BaseModel):
     # a model trained from scratch then also learns from the tool results, which echo the values of
     # the calls, how to copy a value from its context)
     assistant_only_loss: bool = True
+    # SFT: for each row, this many variants with the values its assistant copies swapped for other values
+    # of the data, everywhere in the row (``swapped_rows``): answering them needs copying, not recall;
+    # for a model trained from scratch, which must learn to copy values (benchmarks/loop.md)
+    value_swaps: int = Field(default=0, ge=0)
     # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
     # None: on for vocabularies of FUSED_HEAD_MIN_VOCAB tokens or more; a tiny model's logits are
     # small, and on a CPU the plain cross-entropy runs a step about 1.6x faster
@@ -412,9 +417,11 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
 
 
 def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettings, build,
-         on_progress: ProgressHook | None) -> TrainResult:
+         on_progress: ProgressHook | None, extra=None) -> TrainResult:
     settings = check_training(settings)
     rows = _select(read_rows(settings.data), settings)
+    if extra is not None:
+        rows = rows + extra(rows)
     record = RunRecord(kind, settings, settings.out_dir, str(settings.data), file_hash(settings.data), len(rows),
                        settings.lora, settings.resume, settings.report_to, settings.max_steps, settings.max_minutes)
     return recorded_run(store, record, lambda: build(rows), on_progress=on_progress)
@@ -449,7 +456,8 @@ def _plain_loss_trainer():
 def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: ProgressHook | None = None) -> TrainResult:
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
-    return _run(store, "sft", settings, lambda rows: _sft_trainer(settings, rows), on_progress)
+    return _run(store, "sft", settings, lambda rows: _sft_trainer(settings, rows), on_progress,
+                extra=lambda rows: swapped_rows(rows, settings.value_swaps, seed=settings.seed))
 
 
 def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):

@@ -23,6 +23,8 @@ def test_full_demo_names_bad_settings(tmp_path):
     assert result.exit_code == 2 and "unknown app 'teleport'" in result.output
     result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--unseen-share", "1"])
     assert result.exit_code == 2 and "unseen_share" in result.output and "less than 1" in result.output
+    result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--value-swaps", "-1"])
+    assert result.exit_code == 2 and "--value-swaps" in result.output
     assert not (tmp_path / "d").exists()  # nothing was created
 
 
@@ -77,6 +79,8 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
     store = Store(directory / "coworkenv.db")
     trained = [json.loads(line)["task_id"] for line in (directory / "export" / "sft.minimal.jsonl").read_text().splitlines()]
     assert len(trained) == summary["sft_rows"] == summary["tasks_admitted"] - summary["tasks_kept_out"]
+    # trained on the file's rows and a value-swapped variant of most of them (--value-swaps 1 by default)
+    assert summary["value_swaps"] == 1 and summary["sft_rows"] < summary["trained_rows"] <= 2 * summary["sft_rows"]
     trained_combinations = {combination(store.task_spec(t)) for t in trained}
     assert not trained_combinations & unseen
     splits = summary["overall"]["splits"]
@@ -92,6 +96,7 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
     assert per_capability == splits["unseen_combinations"]["tasks"]
     human = _small_full_demo(directory, "0.3")  # resumed from the folder: the same choice, printed with the table
     assert f"kept out of training ({summary['tasks_kept_out']} tasks): " + ", ".join(sorted(unseen)) in human
+    assert f"trained on {summary['trained_rows']} rows: {summary['sft_rows']} of the training file" in human
     # resumed with another share: the model is trained already, on the file kept
     resumed = json.loads(_small_full_demo(directory, "0", "--json"))
     assert set(resumed["unseen_combinations"]) == unseen and resumed["sft_rows"] == summary["sft_rows"]

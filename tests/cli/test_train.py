@@ -90,6 +90,20 @@ def test_sft_shows_progress_and_prints_its_summary(data, tmp_path):
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
 
 
+def test_sft_value_swaps_add_variants_and_are_checked(data, tmp_path):
+    subjects = ["Lunch", "Harbor", "Quarry", "Tundra", "Meadow", "Canyon", "Lagoon", "Summit"]
+    varied = tmp_path / "varied"
+    varied.mkdir()
+    (varied / "tiny").symlink_to(data / "tiny")
+    rows = (data / "sft.jsonl").read_text().splitlines()
+    (varied / "sft.jsonl").write_text("".join(row.replace("Lunch", s) + "\n" for row, s in zip(rows, subjects, strict=True)))
+    result = _train("sft", varied, tmp_path / "run", "--steps", "1", "--value-swaps", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == "sft: loading the model and preparing 24 rows"  # 8 and 2 variants of each
+    result = _train("sft", varied, tmp_path / "bad", "--value-swaps", "-1")
+    assert result.exit_code == 2 and "--value-swaps" in result.output and not (tmp_path / "bad").exists()
+
+
 def test_dpo_prints_json_on_stdout(data, tmp_path):
     result = _train("dpo", data, tmp_path / "dpo", "--steps", "2", "--logging-steps", "1", "--json")
     assert result.exit_code == 0, result.output

@@ -169,3 +169,20 @@ def test_bad_training_input_is_named_and_failed_runs_are_recorded(base, tmp_path
         train_dpo(store, TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "y"), max_steps=1))
     assert [r.status for r in store.training_runs("dpo")] == ["failed"]
     assert "not a DPO pair" in store.training_runs("dpo")[0].error
+
+
+def test_sft_value_swaps_add_variants_of_the_rows(base, chat_rows, tmp_path, store):
+    titles = ["Harbor", "Quarry", "Tundra", "Meadow", "Canyon", "Lagoon", "Summit", "Prairie", "Glacier", "Estuary",
+              "Orchard", "Fjord"]
+    data = tmp_path / "sft.jsonl"  # rows whose title (copied from the instruction) differs
+    data.write_text("".join(json.dumps(row).replace("Lunch", title) + "\n" for row, title in zip(chat_rows, titles, strict=True)))
+    settings = TrainSettings(model=str(base), data=str(data), out_dir=str(tmp_path / "swaps"), max_steps=2,
+                             batch_size=4, logging_steps=1, warmup_steps=0, value_swaps=1)
+    events: list[TrainProgress] = []
+    result = train_sft(store, settings, on_progress=events.append)
+    assert all(math.isfinite(x["loss"]) for x in result.metrics["losses"])
+    assert events[0].rows == 24  # the 12 rows of the file and a variant of each
+    (run,) = store.training_runs("sft")
+    assert run.rows == 24 and run.config["value_swaps"] == 1
+    with pytest.raises(ValueError, match="value_swaps"):
+        TrainSettings(model=str(base), data=str(data), out_dir=str(tmp_path / "bad"), value_swaps=-1)
