@@ -102,8 +102,9 @@ def demo_command(
         if settings is not None:
             out.print(_full_table(summary))
             unseen = summary["unseen_combinations"]
-            typer.echo(f"trained on {summary['trained_rows']} rows: {summary['sft_rows']} of the training file "
-                       f"and their variants with values swapped (--value-swaps {summary['value_swaps']})")
+            if summary["value_swaps"]:
+                typer.echo(f"trained on {summary['trained_rows']} rows: {summary['sft_rows']} of the training file and "
+                           f"their variants with values swapped (--value-swaps {summary['value_swaps']})")
             typer.echo(f"kept out of training ({summary['tasks_kept_out']} tasks): "
                        + (", ".join(unseen) if unseen else "no combination"))
             serving = summary["serving"]

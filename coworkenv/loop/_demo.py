@@ -96,8 +96,8 @@ class FullSettings(BaseModel):
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
-    # variants of each training row with the values it copies swapped (``swapped_rows``): without them the
-    # model recalled the values of its training rows instead of copying a new workspace's (benchmarks/loop.md)
+    # variants of each training row with the values it copies swapped (``swapped_rows``), so that recalling
+    # the training rows' values does not pay and copying does (benchmarks/loop.md: not enough for the tiny model)
     value_swaps: int = Field(default=FULL_VALUE_SWAPS, ge=0)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)

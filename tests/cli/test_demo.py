@@ -61,7 +61,7 @@ def _small_full_demo(directory, unseen_share: str, *extra: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(directory), "-n", "30", "--steps", "2",
          "--eval-tasks", "16", "--capability", "lookup", "--capability", "single_write", "--app", "mail", "--app",
-         "calendar", "--app", "files", "--unseen-share", unseen_share, "--serve", "local", *extra],
+         "calendar", "--app", "files", "--unseen-share", unseen_share, "--value-swaps", "1", "--serve", "local", *extra],
         capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -79,7 +79,7 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
     store = Store(directory / "coworkenv.db")
     trained = [json.loads(line)["task_id"] for line in (directory / "export" / "sft.minimal.jsonl").read_text().splitlines()]
     assert len(trained) == summary["sft_rows"] == summary["tasks_admitted"] - summary["tasks_kept_out"]
-    # trained on the file's rows and a value-swapped variant of most of them (--value-swaps 1 by default)
+    # trained on the file's rows and a value-swapped variant of most of them
     assert summary["value_swaps"] == 1 and summary["sft_rows"] < summary["trained_rows"] <= 2 * summary["sft_rows"]
     trained_combinations = {combination(store.task_spec(t)) for t in trained}
     assert not trained_combinations & unseen
