@@ -14,7 +14,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 _WORD = re.compile(r"[A-Za-z]{3,}")
@@ -79,7 +79,7 @@ def _said(message: dict[str, Any]) -> Iterator[str]:
         yield from _strings(_arguments(call))
 
 
-def copied_words(row: dict[str, Any], common: set[str] = frozenset()) -> set[str]:  # type: ignore[assignment]
+def copied_words(row: dict[str, Any], common: Collection[str] = ()) -> set[str]:
     """The lower-cased words (three letters or more) the assistant of ``row`` copies: those it says
     (in a reply or a call's arguments) that the user message or an earlier tool result holds. The
     row's structure (``_structure``) and ``common`` words (those of most instructions: "the",
@@ -92,7 +92,7 @@ def copied_words(row: dict[str, Any], common: set[str] = frozenset()) -> set[str
             seen.update(w.lower() for w in _WORD.findall(str(message.get("content") or "")))
         elif role == "assistant":
             copied.update(w.lower() for text in _said(message) for w in _WORD.findall(text) if w.lower() in seen)
-    return copied - _structure(row) - common
+    return copied - _structure(row) - set(common)
 
 
 def common_words(rows: list[dict[str, Any]], share: float = 0.01) -> set[str]:
@@ -129,7 +129,9 @@ def swapped_rows(rows: list[dict[str, Any]], copies: int = 1, *, seed: int = 0) 
     everywhere in the row (the instruction, the calls, the tool results, the replies; in the case of
     each place), by another copied word of ``rows`` drawn at random. A model cannot answer a variant
     from what it recalls of the training rows' values, only by copying them out of the instruction or
-    a tool result. Rows with no copied word, or none to swap in, give none; deterministic for ``seed``."""
+    a tool result. A variant keeps the row's other fields (task id, source) and is marked
+    ``"variant": "value_swap"``. Rows with no copied word, or none to swap in, give none;
+    deterministic for ``seed``."""
     if copies < 0:
         raise ValueError(f"value swaps must be 0 or more, not {copies}")
     common = common_words(rows)
@@ -159,7 +161,7 @@ def swapped_rows(rows: list[dict[str, Any]], copies: int = 1, *, seed: int = 0) 
                 if message.get("tool_calls"):
                     message["tool_calls"] = [_swap_call(call, pattern, mapping) for call in message["tool_calls"]]
                 messages.append(message)
-            made.append({**row, "messages": messages, "source": "swapped"})
+            made.append({**row, "messages": messages, "variant": "value_swap"})  # task_id, source: the row's
     return made
 
 

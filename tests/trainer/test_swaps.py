@@ -38,7 +38,7 @@ def test_copied_words_are_the_values_the_assistant_repeats_from_its_context():
 
 def test_swapped_rows_replace_copied_values_everywhere_and_consistently():
     made = swapped_rows(ROWS, 2, seed=1)
-    assert len(made) == 6 and all(row["source"] == "swapped" for row in made)
+    assert len(made) == 6 and all(row["variant"] == "value_swap" for row in made)
     assert [row["task_id"] for row in made] == ["t-Harbor lease"] * 2 + ["t-Quarry permit"] * 2 + ["t-Tundra survey"] * 2
     for row in made:
         user, call, result, reply = (row["messages"][i] for i in (1, 2, 3, 4))
