@@ -42,21 +42,25 @@ def _keys(value: Any) -> Iterator[str]:
             yield from _keys(item)
 
 
+def _decoded(text: str) -> Any:
+    """``text`` parsed as JSON where it is JSON (a tool result, a call's arguments), else ``text``:
+    words are found and swapped in the values, never in the raw JSON text, where an escape such as
+    ``\\n`` runs into the next word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def _arguments(call: dict[str, Any]) -> Any:
     arguments = call.get("function", call).get("arguments")
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except json.JSONDecodeError:
-            return arguments
-    return arguments
+    return _decoded(arguments) if isinstance(arguments, str) else arguments
 
 
-def _parsed(content: str) -> Any:
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError:
-        return None
+def _content(message: dict[str, Any]) -> Any:
+    """A message's content: a tool result decoded (``_decoded``), any other as its text."""
+    content = str(message.get("content") or "")
+    return _decoded(content) if message.get("role") == "tool" else content
 
 
 def _structure(row: dict[str, Any]) -> set[str]:
@@ -67,8 +71,7 @@ def _structure(row: dict[str, Any]) -> set[str]:
         if message.get("role") == "system":
             words.update(_WORD.findall(str(message.get("content") or "")))
         elif message.get("role") == "tool":
-            parsed = _parsed(str(message.get("content") or ""))
-            words.update(w for key in _keys(parsed) for w in _WORD.findall(key))
+            words.update(w for key in _keys(_content(message)) for w in _WORD.findall(key))
     return {w.lower() for w in words}
 
 
@@ -89,7 +92,7 @@ def copied_words(row: dict[str, Any], common: Collection[str] = ()) -> set[str]:
     for message in row.get("messages") or []:
         role = message.get("role")
         if role in ("user", "tool"):
-            seen.update(w.lower() for w in _WORD.findall(str(message.get("content") or "")))
+            seen.update(w.lower() for text in _strings(_content(message)) for w in _WORD.findall(text))
         elif role == "assistant":
             copied.update(w.lower() for text in _said(message) for w in _WORD.findall(text) if w.lower() in seen)
     return copied - _structure(row) - set(common)
@@ -142,7 +145,8 @@ def swapped_rows(rows: list[dict[str, Any]], copies: int = 1, *, seed: int = 0) 
     for row, own in zip(rows, words, strict=True):
         if not own:
             continue
-        present = {w.lower() for w in _WORD.findall(json.dumps(row.get("messages")))}
+        present = {w.lower() for m in row["messages"] for text in (*_strings(_content(m)), *_said(m))
+                   for w in _WORD.findall(text)}
         pattern = re.compile(r"(?<![A-Za-z])(" + "|".join(sorted(map(re.escape, own), key=len, reverse=True))
                              + r")(?![A-Za-z])", re.IGNORECASE)
         for _ in range(copies):
@@ -156,8 +160,11 @@ def swapped_rows(rows: list[dict[str, Any]], copies: int = 1, *, seed: int = 0) 
             messages = []
             for message in row["messages"]:
                 message = dict(message)
-                if message.get("role") != "system" and isinstance(message.get("content"), str):
-                    message["content"] = _swap(message["content"], pattern, mapping)
+                content = message.get("content")
+                if message.get("role") == "tool" and isinstance(content, str):
+                    message["content"] = _swap_text(content, pattern, mapping)
+                elif message.get("role") != "system" and isinstance(content, str):
+                    message["content"] = _swap(content, pattern, mapping)
                 if message.get("tool_calls"):
                     message["tool_calls"] = [_swap_call(call, pattern, mapping) for call in message["tool_calls"]]
                 messages.append(message)
@@ -175,13 +182,15 @@ def _draw(rng: random.Random, pool: list[str], taken: set[str]) -> str | None:
     return rng.choice(left) if left else None
 
 
+def _swap_text(text: str, pattern: re.Pattern[str], mapping: dict[str, str]) -> str:
+    """``text`` with its words swapped: in its values where it is JSON (``_decoded``), else as it is."""
+    value = _decoded(text)
+    return _swap(text, pattern, mapping) if value is text else json.dumps(_swap(value, pattern, mapping))
+
+
 def _swap_call(call: dict[str, Any], pattern: re.Pattern[str], mapping: dict[str, str]) -> dict[str, Any]:
     function = dict(call.get("function", call))
     arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        parsed = _parsed(arguments)
-        function["arguments"] = json.dumps(_swap(parsed, pattern, mapping)) if parsed is not None else _swap(
-            arguments, pattern, mapping)
-    else:
-        function["arguments"] = _swap(arguments, pattern, mapping)
+    function["arguments"] = (_swap_text(arguments, pattern, mapping) if isinstance(arguments, str)
+                             else _swap(arguments, pattern, mapping))
     return {**call, "function": function} if "function" in call else function

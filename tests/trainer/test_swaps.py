@@ -8,7 +8,8 @@ from coworkenv.trainer import common_words, copied_words, swapped_rows
 
 
 def _lookup_row(title: str, sender: str, other: str) -> dict:
-    found = {"messages": [{"id": "m03", "subject": title, "sender": sender, "date": "2026-05-04"},
+    found = {"messages": [{"id": "m03", "subject": title, "sender": sender, "date": "2026-05-04",
+                           "body": f"Hi,\n\n{title} is attached."},  # \n escaped in the result's text
                           {"id": "m04", "subject": "Weekly digest", "sender": other, "date": "2026-05-05"}]}
     return {"tools": [{"type": "function", "function": {"name": "mail_search_messages", "parameters": {
         "properties": {"query": {}}}}}], "capability": "lookup", "task_id": f"t-{title}", "messages": [
@@ -46,6 +47,7 @@ def test_swapped_rows_replace_copied_values_everywhere_and_consistently():
         hit = json.loads(result["content"])["messages"][0]
         assert f'"{title}"' in user["content"] and hit["subject"] == title  # one value in every place
         assert reply["content"] == f'"{title}" was sent by {hit["sender"]}.'
+        assert hit["body"] == f"Hi,\n\n{title} is attached."  # a word right after an escape is swapped too
         assert row["messages"][0] == ROWS[0]["messages"][0] and row["tools"] == ROWS[0]["tools"]  # structure kept
         assert title[0].isupper() and hit["date"] == "2026-05-04"  # case kept; dates are not words
     def query(row):
