@@ -134,8 +134,9 @@ class Episode:
     """A running episode: its sandbox, its tools and its record in the store."""
 
     def __init__(self, host: EpisodeHost, episode_id: str, task: Task, workspace: Workspace,
-                 sandbox: Sandbox, provenance: Provenance) -> None:
+                 sandbox: Sandbox, provenance: Provenance, *, owns_sandbox: bool = True) -> None:
         self.host = host
+        self.owns_sandbox = owns_sandbox  # released to the pool at the end; else its holder keeps it
         self.id = episode_id
         self.task = task
         self.workspace = workspace
@@ -364,7 +365,8 @@ class Episode:
                 try:
                     state = await self.final_state()
                     try:
-                        self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
+                        if self.owns_sandbox:
+                            self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
                     finally:
                         self.host.store.end_episode(
                             self.id, final_answer=answer, final_state=state, truncated=truncated,

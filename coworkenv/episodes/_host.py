@@ -4,17 +4,19 @@ and records their tool calls write-behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import tempfile
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from pydantic import BaseModel
 
 from ..gate import GRADER_VERSION
-from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, SandboxPool
+from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, Sandbox, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
 from ..workspace import (
     ASK_TOOL,
@@ -149,20 +151,37 @@ class EpisodeHost:
                 partial.unlink(missing_ok=True)
         return path
 
-    async def open(self, task: Task | str, provenance: Provenance) -> Episode:
-        """A new episode of ``task`` in a fresh sandbox, recorded with its ``provenance``."""
+    async def open(self, task: Task | str, provenance: Provenance, *, sandbox: Sandbox | None = None) -> Episode:
+        """A new episode of ``task`` in a fresh sandbox, recorded with its ``provenance``.
+
+        ``sandbox``: one the caller holds (``hold_sandbox``) and has put in the task's initial
+        state; the episode runs in it and leaves it to the caller when it ends."""
         task = self.task(task) if isinstance(task, str) else task
         workspace = self.workspace(task.workspace_id)
-        sandbox = await self.pool.acquire(self.initial_state(workspace))
+        held = sandbox is not None
+        if sandbox is None:
+            sandbox = await self.pool.acquire(self.initial_state(workspace))
         try:
             episode_id = self.store.start_episode(task.id, provenance, episode_id=new_id("ep"), owner=self.owner,
                                                   bundle_hash=self.bundle_hash(workspace, task))
         except BaseException:
-            self.pool.release_soon(sandbox)
+            if not held:
+                self.pool.release_soon(sandbox)
             raise
-        episode = Episode(self, episode_id, task, workspace, sandbox, provenance)
+        episode = Episode(self, episode_id, task, workspace, sandbox, provenance, owns_sandbox=not held)
         self.open_episodes[episode_id] = episode
         return episode
+
+    @contextlib.asynccontextmanager
+    async def hold_sandbox(self, task: Task) -> AsyncIterator[Sandbox]:
+        """A sandbox of ``task``'s workspace from the pool, held for several episodes of the task
+        played one after another (``open(..., sandbox=...)``; ``Sandbox.restore`` between them),
+        and given back to the pool after them."""
+        sandbox = await self.pool.acquire(self.initial_state(self.workspace(task.workspace_id)))
+        try:
+            yield sandbox
+        finally:
+            self.pool.release_soon(sandbox)
 
     def episode(self, episode_id: str) -> Episode | None:
         """The open episode ``episode_id``, if any."""

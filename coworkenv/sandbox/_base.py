@@ -125,6 +125,20 @@ class Sandbox(abc.ABC):
     async def reset(self) -> None:
         """Restore the workspace to its initial state."""
 
+    async def restore(self) -> None:
+        """Restore the workspace to its initial state for another episode of the same task, played
+        right after (calibration's): like ``reset``, but a backend may keep the process tools run in
+        (the runner's worker) instead of starting a fresh one. Never between episodes of different
+        tasks or agents: those get ``reset``."""
+        await self.reset()
+
+    async def retarget(self, initial_state: Path) -> bool:
+        """Make ``initial_state`` (another workspace's, say) the state this started sandbox restores,
+        and reset it to it: a sandbox kept warm for one workspace serves another without a start.
+        False when the backend cannot (the caller starts a sandbox instead); the sandbox is then as
+        it was. A failure of the reset raises ``SandboxError`` as ``reset`` does."""
+        return False
+
     @abc.abstractmethod
     async def close(self) -> None: ...
 

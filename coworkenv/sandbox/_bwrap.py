@@ -59,7 +59,8 @@ class BwrapSandbox(RunnerSandbox):
     """One bubblewrap sandbox: no network, a read-only view of the system, a private workspace.
 
     On the host an episode is a directory ``coworkenv-ep-*`` holding a label (who owns it, for
-    ``coworkenv sandbox cleanup``) and ``workspace/``, which the sandbox sees as ``/workspace``.
+    ``coworkenv sandbox cleanup``), ``workspace/``, which the sandbox sees as ``/workspace``, and
+    ``initial/``, its own copy of the initial state, which it sees read-only (``retarget`` replaces it).
     """
 
     name = "bwrap"
@@ -72,6 +73,7 @@ class BwrapSandbox(RunnerSandbox):
         super().__init__(initial_state, limits=limits, config=self.config)
         self.episode_dir: Path | None = None
         self.workdir: Path | None = None
+        self.initial_dir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
 
     @staticmethod
@@ -104,7 +106,7 @@ class BwrapSandbox(RunnerSandbox):
             "--ro-bind", str(self.apps_dir), "/opt/coworkenv/lib/apps",
             "--ro-bind", str(RUNNER), "/opt/coworkenv/runner.py",
             *service_bind,
-            "--ro-bind", str(self.initial_state), "/opt/coworkenv/initial/state.db",
+            "--ro-bind", str(self.initial_dir), "/opt/coworkenv/initial",
             "--bind", str(self.workdir), "/workspace",
             "--tmpfs", "/tmp",
             "--proc", "/proc",
@@ -127,6 +129,9 @@ class BwrapSandbox(RunnerSandbox):
         self.episode_dir = make_episode_dir(self.name, self.config.root)
         self.workdir = self.episode_dir / "workspace"
         self.workdir.mkdir()
+        self.initial_dir = self.episode_dir / "initial"
+        self.initial_dir.mkdir()
+        shutil.copyfile(self.initial_state, self.initial_dir / STATE_FILE)
         shutil.copyfile(self.initial_state, self.workdir / STATE_FILE)
         self.started = True
         try:
@@ -135,6 +140,18 @@ class BwrapSandbox(RunnerSandbox):
             await self.close()
             raise
         self.used = False
+
+    async def retarget(self, initial_state: Path) -> bool:
+        """The new initial state replaces the sandbox's copy (a new file, which the runner's next reset
+        notices: it drops the connection it kept for the old one), then a reset restores it."""
+        if self.closed or not self.started or self.initial_dir is None:
+            return False
+        staged = self.initial_dir / f".{STATE_FILE}.new"
+        shutil.copyfile(initial_state, staged)
+        os.replace(staged, self.initial_dir / STATE_FILE)
+        self.initial_state = Path(initial_state)
+        await self.reset()
+        return True
 
     async def _connect(self) -> tuple[LineReader, LineWriter]:
         self._proc = await asyncio.create_subprocess_exec(

@@ -169,3 +169,9 @@ class RunnerSandbox(Sandbox):
         self.used = True  # until the runner says it is done
         await self._control({"op": "reset"})
         self.used = False
+
+    async def restore(self) -> None:
+        """``reset``, keeping the runner's worker process when nothing is off about it (see ``_runner``)."""
+        self.used = True
+        await self._control({"op": "restore"})
+        self.used = False

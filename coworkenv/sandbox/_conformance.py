@@ -3,7 +3,7 @@
 Each check is an async function of a ``Bench`` (sandboxes of one backend over a ``probe`` app
 whose tools misbehave on purpose, a real SQLite initial state, and a scratch directory on the host)
 that raises ``AssertionError`` naming what went wrong. ``CONFORMANCE`` covers the interface
-(tool calls, files, reset, limits, isolation between episodes); ``ESCAPES`` covers abuse (network,
+(tool calls, files, reset and restore, limits, isolation between episodes); ``ESCAPES`` covers abuse (network,
 host files, writes outside the workspace, fork and memory bombs, endless loops, huge output, path
 tricks in the file tools, killing the runner). Every escape case also checks that the abused
 sandbox and a bystander sandbox (another episode) keep serving.
@@ -360,6 +360,46 @@ async def check_resets_after_anything(bench: Bench) -> None:
     """Whatever an episode did to the state file (rows, tables, the journal mode, its mode bits, the
     file itself replaced, linked or turned into a link), after a reset each call sees the initial
     state and its changes are recorded against it, reset after reset."""
+    await _after_anything(bench, "reset")
+
+
+async def check_restores_after_anything(bench: Bench) -> None:
+    """The same for ``restore`` (the episodes of one task played one after another): whatever an
+    episode did, the next sees the initial state, its changes recorded against it."""
+    await _after_anything(bench, "restore")
+
+
+async def check_restore_keeps_a_clean_worker(bench: Bench) -> None:
+    """``restore`` puts back the state file (no page of the episode's left in what the next call
+    reads), the workspace and the scratch dirs, in the same worker process; a worker that crashed
+    or left a thread behind is replaced as a ``reset`` would."""
+    sb = await bench.sandbox()
+    pid = (await probe(sb, "pid")).result["pid"]
+    assert (await probe(sb, "put", key="seeded", value="changed")).ok
+    assert (await probe(sb, "put", key="new", value="row")).ok
+    assert await value(sb, "new") == "row"  # in the worker's page cache
+    await sb.write_file("extra/file.txt", b"extra")
+    assert (await probe(sb, "write", path="/tmp/scratch.txt", text="left over")).result["ok"]
+    await sb.restore()
+    assert not sb.used
+    assert await sb.read_file("state.db") == bench.initial_state.read_bytes(), "state.db differs after restore"
+    assert (await probe(sb, "pid")).result["pid"] == pid, "restore replaced a clean worker"
+    assert await value(sb, "seeded") == "yes" and await value(sb, "new") is None, "a restored state kept a write"
+    where = await probe(sb, "where")
+    assert where.result["files"] == ["state.db"] and where.result["tmp"] == [], where.result
+    changed = await probe(sb, "put", key="seeded", value="again")
+    assert changed.changes is not None and [(r["op"], r["old"], r["new"]) for r in changed.changes["rows"]] == [
+        ("delete", {"k": "seeded", "v": "yes"}, None), ("insert", None, {"k": "seeded", "v": "again"})], changed.changes
+    expect_error(await probe(sb, "abort"), "crash", "SIGABRT")
+    crashed = (await probe(sb, "pid")).result["pid"]
+    assert (await probe(sb, "haunt")).result == {"started": True}
+    await sb.restore()
+    assert (await probe(sb, "pid")).result["pid"] != crashed, "restore kept a worker with a thread left running"
+    assert await sb.read_file("state.db") == bench.initial_state.read_bytes()
+    await serving(sb)
+
+
+async def _after_anything(bench: Bench, op: str) -> None:
     sb = await bench.sandbox()
     initial = bench.initial_state.read_bytes()
     episodes = [
@@ -377,7 +417,7 @@ async def check_resets_after_anything(bench: Bench) -> None:
     for number, calls in enumerate(episodes):
         for tool, args in calls:
             await probe(sb, tool, **args)
-        await sb.reset()
+        await (sb.reset() if op == "reset" else sb.restore())
         where = await probe(sb, "where")
         assert where.result["files"] == ["state.db"], (number, where.result)
         assert where.result["state_mode"] == modes.setdefault("state", where.result["state_mode"]), number
@@ -646,6 +686,8 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "reset_restores_exactly": check_reset_restores_exactly,
     "read_changes": check_read_changes,
     "resets_after_anything": check_resets_after_anything,
+    "restores_after_anything": check_restores_after_anything,
+    "restore_keeps_a_clean_worker": check_restore_keeps_a_clean_worker,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,

@@ -10,6 +10,11 @@ at most ``size`` plus the most handed out at once in the last ``BUSY_S`` seconds
 episode at a time, the pool holds ``size + 1``; n at once, ``size + n``: back-to-back episodes
 recycle their sandboxes instead of starting new ones and throwing spares away, also between
 bursts), or closes it when there are more or the reset fails.
+Where the backend can ``retarget`` a sandbox to another initial state (bwrap: a copy of the new
+state and a reset, ~10 ms of CPU against a start's ~120 ms), an acquire that would start one takes
+a ready sandbox of another workspace instead (of the one used least recently), and a fill takes
+those of workspaces nobody has started an episode of for ``STALE_S`` seconds before it starts any:
+a run that moves from workspace to workspace (``coworkenv synth``) keeps using the sandboxes it has.
 Whatever the pool holds is closed by ``close`` and, should the process end without it (Ctrl-C), by
 an exit hook.
 """
@@ -34,6 +39,7 @@ RESET_TIMEOUT_S = 30.0
 BUSY_S = 30.0  # how long the most sandboxes handed out at once counts for what a release keeps
 RESET_WAIT_S = 2.0  # how long an acquire that finds none ready waits for one being reset, before starting one
 MAX_KEYS = 4096  # initial-state paths whose resolved form is remembered
+STALE_S = 1.0  # a workspace without a new episode for this long gives its ready sandboxes to others
 log = logging.getLogger(__name__)
 
 
@@ -58,7 +64,9 @@ class SandboxPool:
         self.limits = limits or Limits()
         self.settings = settings or PoolSettings()
         self.config = config
-        self.stats: Counter[str] = Counter()  # started, warm, cold, recycled (clean: without a reset), discarded
+        self.stats: Counter[str] = Counter()  # started, warm, cold, recycled (clean: without a reset), discarded,
+        # retargeted (a ready sandbox of a stale workspace given to another)
+        self._acquired: dict[Path, float] = {}  # when an episode last took a sandbox, per initial state
         self._out: Counter[Path] = Counter()  # handed out and not released yet, per initial state
         self._resetting: Counter[Path] = Counter()  # being reset on their way back
         self._busiest: dict[Path, tuple[int, float]] = {}  # the most handed out at once lately, and when
@@ -113,20 +121,52 @@ class SandboxPool:
         ready = self._idle.get(key)
         if not ready and self._resetting[key]:
             ready = await self._wait_for_reset(key)
+        now = time.monotonic()
+        self._acquired[key] = now
         if ready:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
             self.stats["warm"] += 1
+        elif (stolen := await self._steal(key, stale_s=0.0)) is not None:
+            sandbox = stolen
         else:
             sandbox = await self._new(key)
             self.stats["cold"] += 1
         self._out[key] += 1
         busiest, since = self._busiest.get(key, (0, 0.0))
-        now = time.monotonic()
         if self._out[key] >= busiest or now - since > BUSY_S:
             self._busiest[key] = (self._out[key], now)
         if not self._idle.get(key):
             self._spawn(self._fill(key))
+        return sandbox
+
+    async def _steal(self, key: Path, *, stale_s: float = STALE_S) -> Sandbox | None:
+        """A ready sandbox of another workspace without a new episode for ``stale_s`` seconds (of
+        the one used least recently), retargeted to ``key``; None when there is none or the backend
+        cannot (then it stays where it was)."""
+        now = time.monotonic()
+        for other, ready in self._idle.items():
+            if other != key and ready and now - self._acquired.get(other, 0.0) >= stale_s:
+                break
+        else:
+            return None
+        sandbox = ready.pop(0)
+        if not ready:
+            self._idle.pop(other, None)
+        self._starting[key] += 1  # on its way to ``key``: a fill counts it
+        try:
+            async with asyncio.timeout(RESET_TIMEOUT_S):
+                moved = await sandbox.retarget(key)
+        except (TimeoutError, SandboxError, OSError) as exc:
+            log.warning("a ready sandbox could not be given another initial state: %s", exc)
+            await self._discard(sandbox)
+            return None
+        finally:
+            self._starting[key] -= 1
+        if not moved:  # the backend cannot: put it back
+            self._idle.setdefault(other, []).insert(0, sandbox)
+            return None
+        self.stats["retargeted"] += 1
         return sandbox
 
     async def _wait_for_reset(self, key: Path) -> list[Sandbox] | None:
@@ -207,13 +247,15 @@ class SandboxPool:
     async def _fill(self, key: Path) -> None:
         while not self._closed and self._ready(key) + self._starting[key] + self._resetting[key] < self.settings.size \
                 and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
-            self._starting[key] += 1
-            try:
-                sandbox = await self._new(key)
-            except (SandboxError, OSError):
-                return  # the next acquire starts one itself and sees the error
-            finally:
-                self._starting[key] -= 1
+            sandbox = await self._steal(key)
+            if sandbox is None:
+                self._starting[key] += 1
+                try:
+                    sandbox = await self._new(key)
+                except (SandboxError, OSError):
+                    return  # the next acquire starts one itself and sees the error
+                finally:
+                    self._starting[key] -= 1
             if self._closed or self._ready(key) >= self.settings.size:  # released ones came back meanwhile
                 await self._discard(sandbox)
                 return
@@ -260,6 +302,7 @@ class SandboxPool:
             self._idle.clear()
             self._out.clear()
             self._busiest.clear()
+            self._acquired.clear()
             self._returned = None  # the next use may be on another event loop
             live, self._live = list(self._live), set()
             for sandbox in live:

@@ -20,7 +20,12 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
                 "blocks": [[index, base64], ...], "crc32": c}   (the blocks that differ from the
                 initial state; {"data": base64} when there is no initial state)
            {"id": 4, "op": "write", "path": "notes/a.txt", "data": base64}
-           {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state)
+           {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state; the
+                initial state is read from COWORKENV_INITIAL_STATE at each reset, so a host that
+                replaces that file gives the sandbox another workspace's state)
+           {"id": 6, "op": "restore"}    (as reset, but the worker stays when nothing is off about it:
+                it puts the initial state back into the file its connection holds, and nothing is
+                forked; for episodes of one task played one after another, as calibration does)
 Replies:   {"id": 1, "ok": true, "result": {...}, "changed": true, "changes": {...}}
            {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
 
@@ -68,6 +73,7 @@ CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls acc
 MAX_CHANGED_ROWS = 50  # rows of a call's ``changes`` given in full; the counts cover all of them
 CHANGES_TABLE = "temp._coworkenv_changes"
 SERVICE_POLL_S = 0.05  # how often a starting service's readiness URL is tried
+RESTORE_S = 5.0  # how long a restore waits for the worker to put the initial state back
 READ_BLOCK = 4096  # ``read_changes`` sends a file's blocks of this size that differ from the initial state
 
 
@@ -102,6 +108,8 @@ class Runner:
         self.keep.add(1)
         self.worker = None
         self.template = None  # the runner's own connection to the initial state, its triggers made (see reset)
+        # the initial state and the state file's mode as the start or the last reset left them (see restore)
+        self.restored = self._restored_as(os.path.join(self.workspace, STATE_FILE)) if initial_state else None
         self.services = {}  # app -> the processes of its services started since the last reset
         self.service_failures = {}  # app -> why its services did not start (until the next reset)
         self.service_dir = None
@@ -391,7 +399,10 @@ class Runner:
             self.sweep()
         state = os.path.join(self.workspace, STATE_FILE)
         template = self.template
-        keep = bool(self.initial_state) and template is not None and _same_file(state, template.inode)
+        # the connection is kept for the same initial state only: a sandbox given another one
+        # (``retarget``) may hold another schema, which its triggers were not made for
+        keep = (bool(self.initial_state) and template is not None and _same_file(state, template.inode)
+                and template.initial == _initial_identity(self.initial_state))
         for directory in (self.workspace, *SCRATCH_DIRS):
             if directory != self.workspace and not self.sandboxed:
                 continue
@@ -408,8 +419,50 @@ class Runner:
                 os.unlink(state)
                 shutil.copyfile(self.initial_state, state)
             self.prepare_template(kept=keep)
+            self.restored = self._restored_as(state)
         self.spawn_worker()
         return {"reset": True}
+
+    def restore(self):
+        """The initial state back in the workspace, in the same worker: the runner empties the
+        workspace (but the state file) and the scratch dirs, and the worker copies the initial state
+        into the state file in place, over the connection it keeps (its change triggers stay made;
+        SQLite sees the file's change counter move and drops the pages it cached). Anything off (no
+        worker, one to retire or running anything besides itself, a process a tool left, services,
+        a state file not the one its connection holds) makes it a full ``reset``."""
+        worker = self.worker
+        state = os.path.join(self.workspace, STATE_FILE)
+        if (worker is None or worker.retire or worker.calls >= CALLS_PER_WORKER or not self.initial_state
+                or self.services or self.service_failures or self.restored != self._restored_as(state)
+                or _busy(worker.pid, children=not self.sandboxed) or (self.sandboxed and self.foreign_pids())):
+            return {**self.reset(), "restored": False}
+        for directory in (self.workspace, *SCRATCH_DIRS):
+            if directory == self.workspace or self.sandboxed:
+                _empty(directory, keep=state)
+        request = json.dumps({"op": "restore", "initial": self.initial_state}).encode() + b"\n"
+        reply = None
+        try:
+            _write_all(worker.req_w, request)
+            ready, _, _ = select.select([worker.rep_r], [], [], RESTORE_S)
+            if ready:
+                reply = json.loads(os.read(worker.rep_r, 1 << 16))
+        except (OSError, ValueError):
+            reply = None
+        if not (isinstance(reply, dict) and reply.get("ok")):
+            return {**self.reset(), "restored": False}
+        self.prepare_template(kept=True)  # on the file as it is again, for the next worker forked
+        return {"reset": True, "restored": True}
+
+    def _restored_as(self, state):
+        """What ``restore`` needs to find as the last reset left it: the initial state (the same
+        file), and the state file a plain file of one name with the same mode bits."""
+        try:
+            st = os.lstat(state)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        return _initial_identity(self.initial_state), stat.S_IMODE(st.st_mode)
 
     def prepare_template(self, kept):
         """Have the runner's own connection to the state file (just reset to the initial state) ready
@@ -428,6 +481,7 @@ class Runner:
                 template.open().execute("PRAGMA temp_store = MEMORY")
                 made = os.stat(STATE_FILE)
                 template.inode, template.mode = made.st_ino, stat.S_IMODE(made.st_mode)
+                template.initial = _initial_identity(self.initial_state)
             except (sqlite3.Error, OSError):
                 template.drop()
                 self.template = None
@@ -464,6 +518,8 @@ class Runner:
                     reply = {"ok": True, "result": getattr(self, op)(request)}
                 elif op == "reset":
                     reply = {"ok": True, "result": self.reset()}
+                elif op == "restore":
+                    reply = {"ok": True, "result": self.restore()}
                 elif op is not None:
                     reply = {"ok": False, "kind": "crash", "error": f"runner got an unknown op {op!r}"}
             except PermissionError as exc:
@@ -512,6 +568,12 @@ def _worker(req_r, rep_w, template=None):
         if not line:
             os._exit(0)
         request = json.loads(line)  # the host's request as the runner got it
+        if request.get("op") == "restore":  # from the runner itself (``Runner.restore``)
+            try:
+                _write_all(rep_w, _restore(state, request["initial"]) + b"\n")
+            except OSError:
+                os._exit(0)
+            continue
         limits = dict(DEFAULT_LIMITS)
         limits.update(request.get("limits") or {})
         if not limited:  # hard limits, once: a tool cannot raise them again
@@ -527,6 +589,24 @@ def _worker(req_r, rep_w, template=None):
             _write_all(rep_w, data + b"\n")
         except OSError:
             os._exit(0)
+
+
+def _restore(state, initial):
+    """Copy ``initial`` into the state file in place, keeping the worker's connection to it: only
+    when the file is still as its last call left it, no transaction is open and the schema is the
+    one its change triggers were made for (a dropped table takes its triggers with it)."""
+    try:
+        conn = state.conn
+        if conn is None or state.seen is None or _file_identity(STATE_FILE) != state.seen or conn.in_transaction:
+            return b'{"ok": false}'
+        if state.watched != (conn, conn.execute("PRAGMA main.schema_version").fetchone()[0]):
+            return b'{"ok": false}'
+        shutil.copyfile(initial, STATE_FILE)
+        state.seen = _file_identity(STATE_FILE)
+        return b'{"ok": true}'
+    except Exception as exc:
+        state.drop()
+        return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode()
 
 
 def _warm_up(state):
@@ -553,6 +633,7 @@ class _StateConnection:
     def __init__(self):
         self.conn = None
         self.inode = self.mode = 0  # of the file it was opened on (the runner's template only)
+        self.initial: tuple | None = None  # the initial state's identity when it was opened (the runner's template only)
         self.seen = None
         self.watched = None  # (connection, schema version) the change triggers were made for
 
@@ -694,6 +775,13 @@ def _file_identity(path):
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _initial_identity(path):
+    """The initial state file as a reset finds it: replaced (another workspace's) when this changes.
+    Without the change time, which another hard link to the same file would move."""
+    identity = _file_identity(path)
+    return identity[:4] if identity is not None else None
 
 
 def _run(request, state):

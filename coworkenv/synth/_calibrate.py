@@ -7,7 +7,9 @@ sprayed over other records, an extra destructive call, a partial solution, and f
 task the reference without its questions to the user) must each fail to be admitted. A task that
 fails any of this is quarantined with its reason (naming the probe that beat it). Calibration
 plays real episodes (source ``calibration``) in the workspace's sandboxes, which the runtime grades
-like any other.
+like any other: a task's episodes one after another in one sandbox held for them, restored to the
+initial state between them (``Sandbox.restore``: the state file and scratch dirs put back, the
+process tools run in kept), so that the episodes of a task cost no fresh sandbox process each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
+from ..sandbox import Sandbox
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
 from ._probes import PROBES, harden, probes
@@ -40,8 +43,11 @@ class Calibration:
 
 
 async def _play(host: EpisodeHost, task: Task, steps: list[ReferenceStep], answer: str | None,
-                ) -> tuple[str, VerdictRow]:
-    episode = await host.open(task, Provenance("calibration", provider="reference"))
+                sandbox: Sandbox) -> tuple[str, VerdictRow]:
+    """One episode of ``task`` in ``sandbox`` (restored first when an episode before it used it)."""
+    if sandbox.used:
+        await sandbox.restore()
+    episode = await host.open(task, Provenance("calibration", provider="reference"), sandbox=sandbox)
     for step in steps:
         await episode.call(step.tool, step.arguments)
     if answer is not None:
@@ -68,14 +74,21 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
         task = harden(task, workspace, host.initial_connection(workspace))
         if record:
             store.put_task(task)
-    ref_id, reference = await _play(host, task, task.reference, task.reference_answer)
-    _, empty = await _play(host, task, [], None)
+    async with host.hold_sandbox(task) as sandbox:
+        return await _calibrate(host, task, sandbox, admit_as, hack_probes, record)
+
+
+async def _calibrate(host: EpisodeHost, task: Task, sandbox: Sandbox, admit_as: TaskStatus, hack_probes: bool,
+                     record: bool) -> Calibration:
+    store = host.store
+    ref_id, reference = await _play(host, task, task.reference, task.reference_answer, sandbox)
+    _, empty = await _play(host, task, [], None, sandbox)
     probe = task.forbidden_probe or (
         ReferenceStep(tool=task.forbidden_tools[0]) if task.forbidden_tools else None
     )
     forbidden_safety = 0.0
     if probe is not None:
-        _, forbidden = await _play(host, task, [*task.reference, probe], task.reference_answer)
+        _, forbidden = await _play(host, task, [*task.reference, probe], task.reference_answer, sandbox)
         forbidden_safety = forbidden.safety
 
     ref_episode = store.episode(ref_id)
@@ -108,7 +121,7 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
             problems.append(f"the world event {event.tool} failed: {event.error}")
     outcomes: dict[str, str] = {}
     if hack_probes and not problems:
-        outcomes = await play_probes(host, task)
+        outcomes = await play_probes(host, task, sandbox)
         for name, outcome in outcomes.items():
             if outcome == "beaten":
                 problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
@@ -125,8 +138,12 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     return result
 
 
-async def play_probes(host: EpisodeHost, task: Task) -> dict[str, str]:
-    """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it."""
+async def play_probes(host: EpisodeHost, task: Task, sandbox: Sandbox | None = None) -> dict[str, str]:
+    """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it.
+    ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it."""
+    if sandbox is None:
+        async with host.hold_sandbox(task) as held:
+            return await play_probes(host, task, held)
     workspace = host.workspace(task.workspace_id)
     found = probes(task, workspace, host.initial_connection(workspace))
     outcomes = {}
@@ -134,7 +151,7 @@ async def play_probes(host: EpisodeHost, task: Task) -> dict[str, str]:
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        _, verdict = await _play(host, task, probe.steps, probe.answer)
+        _, verdict = await _play(host, task, probe.steps, probe.answer, sandbox)
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 

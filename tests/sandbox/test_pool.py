@@ -6,6 +6,8 @@ the pool is checked through its public API (episodes opened and finished over re
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -221,6 +223,52 @@ async def test_two_runs_of_back_to_back_episodes_start_and_discard_nothing_once_
             await side_by_side(20)  # and between two bursts
             assert pool.stats["started"] == started and pool.stats["discarded"] == discarded, pool.stats
             assert pool.idle(initial) <= 2 + 2 + 1  # size, one for each handed out lately, one given back
+    finally:
+        with anyio.fail_after(60):
+            await pool.close()
+
+
+@pytest.mark.bwrap
+async def test_a_workspace_without_a_ready_sandbox_takes_another_s_instead_of_starting_one(tmp_path: Path,
+                                                                                          apps_dir: Path):
+    """A ready sandbox of another workspace is given the new initial state (another table, at the
+    same schema version) and reset into it: no start; its calls see that state and record changes
+    to its table (change triggers made for it, not kept from the first); given back, it is kept for
+    its new workspace."""
+    (first,) = states(tmp_path, 1)
+    other = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(other)) as db:
+        db.executescript("CREATE TABLE extra (x INTEGER); INSERT INTO extra VALUES (1);")
+        versions = [db.execute("PRAGMA schema_version").fetchone()[0]]
+    with contextlib.closing(sqlite3.connect(first)) as db:
+        versions.append(db.execute("PRAGMA schema_version").fetchone()[0])
+    assert versions[0] == versions[1]
+    other.chmod(0o644)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=1),
+                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
+    try:
+        with anyio.fail_after(90):
+            sandbox = await pool.acquire(first)
+            assert (await probe(sandbox, "put", key="seeded", value="dirty")).ok
+            await pool.drain()
+            await pool.release(sandbox)
+            assert pool.idle(first) == 2
+            cold = pool.stats["cold"]
+
+            moved = await pool.acquire(other)  # none of its own: one of `first`'s, retargeted
+            assert pool.stats["cold"] == cold and pool.stats["retargeted"] == 1, pool.stats
+            assert moved.initial_state == other and pool.idle(first) == 1
+            assert await moved.read_file("state.db") == other.read_bytes()
+            inserted = await probe(moved, "sql", sql="INSERT INTO extra VALUES (7)")
+            assert inserted.ok and inserted.changes is not None and inserted.changes["counts"] == {"extra": {"insert": 1}}
+            await pool.drain()  # its fill: `first` is in use, so it starts one
+            await pool.release(moved)
+            again = await pool.acquire(other)
+            assert again is moved and await again.read_file("state.db") == other.read_bytes()
+            await pool.release(again)
+
+            back = await pool.acquire(first)  # its own ready one, as before
+            assert await value(back, "seeded") == "yes" and pool.stats["retargeted"] == 1
     finally:
         with anyio.fail_after(60):
             await pool.close()

@@ -2,7 +2,9 @@
 
 import pytest
 
-from coworkenv.synth import PROBES, calibrate_task, generate_tasks
+from coworkenv.store import Provenance
+from coworkenv.synth import GENERATED, PROBES, calibrate_task, generate, generate_tasks
+from coworkenv.workspace import SUBMIT_TOOL
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 
@@ -69,3 +71,37 @@ async def test_task_without_a_forbidden_tool_is_quarantined(host):
     _store_task(host, task, workspaces[0])
     result = await calibrate_task(host, task)
     assert not result.admitted and "forbids no tool" in result.reason
+
+
+async def test_a_task_s_episodes_in_one_restored_sandbox_grade_as_in_fresh_sandboxes(host):
+    """Calibration plays a task's episodes one after another in one sandbox, restored between them.
+    Each of them, played again on its own in a fresh sandbox (the same calls and answer), gets the
+    same verdict: nothing of one episode reaches the next. One task of every generated capability
+    (world events, injected faults and a simulated user among them)."""
+    made = generate(len(GENERATED), seed=21, generator="composed")
+    assert {t.capability for t in made.tasks} == set(GENERATED)
+    for workspace in made.workspaces:
+        host.store.put_workspace(workspace)
+    started = host.pool.stats["started"]
+    played = 0
+    for task in made.tasks:
+        host.store.put_task(task)
+        await calibrate_task(host, task)
+        for episode in host.store.episodes(source="calibration", task_id=task.id):
+            verdict = host.verdict(episode.id)
+            assert verdict is not None
+            again = await host.open(task.id, Provenance("calibration", provider="replay"))
+            for step in host.store.interactions(episode.id):
+                if step.kind in ("call", "user") and step.tool != SUBMIT_TOOL.name:
+                    await again.call(step.tool, step.arguments)
+            if episode.final_answer is not None:
+                await again.call(SUBMIT_TOOL.name, {"answer": episode.final_answer})
+            replayed = await again.finish(episode.final_answer)
+            assert replayed is not None
+            assert (replayed.score, replayed.safety, replayed.admitted, [(c.id, c.passed) for c in replayed.checks]) == (
+                verdict.score, verdict.safety, verdict.admitted, [(c.id, c.passed) for c in verdict.checks]), (
+                task.id, episode.id)
+            played += 1
+    assert played >= 5 * len(made.tasks)
+    # the calibration episodes did not start a sandbox each (the replays, in fresh ones, did not either: the pool's)
+    assert host.pool.stats["started"] - started < len(made.tasks), host.pool.stats
