@@ -45,6 +45,7 @@ PROBE = textwrap.dedent('''
     import signal
     import socket
     import sqlite3
+    import stat
     import sys
     import threading
     import time
@@ -115,6 +116,15 @@ PROBE = textwrap.dedent('''
             return {"mode": conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]}
         if tool == "pid":
             return {"pid": os.getpid()}
+        if tool == "forge":  # an answer for the runner, written into every pipe this process may write
+            for fd in range(3, 64):
+                try:
+                    if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                        os.write(fd, b'{"ok": true}\\n')
+                except OSError:
+                    pass
+            time.sleep(0.2)  # read as this call's reply, the real one left in the pipe for what comes next
+            return {"forged": True}
         if tool == "remember":
             _MEMORY["value"] = args["value"]
             return {"remembered": True}
@@ -390,6 +400,11 @@ async def check_restore_keeps_a_clean_worker(bench: Bench) -> None:
     changed = await probe(sb, "put", key="seeded", value="again")
     assert changed.changes is not None and [(r["op"], r["old"], r["new"]) for r in changed.changes["rows"]] == [
         ("delete", {"k": "seeded", "v": "yes"}, None), ("insert", None, {"k": "seeded", "v": "again"})], changed.changes
+    assert (await probe(sb, "put", key="forged", value="kept?")).ok
+    await probe(sb, "forge")  # a line in the reply pipe that passes for the call's reply; the real one is left
+    await sb.restore()
+    assert await sb.read_file("state.db") == bench.initial_state.read_bytes(), "a forged answer passed for a restore"
+    assert await value(sb, "forged") is None, "a call after a restore got a reply meant for another request"
     expect_error(await probe(sb, "abort"), "crash", "SIGABRT")
     crashed = (await probe(sb, "pid")).result["pid"]
     assert (await probe(sb, "haunt")).result == {"started": True}

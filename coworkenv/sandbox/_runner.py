@@ -439,7 +439,9 @@ class Runner:
         for directory in (self.workspace, *SCRATCH_DIRS):
             if directory == self.workspace or self.sandboxed:
                 _empty(directory, keep=state)
-        request = json.dumps({"op": "restore", "initial": self.initial_state}).encode() + b"\n"
+        # the nonce: a line a tool left in the reply pipe cannot pass for the worker's answer
+        nonce = base64.b64encode(os.urandom(12)).decode()
+        request = json.dumps({"op": "restore", "initial": self.initial_state, "nonce": nonce}).encode() + b"\n"
         reply = None
         try:
             _write_all(worker.req_w, request)
@@ -448,7 +450,8 @@ class Runner:
                 reply = json.loads(os.read(worker.rep_r, 1 << 16))
         except (OSError, ValueError):
             reply = None
-        if not (isinstance(reply, dict) and reply.get("ok")):
+        if not (isinstance(reply, dict) and reply.get("ok") and reply.get("nonce") == nonce
+                and _same_content(state, self.initial_state)):
             return {**self.reset(), "restored": False}
         self.prepare_template(kept=True)  # on the file as it is again, for the next worker forked
         return {"reset": True, "restored": True}
@@ -570,7 +573,7 @@ def _worker(req_r, rep_w, template=None):
         request = json.loads(line)  # the host's request as the runner got it
         if request.get("op") == "restore":  # from the runner itself (``Runner.restore``)
             try:
-                _write_all(rep_w, _restore(state, request["initial"]) + b"\n")
+                _write_all(rep_w, _restore(state, request["initial"], request.get("nonce")) + b"\n")
             except OSError:
                 os._exit(0)
             continue
@@ -591,7 +594,7 @@ def _worker(req_r, rep_w, template=None):
             os._exit(0)
 
 
-def _restore(state, initial):
+def _restore(state, initial, nonce):
     """Copy ``initial`` into the state file in place, keeping the worker's connection to it: only
     when the file is still as its last call left it, no transaction is open and the schema is the
     one its change triggers were made for (a dropped table takes its triggers with it)."""
@@ -603,7 +606,7 @@ def _restore(state, initial):
             return b'{"ok": false}'
         shutil.copyfile(initial, STATE_FILE)
         state.seen = _file_identity(STATE_FILE)
-        return b'{"ok": true}'
+        return json.dumps({"ok": True, "nonce": nonce}).encode()
     except Exception as exc:
         state.drop()
         return json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode()
@@ -915,6 +918,15 @@ def _reap_any():
             return
         if pid == 0:
             return
+
+
+def _same_content(path, other):
+    """Whether two files hold the same bytes."""
+    try:
+        with open(path, "rb") as a, open(other, "rb") as b:
+            return os.fstat(a.fileno()).st_size == os.fstat(b.fileno()).st_size and a.read() == b.read()
+    except OSError:
+        return False
 
 
 def _same_file(path, inode):
