@@ -66,7 +66,7 @@ class SandboxPool:
         self.settings = settings or PoolSettings()
         self.config = config
         self.stats: Counter[str] = Counter()  # started, warm, cold, recycled (clean: without a reset), discarded,
-        # retargeted (a ready sandbox of a stale workspace given to another)
+        # retargeted (a ready sandbox of another workspace given to this one)
         self._acquired: dict[Path, float] = {}  # when an episode last took a sandbox, per initial state
         self._out: Counter[Path] = Counter()  # handed out and not released yet, per initial state
         self._resetting: Counter[Path] = Counter()  # being reset on their way back
@@ -123,6 +123,8 @@ class SandboxPool:
         if not ready and self._resetting[key]:
             ready = await self._wait_for_reset(key)
         now = time.monotonic()
+        if len(self._acquired) >= MAX_KEYS and key not in self._acquired:
+            self._acquired.clear()  # forgotten ones count as stale: their ready sandboxes may be taken
         self._acquired[key] = now
         if ready:
             sandbox = ready.pop()
