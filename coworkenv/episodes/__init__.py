@@ -2,7 +2,7 @@
 simulator, and one grading when the episode ends. It knows nothing of MCP (``coworkenv.server`` adapts it)."""
 
 from ._episode import CallResult, Episode, EpisodeFailed, Toolbox, argument_error
-from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings
+from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings, HeldSandbox
 from ._orphans import interrupt_orphaned_episodes
 from ._user import Fidelity, ModelUser, ScriptedUser, UserReply, UserSimulator, fidelity, persona_prompt, simulator
 
@@ -12,6 +12,7 @@ __all__ = [
     "Episode",
     "EpisodeFailed",
     "EpisodeHost",
+    "HeldSandbox",
     "EpisodeSettings",
     "Fidelity",
     "ModelUser",

@@ -56,6 +56,21 @@ class EpisodeSettings(BaseModel):
     service_env: dict[str, str] = {}  # variables for services apps start in sandboxes (Claw-Eval's ERROR_RATE)
 
 
+class HeldSandbox:
+    """A sandbox held for episodes of one task played one after another (``EpisodeHost.hold_sandbox``):
+    each starts from the initial state, restored in the same sandbox (``Sandbox.restore``: the state
+    file and scratch dirs put back, the process tools run in kept) when an episode before it used it."""
+
+    def __init__(self, host: EpisodeHost, task: Task, sandbox: Sandbox) -> None:
+        self.host, self.task, self.sandbox = host, task, sandbox
+
+    async def open(self, provenance: Provenance) -> Episode:
+        """The next episode of the task, in the held sandbox; it leaves the sandbox held when it ends."""
+        if self.sandbox.used:
+            await self.sandbox.restore()
+        return await self.host.open(self.task, provenance, sandbox=self.sandbox)
+
+
 class EpisodeHost:
     """Opens episodes of stored tasks, each in a fresh sandbox with a private copy of the state."""
 
@@ -173,13 +188,12 @@ class EpisodeHost:
         return episode
 
     @contextlib.asynccontextmanager
-    async def hold_sandbox(self, task: Task) -> AsyncIterator[Sandbox]:
+    async def hold_sandbox(self, task: Task) -> AsyncIterator[HeldSandbox]:
         """A sandbox of ``task``'s workspace from the pool, held for several episodes of the task
-        played one after another (``open(..., sandbox=...)``; ``Sandbox.restore`` between them),
-        and given back to the pool after them."""
+        played one after another (``HeldSandbox.open``), and given back to the pool after them."""
         sandbox = await self.pool.acquire(self.initial_state(self.workspace(task.workspace_id)))
         try:
-            yield sandbox
+            yield HeldSandbox(self, task, sandbox)
         finally:
             self.pool.release_soon(sandbox)
 

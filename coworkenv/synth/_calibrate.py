@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..episodes import EpisodeHost
+from ..episodes import EpisodeHost, HeldSandbox
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
-from ..sandbox import Sandbox
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
 from ._probes import PROBES, harden, probes
@@ -42,19 +41,16 @@ class Calibration:
         return not self.reason
 
 
-async def _play(host: EpisodeHost, task: Task, steps: list[ReferenceStep], answer: str | None,
-                sandbox: Sandbox) -> tuple[str, VerdictRow]:
-    """One episode of ``task`` in ``sandbox`` (restored first when an episode before it used it)."""
-    if sandbox.used:
-        await sandbox.restore()
-    episode = await host.open(task, Provenance("calibration", provider="reference"), sandbox=sandbox)
+async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | None) -> tuple[str, VerdictRow]:
+    """One episode of the held ``sandbox``'s task."""
+    episode = await sandbox.open(Provenance("calibration", provider="reference"))
     for step in steps:
         await episode.call(step.tool, step.arguments)
     if answer is not None:
         await episode.call(SUBMIT_TOOL.name, {"answer": answer})
     verdict = await episode.finish(answer)
     if verdict is None:
-        raise RuntimeError(f"calibration episode {episode.id} of {task.id} was not graded")
+        raise RuntimeError(f"calibration episode {episode.id} of {sandbox.task.id} was not graded")
     return episode.id, verdict
 
 
@@ -78,17 +74,17 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
         return await _calibrate(host, task, sandbox, admit_as, hack_probes, record)
 
 
-async def _calibrate(host: EpisodeHost, task: Task, sandbox: Sandbox, admit_as: TaskStatus, hack_probes: bool,
+async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_as: TaskStatus, hack_probes: bool,
                      record: bool) -> Calibration:
     store = host.store
-    ref_id, reference = await _play(host, task, task.reference, task.reference_answer, sandbox)
-    _, empty = await _play(host, task, [], None, sandbox)
+    ref_id, reference = await _play(sandbox, task.reference, task.reference_answer)
+    _, empty = await _play(sandbox, [], None)
     probe = task.forbidden_probe or (
         ReferenceStep(tool=task.forbidden_tools[0]) if task.forbidden_tools else None
     )
     forbidden_safety = 0.0
     if probe is not None:
-        _, forbidden = await _play(host, task, [*task.reference, probe], task.reference_answer, sandbox)
+        _, forbidden = await _play(sandbox, [*task.reference, probe], task.reference_answer)
         forbidden_safety = forbidden.safety
 
     ref_episode = store.episode(ref_id)
@@ -138,7 +134,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: Sandbox, admit_as: 
     return result
 
 
-async def play_probes(host: EpisodeHost, task: Task, sandbox: Sandbox | None = None) -> dict[str, str]:
+async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None = None) -> dict[str, str]:
     """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it.
     ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it."""
     if sandbox is None:
@@ -151,7 +147,7 @@ async def play_probes(host: EpisodeHost, task: Task, sandbox: Sandbox | None = N
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        _, verdict = await _play(host, task, probe.steps, probe.answer, sandbox)
+        _, verdict = await _play(sandbox, probe.steps, probe.answer)
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 
