@@ -399,14 +399,11 @@ class Runner:
             self.sweep()
         state = os.path.join(self.workspace, STATE_FILE)
         template = self.template
-        # the connection is kept for the same initial state only: a sandbox given another one
-        # (``retarget``) may hold another schema, which its triggers were not made for
+        # the connection is kept for the same initial state only (the one the last reset restored): a
+        # sandbox given another one (``retarget``) may hold another schema, which its triggers were not made for
         keep = (bool(self.initial_state) and template is not None and _same_file(state, template.inode)
-                and template.initial == _initial_identity(self.initial_state))
-        for directory in (self.workspace, *SCRATCH_DIRS):
-            if directory != self.workspace and not self.sandboxed:
-                continue
-            _empty(directory, keep=state if keep else None)
+                and self.restored is not None and self.restored[0] == _initial_identity(self.initial_state))
+        self._empty_dirs(keep=state if keep else None)
         if self.initial_state:
             try:
                 shutil.copyfile(self.initial_state, state)  # in place when kept: the same file, the initial bytes
@@ -436,9 +433,7 @@ class Runner:
                 or self.services or self.service_failures or self.restored != self._restored_as(state)
                 or _busy(worker.pid, children=not self.sandboxed) or (self.sandboxed and self.foreign_pids())):
             return {**self.reset(), "restored": False}
-        for directory in (self.workspace, *SCRATCH_DIRS):
-            if directory == self.workspace or self.sandboxed:
-                _empty(directory, keep=state)
+        self._empty_dirs(keep=state)
         # the nonce: a line a tool left in the reply pipe cannot pass for the worker's answer
         nonce = base64.b64encode(os.urandom(12)).decode()
         request = json.dumps({"op": "restore", "initial": self.initial_state, "nonce": nonce}).encode() + b"\n"
@@ -455,6 +450,12 @@ class Runner:
             return {**self.reset(), "restored": False}
         self.prepare_template(kept=True)  # on the file as it is again, for the next worker forked
         return {"reset": True, "restored": True}
+
+    def _empty_dirs(self, keep):
+        """Empty the workspace (all but ``keep``) and, sandboxed, the scratch dirs."""
+        for directory in (self.workspace, *SCRATCH_DIRS):
+            if directory == self.workspace or self.sandboxed:
+                _empty(directory, keep=keep)
 
     def _restored_as(self, state):
         """What ``restore`` needs to find as the last reset left it: the initial state (the same
@@ -484,7 +485,6 @@ class Runner:
                 template.open().execute("PRAGMA temp_store = MEMORY")
                 made = os.stat(STATE_FILE)
                 template.inode, template.mode = made.st_ino, stat.S_IMODE(made.st_mode)
-                template.initial = _initial_identity(self.initial_state)
             except (sqlite3.Error, OSError):
                 template.drop()
                 self.template = None
@@ -636,7 +636,6 @@ class _StateConnection:
     def __init__(self):
         self.conn = None
         self.inode = self.mode = 0  # of the file it was opened on (the runner's template only)
-        self.initial: tuple | None = None  # the initial state's identity when it was opened (the runner's template only)
         self.seen = None
         self.watched = None  # (connection, schema version) the change triggers were made for
 
