@@ -2,7 +2,7 @@
 simulator, and one grading when the episode ends. It knows nothing of MCP (``coworkenv.server`` adapts it)."""
 
 from ._episode import CallResult, Episode, EpisodeFailed, Toolbox, argument_error
-from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings, HeldSandbox
+from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings, HeldSandbox, cached_initial_state
 from ._orphans import interrupt_orphaned_episodes
 from ._user import Fidelity, ModelUser, ScriptedUser, UserReply, UserSimulator, fidelity, persona_prompt, simulator
 
@@ -24,5 +24,6 @@ __all__ = [
     "persona_prompt",
     "simulator",
     "argument_error",
+    "cached_initial_state",
     "interrupt_orphaned_episodes",
 ]

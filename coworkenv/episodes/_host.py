@@ -56,6 +56,24 @@ class EpisodeSettings(BaseModel):
     service_env: dict[str, str] = {}  # variables for services apps start in sandboxes (Claw-Eval's ERROR_RATE)
 
 
+def cached_initial_state(cache_dir: Path, workspace: Workspace, digest: str | None = None) -> Path:
+    """``workspace``'s initial state in the state cache folder ``cache_dir``, built there unless it is
+    there already: under the workspace's content hash (``digest``, when the caller has worked it out),
+    so a changed spec or app code builds a new one. Processes (the workers of one server, a synthesis
+    generating in a process of its own) share a cache folder: each build writes a file of its own
+    and the finished state replaces the name at once, so nobody reads a state half written."""
+    path = cache_dir / f"{workspace.id}-{digest or workspace_hash(workspace)}" / STATE_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # killed halfway: left behind
+        try:
+            write_initial_state(workspace, partial)
+            partial.replace(path)
+        finally:
+            partial.unlink(missing_ok=True)
+    return path
+
+
 class HeldSandbox:
     """A sandbox held for episodes of one task played one after another (``EpisodeHost.hold_sandbox``):
     each starts from the initial state, restored in the same sandbox (``Sandbox.restore``: the state
@@ -153,18 +171,7 @@ class EpisodeHost:
     def initial_state(self, workspace: Workspace) -> Path:
         """The workspace's initial state, built once from its spec (seed, apps, overrides) and kept
         in the cache folder under its content hash: a changed spec or app code builds a new one."""
-        path = self.cache_dir / f"{workspace.id}-{self._workspace_hash(workspace)}" / STATE_FILE
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # a file of this build's own: hosts (the workers of one server) share the cache folder, and a
-            # build killed halfway leaves its file behind; the finished state replaces the name at once
-            partial = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
-            try:
-                write_initial_state(workspace, partial)
-                partial.replace(path)
-            finally:
-                partial.unlink(missing_ok=True)
-        return path
+        return cached_initial_state(self.cache_dir, workspace, self._workspace_hash(workspace))
 
     async def open(self, task: Task | str, provenance: Provenance, *, sandbox: Sandbox | None = None) -> Episode:
         """A new episode of ``task`` in a fresh sandbox, recorded with its ``provenance``.

@@ -8,6 +8,7 @@ from ._probes import PROBES, Probe, dry_run, harden, probes
 from ._taxonomy import TAXONOMY, CapabilitySpec
 from ._pipeline import SynthSummary, synthesize
 from ._workers import CalibrationWorkers, WorkerError
+from ._apart import GenerationError, generate_apart
 from ._profile import (Profile, ProfileCell, ProfileError, allocate, capability_weights, difficulty_weights,
                        load_profile)
 from .templates import TEMPLATES
@@ -21,6 +22,7 @@ __all__ = [
     "TAXONOMY",
     "TEMPLATES",
     "CalibrationWorkers",
+    "GenerationError",
     "CapabilitySpec",
     "Catalog",
     "DraftError",
@@ -44,6 +46,7 @@ __all__ = [
     "capability_weights",
     "difficulty_weights",
     "generate",
+    "generate_apart",
     "generate_tasks",
     "signature",
     "load_profile",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..episodes import EpisodeHost
@@ -12,7 +13,11 @@ from ..workspace import Task, Workspace, task_apps
 from ._calibrate import Calibration, calibrate_task
 from ._generate import GENERATED, Generation, Generator, generate
 from ._profile import Profile, capability_weights, difficulty_weights
+
 from ._workers import CalibrationWorkers, WorkerError
+from ._apart import generate_apart
+
+GENERATE_APART = 200  # a run of this many tasks or more generates them in a process of its own (``generate_apart``)
 
 
 @dataclass
@@ -49,7 +54,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
                      concurrency: int = 1, profile: Profile | None = None,
                      apps: tuple[str, ...] | None = None, generator: Generator = "all",
                      calibrate: Callable[[Task], Awaitable[Calibration]] | None = None,
-                     workers: int = 1) -> SynthSummary:
+                     workers: int = 1, apart: bool | None = None) -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
     With a ``profile`` (from ``eval``) the budget goes to capabilities and, within them, to
@@ -64,6 +69,9 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     loop's Ray cluster calibrates on its nodes). ``workers`` > 1: calibration runs in that many
     processes of this machine (``CalibrationWorkers``, one task at a time each, ``concurrency``
     ignored), and each task is handed to them as soon as it is generated, while generation goes on.
+    ``apart``: with ``workers`` 1, generate in a process of its own (``generate_apart``), each task
+    calibrated here as soon as it is made; by default for runs of ``GENERATE_APART`` tasks or more
+    (the process's start, ~1.5 s, costs more than it saves on fewer). The same tasks either way.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
@@ -71,7 +79,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         raise ValueError("calibration runs either in worker processes or through `calibrate`, not both")
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
-    options = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities), apps=apps,
+    options: dict[str, Any] = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities), apps=apps,
                    generator=generator, initial_state=host.initial_state)
     summary = SynthSummary()
     admitted: list[Task] = []
@@ -105,7 +113,16 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
             on_task(task, calibration)
 
     if workers > 1:
-        made = await _streamed(host, workers, n, seed, capabilities, options, store_workspace, one)
+        async with CalibrationWorkers(host, workers) as pool:
+            made = await _streamed(lambda made_one, _: generate(n, seed, capabilities, on_task=made_one, **options),
+                                   store_workspace, one, pool.calibrate, 2 * workers)  # each busy, the next queued
+    elif apart if apart is not None else n >= GENERATE_APART:
+        elsewhere = {k: v for k, v in options.items() if k != "initial_state"}  # the child builds them in the host's cache
+
+        def source(made_one, stop):
+            return generate_apart(n, seed, capabilities, elsewhere, host.cache_dir, made_one, stop)
+
+        made = await _streamed(source, store_workspace, one, calibrate, concurrency)
     else:
         made = generate(n, seed, capabilities, **options)  # type: ignore[arg-type]
         for workspace in made.workspaces:
@@ -121,9 +138,10 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     return summary
 
 
-async def _streamed(host: EpisodeHost, workers: int, n: int, seed: int, capabilities: tuple[str, ...],
-                    options: dict, store_workspace: Callable[[Workspace], None], one) -> Generation:
-    """Generation in a thread, each task calibrated by the worker processes as soon as it is made."""
+async def _streamed(source: Callable[[Callable[[Task, Workspace], None], threading.Event], Generation],
+                    store_workspace: Callable[[Workspace], None], one, calibrate, at_once: int) -> Generation:
+    """Generation (``source(made_one, stop)``) in a thread, each task calibrated by ``one(task, ...,
+    calibrate)`` as soon as ``made_one`` hears of it, up to ``at_once`` of them at a time."""
     loop = asyncio.get_running_loop()
     made_tasks: asyncio.Queue[tuple[Task, Workspace] | None] = asyncio.Queue()
     stop = threading.Event()  # a calibration failed: generation stops at its next task
@@ -135,23 +153,27 @@ async def _streamed(host: EpisodeHost, workers: int, n: int, seed: int, capabili
 
     def generation() -> Generation:
         try:
-            return generate(n, seed, capabilities, on_task=made_one, **options)
+            return source(made_one, stop)
         finally:
             loop.call_soon_threadsafe(made_tasks.put_nowait, None)
 
-    semaphore = asyncio.Semaphore(2 * workers)  # each worker busy with one task and the next one queued
+    semaphore = asyncio.Semaphore(at_once)
+    generating: asyncio.Task[Generation] | None = None
     try:
-        async with CalibrationWorkers(host, workers) as pool, asyncio.TaskGroup() as group:
+        async with asyncio.TaskGroup() as group:
             generating = group.create_task(asyncio.to_thread(generation))
             while (item := await made_tasks.get()) is not None:
                 task, workspace = item
                 store_workspace(workspace)
-                group.create_task(one(task, semaphore, pool.calibrate))
+                group.create_task(one(task, semaphore, calibrate))
             made = await generating
     except BaseExceptionGroup as failed:  # a worker that died fails every task it held: say it once
         lost = failed.subgroup(WorkerError)
         if lost is not None:
             raise lost.exceptions[0] from None
+        own = generating.exception() if generating is not None and generating.done() and not generating.cancelled() else None
+        if own is not None and own in failed.exceptions:
+            raise own from None  # generation's own error (a bad option, say), as in process
         raise
     finally:
         stop.set()

@@ -105,6 +105,57 @@ async def test_worker_processes_admit_the_same_tasks_as_one_process(host, tmp_pa
     assert (again.skipped, again.admitted) == (10, split.admitted)
 
 
+async def test_generating_in_a_process_of_its_own_makes_and_admits_the_same_tasks(host, tmp_path):
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+    from coworkenv.store import Store
+
+    capabilities = ("lookup", "single_write", "multi_step", "aggregation")
+    seen = []
+    apart = await synthesize(host, 10, seed=5, capabilities=capabilities, generator="composed", apart=True,
+                             concurrency=2, on_task=lambda task, calibration: seen.append(task.id))
+    other = Store(tmp_path / "in-process.db")
+    one_host = EpisodeHost(other, EpisodeSettings(cache_dir=tmp_path / "cache2"))
+    try:
+        alone = await synthesize(one_host, 10, seed=5, capabilities=capabilities, generator="composed", apart=False)
+        specs = {t.id: t.model_dump_json() for t in map(other.task_spec, _statuses(other))}
+    finally:
+        await one_host.close()
+        statuses = _statuses(other)
+        other.close()
+    assert (apart.generated, apart.admitted, apart.allocation, apart.duplicates, apart.admitted_by) == \
+        (alone.generated, alone.admitted, alone.allocation, alone.duplicates, alone.admitted_by)
+    assert apart.admitted >= 8 and _statuses(host.store) == statuses and sorted(seen) == sorted(statuses)
+    assert {t.id: t.model_dump_json() for t in map(host.store.task_spec, statuses)} == specs  # hardened alike
+    # the child built the workspaces' states in the host's cache, where its episodes found them
+    workspaces = {host.store.task_spec(task_id).workspace_id for task_id in statuses}
+    assert all(host.initial_state(host.workspace(w)).exists() for w in workspaces)
+    assert {p.parent.name.rsplit("-", 1)[0] for p in host.cache_dir.glob("*/state.db")} >= workspaces
+    assert not _worker_pids()  # the generation process is gone
+
+
+async def test_generation_apart_fails_as_in_process(host):
+    with pytest.raises(ValueError, match="no generator for capabilities"):
+        await synthesize(host, 3, seed=5, capabilities=("no_such_capability",), apart=True)
+    assert not _worker_pids()
+
+
+async def test_a_generation_process_that_dies_fails_the_run_and_keeps_what_was_admitted(host):
+    from coworkenv.synth import GenerationError
+
+    run = asyncio.create_task(synthesize(host, 400, seed=11, generator="composed", apart=True))
+    for _ in range(600):  # until some tasks are admitted while generation goes on
+        await asyncio.sleep(0.05)
+        if "admitted" in _statuses(host.store).values():
+            break
+    victims = _worker_pids()
+    assert victims and len(_statuses(host.store)) < 400
+    os.kill(victims[0], signal.SIGKILL)
+    with pytest.raises(GenerationError, match="generation process ended .* before it was done"):
+        await run
+    assert "admitted" in _statuses(host.store).values()
+    assert not _worker_pids()
+
+
 async def test_a_worker_that_dies_fails_the_run_and_its_tasks_stay_pending(host):
     run = asyncio.create_task(synthesize(host, 40, seed=9, generator="composed", workers=2))
     for _ in range(600):  # until both workers play episodes and some tasks are admitted

@@ -1,0 +1,99 @@
+"""Generation in a process of its own, for ``synthesize`` runs of many tasks.
+
+Generating a task (building its workspace's state, the program, hardening it) costs the process
+that calibrates as much CPU as a fifth of the task's calibration, under the same interpreter lock
+as its event loop. ``generate_apart`` runs ``generate`` in a child process (``spawn``: nothing of
+the parent's event loop or threads is inherited) that builds the initial states into the episode
+host's state cache, where the host finds them, and hands each task over as soon as it is made: the
+parent calibrates while the child generates, on another core. The tasks, their order and the
+generation's counts are those ``generate`` makes in process.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from ..episodes import cached_initial_state
+from ..workspace import Task, Workspace
+from ._generate import Generation, generate
+
+POLL_S = 0.1  # how often the receiving thread looks whether the run was stopped
+
+
+class GenerationError(RuntimeError):
+    """The generation process died before it said it was done."""
+
+
+def _child(conn: Connection, n: int, seed: int, capabilities: tuple[str, ...], options: dict[str, Any],
+           cache_dir: str) -> None:
+    """In the child: generate, sending each task (with its workspace the first time it is named),
+    then the counts and the workspaces no task came from; or the exception that stopped it."""
+    sent: set[str] = set()
+
+    def made_one(task: Task, workspace: Workspace) -> None:
+        conn.send(("task", task, workspace.id if workspace.id in sent else workspace))
+        sent.add(workspace.id)
+
+    try:
+        made = generate(n, seed, capabilities, on_task=made_one,
+                        initial_state=functools.partial(cached_initial_state, Path(cache_dir)), **options)
+        conn.send(("done", made.duplicates, made.passed, [w if w.id not in sent else w.id for w in made.workspaces]))
+    except BaseException as exc:  # whatever stopped it goes to the parent, which raises it
+        try:
+            conn.send(("error", exc))
+        except Exception:  # not picklable: its text then
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    finally:
+        conn.close()
+
+
+def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: dict[str, Any], cache_dir: Path,
+                   on_task: Callable[[Task, Workspace], None], stop: threading.Event) -> Generation:
+    """``generate(n, seed, capabilities, **options)`` in a child process, its initial states built in
+    ``cache_dir``; ``on_task(task, workspace)`` hears of each task in this process as soon as the child
+    made it. Blocks (run it in a thread); ``stop`` set ends the child and returns what came so far.
+    An exception that stopped generation in the child is raised here."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, name="coworkenv-generate", daemon=True,
+                            args=(send, n, seed, capabilities, options, str(cache_dir)))
+    child.start()
+    send.close()  # the child holds the other end: its exit closes the pipe
+    workspaces: dict[str, Workspace] = {}
+    made = Generation([], [])
+    try:
+        while not stop.is_set():
+            if not receive.poll(POLL_S):
+                continue
+            try:
+                message = receive.recv()
+            except EOFError:
+                child.join(5)
+                raise GenerationError(f"the generation process ended (exit code {child.exitcode}) before it "
+                                      f"was done, after {len(made.tasks)} tasks") from None
+            if message[0] == "task":
+                _, task, workspace = message
+                if isinstance(workspace, Workspace):
+                    workspaces[workspace.id] = workspace
+                made.tasks.append(task)
+                on_task(task, workspaces[task.workspace_id])
+            elif message[0] == "done":
+                _, made.duplicates, made.passed, every = message
+                made.workspaces = [w if isinstance(w, Workspace) else workspaces[w] for w in every]
+                break
+            else:
+                raise message[1]
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.join(1 if not stop.is_set() else 0)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    return made
