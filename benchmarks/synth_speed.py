@@ -15,7 +15,9 @@ workspace is part of the generation figure).
 ``--end-to-end`` measures what ``coworkenv synth`` runs instead: ``synthesize`` on an episode host
 (generation, storing, calibration), with ``--concurrency`` calibrations at once in this process or
 ``--workers`` worker processes (started by the run, their start included; generation goes on while
-they calibrate). Reported: validated tasks per minute and the CPU the whole machine and this
+they calibrate). With one process, ``--generation`` says where tasks are generated: in it, before
+calibration, or in a process of its own while this one calibrates (``apart``, the default of
+``synth`` from 200 tasks), or both, alternating. Reported: validated tasks per minute and the CPU the whole machine and this
 process spent per task (from /proc/stat and getrusage: run it on a quiet machine).
 """
 
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,19 +39,22 @@ from episode_start import machine_cpu_s, own_cpu_s  # CPU of the whole machine a
 
 
 async def end_to_end(tasks: int, seed: int, concurrency: int, workers: int, generator: str,
-                     directory: Path) -> dict[str, float]:
-    store = Store(directory / f"e-{concurrency}-{workers}-{seed}.db")
-    host = EpisodeHost(store, EpisodeSettings(cache_dir=directory / f"cache-{concurrency}-{workers}-{seed}"))  # states built in the run
+                     directory: Path, apart: bool | None = None) -> dict[str, float]:
+    name = f"{concurrency}-{workers}-{apart}-{seed}"
+    store = Store(directory / f"e-{name}.db")
+    host = EpisodeHost(store, EpisodeSettings(cache_dir=directory / f"cache-{name}"))  # states built in the run
     machine, own, started = machine_cpu_s(), own_cpu_s(), time.perf_counter()
     try:
         summary = await synthesize(host, tasks, seed, generator=generator, concurrency=concurrency,  # type: ignore[arg-type]
-                                   workers=workers)
+                                   workers=workers, apart=apart)
+        started_sandboxes = host.pool.stats["started"]
     finally:
         await host.close()
     done = time.perf_counter()
     n = summary.generated
     return {"validated_per_min": summary.admitted / (done - started) * 60, "admitted": summary.admitted, "tasks": n,
-            "machine_ms": (machine_cpu_s() - machine) / n * 1000, "own_ms": (own_cpu_s() - own) / n * 1000}
+            "machine_ms": (machine_cpu_s() - machine) / n * 1000, "own_ms": (own_cpu_s() - own) / n * 1000,
+            "sandboxes": started_sandboxes}
 
 
 async def one_run(tasks: int, seed: int, concurrency: int, generator: str, directory: Path) -> dict[str, float]:
@@ -89,23 +95,29 @@ def main() -> None:
     parser.add_argument("--generator", choices=("templates", "composed", "all"), default="composed")
     parser.add_argument("--end-to-end", action="store_true", help="synthesize as `coworkenv synth` runs it")
     parser.add_argument("--workers", type=int, nargs="*", default=[], help="with --end-to-end: worker processes")
+    parser.add_argument("--generation", choices=("in", "apart", "both"), default="both",
+                        help="with --end-to-end and one process: generate in it, in a process of its own, or both")
     args = parser.parse_args()
     if args.end_to_end:
         print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        print("| calibration | validated tasks/min | admitted/tasks | machine CPU ms/task | this process CPU ms/task |")
-        print("| --- | --- | --- | --- | --- |")
-        settings = [(c, 1, f"{c} at once in one process") for c in args.concurrency]
-        settings += [(1, w, f"{w} worker processes") for w in args.workers]
+        print("| calibration | generation | validated tasks/min | admitted/tasks | machine CPU ms/task "
+              "| this process CPU ms/task | sandboxes started |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        where = {"in": [False], "apart": [True], "both": [False, True]}[args.generation]
+        settings = [(c, 1, a, f"{c} at once in one process | {'apart' if a else 'in process'}")
+                    for c in args.concurrency for a in where]
+        settings += [(1, w, None, f"{w} worker processes | in a thread") for w in args.workers]
         results: dict[str, list[dict[str, float]]] = {label: [] for *_, label in settings}
         with tempfile.TemporaryDirectory() as tmp:
             for run in range(args.runs):  # the settings alternate within each run, seeds differ by run
-                for concurrency, workers, label in settings:
+                for concurrency, workers, apart, label in settings:
                     results[label].append(asyncio.run(end_to_end(args.tasks, 1000 + run, concurrency, workers,
-                                                                 args.generator, Path(tmp))))
+                                                                 args.generator, Path(tmp), apart)))
+                    print(f"  run {run}: {label}: {results[label][-1]}", file=sys.stderr)
         for label, runs in results.items():
             med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
             print(f"| {label} | {med['validated_per_min']:.0f} | {med['admitted']:.0f}/{med['tasks']:.0f} "
-                  f"| {med['machine_ms']:.1f} | {med['own_ms']:.1f} |")
+                  f"| {med['machine_ms']:.1f} | {med['own_ms']:.1f} | {med['sandboxes']:.0f} |")
         return
     print("| calibrations at once | validated tasks/min | admitted/tasks | generate + harden ms/task "
           "| calibrate ms/task | episodes/task | ms/episode |")

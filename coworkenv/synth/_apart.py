@@ -2,8 +2,8 @@
 
 Generating a task (building its workspace's state, the program, hardening it) costs the process
 that calibrates as much CPU as a fifth of the task's calibration, under the same interpreter lock
-as its event loop. ``generate_apart`` runs ``generate`` in a child process (``spawn``: nothing of
-the parent's event loop or threads is inherited) that builds the initial states into the episode
+as its event loop. ``generate_apart`` runs ``generate`` in a child process (a fresh interpreter
+running this module, not the caller's main module, so a script needs no ``__main__`` guard) that builds the initial states into the episode
 host's state cache, where the host finds them, and hands each task over as soon as it is made: the
 parent calibrates while the child generates, on another core. The tasks, their order and the
 generation's counts are those ``generate`` makes in process.
@@ -12,7 +12,10 @@ generation's counts are those ``generate`` makes in process.
 from __future__ import annotations
 
 import functools
-import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -59,12 +62,21 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
     ``cache_dir``; ``on_task(task, workspace)`` hears of each task in this process as soon as the child
     made it. Blocks (run it in a thread); ``stop`` set ends the child and returns what came so far.
     An exception that stopped generation in the child is raised here."""
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, name="coworkenv-generate", daemon=True,
-                            args=(send, n, seed, capabilities, options, str(cache_dir)))
-    child.start()
-    send.close()  # the child holds the other end: its exit closes the pipe
+    package_root = str(Path(__file__).resolve().parents[2])  # where this process found coworkenv
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    read_fd, write_fd = os.pipe()
+    try:
+        child = subprocess.Popen([sys.executable, "-c", f"from {__name__} import main; main({write_fd})"],
+                                 stdin=subprocess.PIPE, pass_fds=(write_fd,), env=env)
+    finally:
+        os.close(write_fd)  # the child holds its own: its exit closes the pipe
+    receive = Connection(read_fd, writable=False)
+    assert child.stdin is not None
+    try:
+        child.stdin.write(pickle.dumps((n, seed, capabilities, options, str(cache_dir))))
+        child.stdin.close()
+    except OSError:
+        pass  # it died at once: said below, when the pipe ends
     workspaces: dict[str, Workspace] = {}
     made = Generation([], [])
     try:
@@ -74,8 +86,11 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
             try:
                 message = receive.recv()
             except EOFError:
-                child.join(5)
-                raise GenerationError(f"the generation process ended (exit code {child.exitcode}) before it "
+                try:
+                    code = child.wait(5)
+                except subprocess.TimeoutExpired:
+                    code = None
+                raise GenerationError(f"the generation process ended (exit code {code}) before it "
                                       f"was done, after {len(made.tasks)} tasks") from None
             if message[0] == "task":
                 _, task, workspace = message
@@ -91,9 +106,15 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
                 raise message[1]
     finally:
         receive.close()
-        if child.is_alive():
-            child.join(1 if not stop.is_set() else 0)
-        if child.is_alive():
+        try:
+            child.wait(1 if not stop.is_set() else 0)
+        except subprocess.TimeoutExpired:
             child.kill()
-            child.join()
+            child.wait()
     return made
+
+
+def main(fd: int) -> None:
+    """The child: the arguments come pickled on stdin, the messages go out on ``fd``."""
+    args = pickle.load(sys.stdin.buffer)
+    _child(Connection(fd, readable=False), *args)

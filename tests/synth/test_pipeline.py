@@ -18,6 +18,7 @@ from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
+GENERATING = b"coworkenv.synth._apart"  # in the command line of a generation process (``synthesize(apart=True)``)
 
 
 def _statuses(store) -> dict[str, str]:
@@ -57,8 +58,9 @@ async def test_a_second_run_skips_calibrated_tasks(host):
     assert host.store.query("select count(*) as n from calibrations")[0]["n"] == 4
 
 
-def _worker_pids() -> list[int]:
-    """This process's children that are calibration workers (multiprocessing's spawned interpreters)."""
+def _worker_pids(marker: bytes = b"spawn_main") -> list[int]:
+    """This process's children that are calibration workers (multiprocessing's spawned interpreters),
+    or with ``marker`` another kind."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -68,7 +70,7 @@ def _worker_pids() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and b"spawn_main" in cmdline:
+        if ppid == os.getpid() and marker in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -130,13 +132,13 @@ async def test_generating_in_a_process_of_its_own_makes_and_admits_the_same_task
     workspaces = {host.store.task_spec(task_id).workspace_id for task_id in statuses}
     assert all(host.initial_state(host.workspace(w)).exists() for w in workspaces)
     assert {p.parent.name.rsplit("-", 1)[0] for p in host.cache_dir.glob("*/state.db")} >= workspaces
-    assert not _worker_pids()  # the generation process is gone
+    assert not _worker_pids(GENERATING)  # the generation process is gone
 
 
 async def test_generation_apart_fails_as_in_process(host):
     with pytest.raises(ValueError, match="no generator for capabilities"):
         await synthesize(host, 3, seed=5, capabilities=("no_such_capability",), apart=True)
-    assert not _worker_pids()
+    assert not _worker_pids(GENERATING)
 
 
 async def test_a_generation_process_that_dies_fails_the_run_and_keeps_what_was_admitted(host):
@@ -147,13 +149,13 @@ async def test_a_generation_process_that_dies_fails_the_run_and_keeps_what_was_a
         await asyncio.sleep(0.05)
         if "admitted" in _statuses(host.store).values():
             break
-    victims = _worker_pids()
+    victims = _worker_pids(GENERATING)
     assert victims and len(_statuses(host.store)) < 400
     os.kill(victims[0], signal.SIGKILL)
     with pytest.raises(GenerationError, match="generation process ended .* before it was done"):
         await run
     assert "admitted" in _statuses(host.store).values()
-    assert not _worker_pids()
+    assert not _worker_pids(GENERATING)
 
 
 async def test_a_worker_that_dies_fails_the_run_and_its_tasks_stay_pending(host):
