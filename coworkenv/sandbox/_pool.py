@@ -13,8 +13,8 @@ bursts), or closes it when there are more or the reset fails.
 Where the backend can ``retarget`` a sandbox to another initial state (bwrap: a copy of the new
 state and a reset, ~10 ms of CPU against a start's ~120 ms), an acquire that would start one takes
 a ready sandbox of another workspace instead (of the one used least recently), and a fill takes
-those of workspaces nobody has started an episode of for ``STALE_S`` seconds, leaving each one
-ready sandbox (its next episode starts warm), before it starts any:
+one of a workspace with more than one ready (leaving it one: its next episode starts warm) before
+it starts any:
 a run that moves from workspace to workspace (``coworkenv synth``) keeps using the sandboxes it has.
 Whatever the pool holds is closed by ``close`` and, should the process end without it (Ctrl-C), by
 an exit hook.
@@ -40,7 +40,6 @@ RESET_TIMEOUT_S = 30.0
 BUSY_S = 30.0  # how long the most sandboxes handed out at once counts for what a release keeps
 RESET_WAIT_S = 2.0  # how long an acquire that finds none ready waits for one being reset, before starting one
 MAX_KEYS = 4096  # initial-state paths whose resolved form is remembered
-STALE_S = 1.0  # a workspace without a new episode for this long gives all but one ready sandbox to fills of others
 log = logging.getLogger(__name__)
 
 
@@ -130,7 +129,7 @@ class SandboxPool:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
             self.stats["warm"] += 1
-        elif (stolen := await self._steal(key, stale_s=0.0, leave=0)) is not None:
+        elif (stolen := await self._steal(key, leave=0)) is not None:
             sandbox = stolen
         else:
             sandbox = await self._new(key)
@@ -143,13 +142,12 @@ class SandboxPool:
             self._spawn(self._fill(key))
         return sandbox
 
-    async def _steal(self, key: Path, *, stale_s: float = STALE_S, leave: int = 1) -> Sandbox | None:
-        """A ready sandbox of another workspace without a new episode for ``stale_s`` seconds and
-        with more than ``leave`` ready (of the one used least recently), retargeted to ``key``; None
-        when there is none or the backend cannot (then it stays where it was)."""
-        now = time.monotonic()
+    async def _steal(self, key: Path, *, leave: int = 1) -> Sandbox | None:
+        """A ready sandbox of another workspace with more than ``leave`` ready (of the one used least
+        recently), retargeted to ``key``; None when there is none or the backend cannot (then it
+        stays where it was)."""
         for other, ready in self._idle.items():
-            if other != key and len(ready) > leave and now - self._acquired.get(other, 0.0) >= stale_s:
+            if other != key and len(ready) > leave:
                 break
         else:
             return None
@@ -259,10 +257,14 @@ class SandboxPool:
                     return  # the next acquire starts one itself and sees the error
                 finally:
                     self._starting[key] -= 1
-            if self._closed or self._ready(key) >= self.settings.size:  # released ones came back meanwhile
+            if self._closed:
                 await self._discard(sandbox)
                 return
+            # kept even when released ones came back meanwhile: it is started, and a fill of another
+            # workspace takes it rather than start one (``_trim`` bounds what is kept in all)
             self._idle.setdefault(key, []).append(sandbox)
+            if self._ready(key) > self.settings.size:
+                break
         await self._trim()
 
     async def _trim(self) -> None:
