@@ -117,7 +117,9 @@ def synth(
     generator: GeneratorOpt = "all",
     app_name: AppOpt = None,
     sandbox: SandboxOpt = "bwrap",
-    concurrency: Annotated[int, typer.Option(min=1, help="Tasks calibrated at once (on each node, with --ray).")] = 1,
+    concurrency: Annotated[int | None, typer.Option(
+        min=1, show_default=False, help="Tasks calibrated at once (on each node, with --ray).  [default: 2 in one "
+        "process, 1 on each node]")] = None,
     profile: Annotated[Path | None, typer.Option(
         help="A capability profile written by `coworkenv eval`: spend the budget by capability and difficulty "
              "where the model fails most.")] = None,
@@ -137,9 +139,11 @@ def synth(
         raise fail(str(exc)) from None
     if workers > 1 and ray is not None:
         raise fail("--workers runs calibration in processes of this machine; --ray runs it on a cluster's nodes")
-    if workers > 1 and concurrency > 1:
+    if workers > 1 and concurrency is not None and concurrency > 1:
         raise fail("--concurrency is what one process calibrates at once; with --workers each worker process "
                    "calibrates one task at a time")
+    if concurrency is None:  # two at once keep a process and its sandboxes busier than one (RESULTS.md, "Synthesis speed")
+        concurrency = 2 if ray is None and workers == 1 else 1
     check_ray(ray)
     host = open_host(store, sandbox, create=True, local=ray is None)
 
