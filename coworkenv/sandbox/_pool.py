@@ -66,7 +66,6 @@ class SandboxPool:
         self.config = config
         self.stats: Counter[str] = Counter()  # started, warm, cold, recycled (clean: without a reset), discarded,
         # retargeted (a ready sandbox of another workspace given to this one)
-        self._acquired: dict[Path, float] = {}  # when an episode last took a sandbox, per initial state
         self._out: Counter[Path] = Counter()  # handed out and not released yet, per initial state
         self._resetting: Counter[Path] = Counter()  # being reset on their way back
         self._busiest: dict[Path, tuple[int, float]] = {}  # the most handed out at once lately, and when
@@ -122,9 +121,6 @@ class SandboxPool:
         if not ready and self._resetting[key]:
             ready = await self._wait_for_reset(key)
         now = time.monotonic()
-        if len(self._acquired) >= MAX_KEYS and key not in self._acquired:
-            self._acquired.clear()  # forgotten ones count as stale: their ready sandboxes may be taken
-        self._acquired[key] = now
         if ready:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
@@ -263,8 +259,6 @@ class SandboxPool:
             # kept even when released ones came back meanwhile: it is started, and a fill of another
             # workspace takes it rather than start one (``_trim`` bounds what is kept in all)
             self._idle.setdefault(key, []).append(sandbox)
-            if self._ready(key) > self.settings.size:
-                break
         await self._trim()
 
     async def _trim(self) -> None:
@@ -307,7 +301,6 @@ class SandboxPool:
             self._idle.clear()
             self._out.clear()
             self._busiest.clear()
-            self._acquired.clear()
             self._returned = None  # the next use may be on another event loop
             live, self._live = list(self._live), set()
             for sandbox in live:

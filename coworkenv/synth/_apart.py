@@ -3,9 +3,9 @@
 Generating a task (building its workspace's state, the program, hardening it) costs the process
 that calibrates as much CPU as a fifth of the task's calibration, under the same interpreter lock
 as its event loop. ``generate_apart`` runs ``generate`` in a child process (a fresh interpreter
-running this module, not the caller's main module, so a script needs no ``__main__`` guard) that builds the initial states into the episode
-host's state cache, where the host finds them, and hands each task over as soon as it is made: the
-parent calibrates while the child generates, on another core. The tasks, their order and the
+running this module, not the caller's main module, so a script needs no ``__main__`` guard) that
+builds the initial states into the episode host's state cache, where the host finds them, and hands
+each task over as soon as it is made: the parent calibrates while the child generates, on another core. The tasks, their order and the
 generation's counts are those ``generate`` makes in process.
 """
 

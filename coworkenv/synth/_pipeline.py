@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..episodes import EpisodeHost
 from ..workspace import Task, Workspace, task_apps
 from ._calibrate import Calibration, calibrate_task
 from ._generate import GENERATED, Generation, Generator, generate
 from ._profile import Profile, capability_weights, difficulty_weights
-
 from ._workers import CalibrationWorkers, WorkerError
 from ._apart import generate_apart
 
@@ -79,8 +78,8 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         raise ValueError("calibration runs either in worker processes or through `calibrate`, not both")
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
-    options: dict[str, Any] = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities), apps=apps,
-                   generator=generator, initial_state=host.initial_state)
+    options: dict[str, Any] = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities),
+                                   apps=apps, generator=generator, initial_state=host.initial_state)
     summary = SynthSummary()
     admitted: list[Task] = []
     stored: set[str] = set()
@@ -124,7 +123,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
 
         made = await _streamed(source, store_workspace, one, calibrate, concurrency)
     else:
-        made = generate(n, seed, capabilities, **options)  # type: ignore[arg-type]
+        made = generate(n, seed, capabilities, **options)
         for workspace in made.workspaces:
             store_workspace(workspace)
         semaphore = asyncio.Semaphore(concurrency)

@@ -8,11 +8,12 @@ import random
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from coworkenv.synth import WorkerError, calibrate_task, harden, synthesize
+from coworkenv.synth import WorkerError, calibrate_task, generate, harden, synthesize
 from coworkenv.synth.templates import office
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
@@ -133,6 +134,23 @@ async def test_generating_in_a_process_of_its_own_makes_and_admits_the_same_task
     assert all(host.initial_state(host.workspace(w)).exists() for w in workspaces)
     assert {p.parent.name.rsplit("-", 1)[0] for p in host.cache_dir.glob("*/state.db")} >= workspaces
     assert not _worker_pids(GENERATING)  # the generation process is gone
+
+
+def test_a_script_without_a_main_guard_generates_apart(tmp_path):
+    """The generation process is a fresh interpreter, not one that re-imports the caller's main
+    module (multiprocessing's spawn does: a script without a ``__main__`` guard would fail)."""
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "from coworkenv.synth import generate_apart\n"
+        "made = generate_apart(3, 5, ('lookup',), {'generator': 'composed'}, Path(sys.argv[1]),\n"
+        "                      lambda task, workspace: None, threading.Event())\n"
+        "print(' '.join(task.id for task in made.tasks))\n")
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "cache")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [task.id for task in generate(3, 5, ("lookup",), generator="composed").tasks]
 
 
 async def test_generation_apart_fails_as_in_process(host):
