@@ -316,23 +316,94 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     turns the base's dump into ``final``'s: what an episode keeps of its final state. It starts
     with ``STATE_BASE`` and ``base`` (the reference of the base's dump); ``resolve_state`` rebuilds
     the whole dump from it and the base's. ``base_image``: the base's own image, when the caller
-    keeps it: only the tables whose pages differ from it are hashed (``changed_tables``)."""
+    keeps it: only the tables whose pages differ from it are hashed (``changed_tables``), and a table
+    whose indexes or triggers are not the base's is kept too (without it, only records count).
+
+    Each changed table is written whole (its definition, its rows, then its indexes and triggers,
+    so that loading does not fire them) with its own ``sqlite_sequence`` row; the sequence rows of
+    the tables left as they were stay the base's. Virtual tables are left out, as ``dump_state``
+    leaves them, and so are their shadow tables."""
     conn = sqlite3.connect(":memory:")
     try:
         conn.deserialize(final)
         candidates = changed_tables(base_image, conn, final) if base_image is not None else None
-        _drop_virtual(conn)
-        tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                 "AND name NOT LIKE 'sqlite_%'")]
-        hashes = table_hashes(conn, None if candidates is None else [t for t in tables if t in candidates])
-        changed = [t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]]
-        _forget_tables(conn, [t for t in tables if t not in changed])
-        if blob_sink is not None:
-            _reference_blobs(conn, blob_sink)
-        drops = [f'DROP TABLE IF EXISTS "{t}";' for t in [*changed, *(t for t in base_hashes if t not in tables)]]
-        return "\n".join([f"{STATE_BASE}{base}", *drops, *conn.iterdump()])
+        tables = _ordinary_tables(conn)
+        if tables is None:  # this SQLite cannot tell shadow tables: drop the virtual ones, as before
+            _drop_virtual(conn)
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                     "AND name NOT LIKE 'sqlite_%'")]
+        hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
+        changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]}
+                         | (_reindexed(conn, base_image, tables) if base_image is not None else set()))
+        gone = [t for t in base_hashes if t not in tables]
+        lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
+        if changed or _has_views(conn):
+            lines += _dump_tables(conn, changed, blob_sink)
+        return "\n".join(lines)
     finally:
         conn.close()
+
+
+def _ident(name: str) -> str:
+    return name.replace('"', '""')
+
+
+def _ordinary_tables(conn: sqlite3.Connection) -> list[str] | None:
+    """The tables of ``conn``'s main database that hold records of their own: not SQLite's, not
+    virtual, not a virtual table's shadow. None where this SQLite has no ``table_list`` pragma."""
+    try:
+        listed = conn.execute("PRAGMA main.table_list").fetchall()
+    except sqlite3.OperationalError:
+        return None
+    return sorted(name for _, name, kind, *_ in listed if kind == "table" and not name.startswith("sqlite_"))
+
+
+def _reindexed(conn: sqlite3.Connection, base: StateImage, tables: list[str]) -> set[str]:
+    """The ``tables`` whose indexes or triggers are not the ``base``'s (a table's hash is its records'):
+    they are kept whole too, with their new indexes and triggers."""
+    def extras(rows: Iterable[tuple]) -> set[tuple]:
+        return {(kind, name, owner, sql) for kind, name, owner, sql in rows if kind in ("index", "trigger")}
+    now = extras(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    before = extras((row[0], row[1], row[2], row[4]) for row in base.schema.values())
+    return {owner for _, _, owner, _ in now ^ before} & set(tables)
+
+
+def _has_views(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view'").fetchone() is not None
+
+
+def _dump_tables(conn: sqlite3.Connection, tables: list[str], blob_sink: Callable[[bytes], str] | None) -> list[str]:
+    """SQL that makes the ``tables`` of ``conn`` (dropped before it runs) again, with their records,
+    indexes, triggers and ``sqlite_sequence`` rows, and every view of ``conn`` anew. BLOBs of
+    ``MIN_REFERENCED_BLOB`` bytes or more go to ``blob_sink`` and are written as their reference."""
+    if blob_sink is not None:
+        conn.create_function("coworkenv_blob", 1, lambda data: BLOB_REFERENCE + blob_sink(data), deterministic=True)
+    names = set(tables)
+    schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
+    lines = ["BEGIN TRANSACTION;"]
+    for table in tables:
+        lines.append(next(f"{sql};" for kind, name, _, sql in schema if kind == "table" and name == table))
+        columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{_ident(table)}")')]
+        values = []
+        for column in columns:
+            quoted = f'"{_ident(column)}"'
+            if blob_sink is not None:
+                quoted = (f"CASE WHEN typeof({quoted}) = 'blob' AND length({quoted}) >= {MIN_REFERENCED_BLOB} "
+                          f"THEN coworkenv_blob({quoted}) ELSE {quoted} END")
+            values.append(f"quote({quoted})")
+        insert, listed = f'INSERT INTO "{_ident(table)}" VALUES(', " || ',' || ".join(values)
+        lines += [f"{insert}{row[0]});" for row in conn.execute(f'SELECT {listed} FROM "{_ident(table)}"')]
+    lines += [f"{sql};" for kind, _, owner, sql in schema if kind in ("index", "trigger") and owner in names]
+    for kind, name, _, sql in schema:
+        if kind == "view":
+            lines += [f'DROP VIEW IF EXISTS "{_ident(name)}";', f"{sql};"]
+    if tables and any(name == "sqlite_sequence" for _, name, _, _ in schema):
+        marks = ", ".join("?" * len(tables))
+        for name, seq in conn.execute(f"SELECT name, seq FROM sqlite_sequence WHERE name IN ({marks})", tables):
+            lines.append(f"DELETE FROM sqlite_sequence WHERE name = '{name.replace(chr(39), chr(39) * 2)}';")
+            lines.append(f"INSERT INTO sqlite_sequence VALUES('{name.replace(chr(39), chr(39) * 2)}', {int(seq)});")
+    lines.append("COMMIT;")
+    return lines
 
 
 def resolve_state(stored: str, base_dump: Callable[[str], str]) -> str:
@@ -350,30 +421,6 @@ def _image(source: str | Path | bytes) -> sqlite3.Connection:
     conn.deserialize(source if isinstance(source, bytes) else Path(source).read_bytes())
     _drop_virtual(conn)
     return conn
-
-
-def _forget_tables(conn: sqlite3.Connection, names: list[str]) -> None:
-    """Leave the tables ``names`` out of what the connection sees, as ``DROP TABLE`` of each would
-    (their indexes and triggers, and their ``sqlite_sequence`` rows, go with them) but without
-    freeing their pages: a throwaway copy is dumped next, and dropping tens of tables one by one
-    cost more than the rest of the dump. Never for a database that is kept."""
-    if not names:
-        return
-    version = conn.execute("PRAGMA schema_version").fetchone()[0]
-    sequence = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").fetchone() is not None
-    conn.execute("PRAGMA writable_schema = ON")
-    try:
-        for start in range(0, len(names), 500):
-            chunk = names[start:start + 500]
-            marks = ", ".join("?" * len(chunk))
-            if sequence:
-                conn.execute(f"DELETE FROM sqlite_sequence WHERE name IN ({marks})", chunk)
-            conn.execute(f"DELETE FROM sqlite_master WHERE type IN ('table', 'index', 'trigger') "
-                         f"AND tbl_name IN ({marks})", chunk)
-        conn.execute(f"PRAGMA schema_version = {version + 1}")  # the connection reads the schema again
-    finally:
-        conn.execute("PRAGMA writable_schema = OFF")
-    conn.commit()
 
 
 def _drop_virtual(conn: sqlite3.Connection) -> None:
