@@ -25,6 +25,7 @@ from typing import Any
 from ..episodes import cached_initial_state
 from ..workspace import Task, Workspace
 from ._generate import Generation, generate
+from ._probes import Probe
 
 POLL_S = 0.1  # how often the receiving thread looks whether the run was stopped
 
@@ -34,17 +35,20 @@ class GenerationError(RuntimeError):
 
 
 def _child(conn: Connection, n: int, seed: int, capabilities: tuple[str, ...], options: dict[str, Any],
-           cache_dir: str) -> None:
-    """In the child: generate, sending each task (with its workspace the first time it is named),
-    then the counts and the workspaces no task came from; or the exception that stopped it."""
+           cache_dir: str, with_probes: bool) -> None:
+    """In the child: generate, sending each task (with its workspace the first time it is named, and
+    its probes ``with_probes``), then the counts and the workspaces no task came from; or the
+    exception that stopped it."""
     sent: set[str] = set()
+    found: dict[str, dict[str, Probe | None]] | None = {} if with_probes else None
 
     def made_one(task: Task, workspace: Workspace) -> None:
-        conn.send(("task", task, workspace.id if workspace.id in sent else workspace))
+        probes = found.pop(task.id, None) if found is not None else None
+        conn.send(("task", task, workspace.id if workspace.id in sent else workspace, probes))
         sent.add(workspace.id)
 
     try:
-        made = generate(n, seed, capabilities, on_task=made_one,
+        made = generate(n, seed, capabilities, on_task=made_one, probes=found,
                         initial_state=functools.partial(cached_initial_state, Path(cache_dir)), **options)
         conn.send(("done", made.duplicates, made.passed, [w if w.id not in sent else w.id for w in made.workspaces]))
     except BaseException as exc:  # whatever stopped it goes to the parent, which raises it
@@ -57,10 +61,12 @@ def _child(conn: Connection, n: int, seed: int, capabilities: tuple[str, ...], o
 
 
 def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: dict[str, Any], cache_dir: Path,
-                   on_task: Callable[[Task, Workspace], None], stop: threading.Event) -> Generation:
+                   on_task: Callable[[Task, Workspace], None], stop: threading.Event,
+                   probes: dict[str, dict[str, Probe | None]] | None = None) -> Generation:
     """``generate(n, seed, capabilities, **options)`` in a child process, its initial states built in
     ``cache_dir``; ``on_task(task, workspace)`` hears of each task in this process as soon as the child
-    made it. Blocks (run it in a thread); ``stop`` set ends the child and returns what came so far.
+    made it (and each task's probes are in ``probes`` by then, when given: ``generate``'s option).
+    Blocks (run it in a thread); ``stop`` set ends the child and returns what came so far.
     An exception that stopped generation in the child is raised here."""
     package_root = str(Path(__file__).resolve().parents[2])  # where this process found coworkenv
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
@@ -73,7 +79,7 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
     receive = Connection(read_fd, writable=False)
     assert child.stdin is not None
     try:
-        child.stdin.write(pickle.dumps((n, seed, capabilities, options, str(cache_dir))))
+        child.stdin.write(pickle.dumps((n, seed, capabilities, options, str(cache_dir), probes is not None)))
         child.stdin.close()
     except OSError:
         pass  # it died at once: said below, when the pipe ends
@@ -93,9 +99,11 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
                 raise GenerationError(f"the generation process ended (exit code {code}) before it "
                                       f"was done, after {len(made.tasks)} tasks") from None
             if message[0] == "task":
-                _, task, workspace = message
+                _, task, workspace, found = message
                 if isinstance(workspace, Workspace):
                     workspaces[workspace.id] = workspace
+                if probes is not None and found is not None:
+                    probes[task.id] = found
                 made.tasks.append(task)
                 on_task(task, workspaces[task.workspace_id])
             elif message[0] == "done":

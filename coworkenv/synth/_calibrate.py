@@ -20,7 +20,7 @@ from ..episodes import EpisodeHost, HeldSandbox
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
-from ._probes import PROBES, harden, probes
+from ._probes import PROBES, Probe, harden, probes
 
 
 @dataclass
@@ -55,27 +55,30 @@ async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | 
 
 
 async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted",
-                         hack_probes: bool = True, record: bool = True, as_written: bool = False) -> Calibration:
+                         hack_probes: bool = True, record: bool = True, as_written: bool = False,
+                         probes: dict[str, Probe | None] | None = None) -> Calibration:
     """Play the reference, empty and forbidden probes of ``task``, then its hack probes; set its
     status to ``admit_as`` (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined``
     with the reason. ``record=False`` measures without storing the calibration or changing the status.
 
     A task without a guard check (one written by hand, or imported) is ``harden``-ed first, and the
     hardened spec replaces the stored one: the probes would beat most tasks without it
-    (``as_written=True`` calibrates it as it is, to measure what the probes catch).
+    (``as_written=True`` calibrates it as it is, to measure what the probes catch). ``probes``: the
+    task's hack probes where they were found already (``generate``'s option; found here otherwise).
     """
     store = host.store
     if hack_probes and not as_written and not any(is_guard(check) for check in task.checks):
         workspace = host.workspace(task.workspace_id)
         task = harden(task, workspace, host.initial_connection(workspace))
+        probes = None  # found for the task as it was
         if record:
             store.put_task(task)
     async with host.hold_sandbox(task) as sandbox:
-        return await _calibrate(host, task, sandbox, admit_as, hack_probes, record)
+        return await _calibrate(host, task, sandbox, admit_as, hack_probes, record, probes)
 
 
 async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_as: TaskStatus, hack_probes: bool,
-                     record: bool) -> Calibration:
+                     record: bool, found: dict[str, Probe | None] | None) -> Calibration:
     store = host.store
     ref_id, reference = await _play(sandbox, task.reference, task.reference_answer)
     _, empty = await _play(sandbox, [], None)
@@ -117,7 +120,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
             problems.append(f"the world event {event.tool} failed: {event.error}")
     outcomes: dict[str, str] = {}
     if hack_probes and not problems:
-        outcomes = await play_probes(host, task, sandbox)
+        outcomes = await play_probes(host, task, sandbox, found)
         for name, outcome in outcomes.items():
             if outcome == "beaten":
                 problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
@@ -134,14 +137,17 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
     return result
 
 
-async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None = None) -> dict[str, str]:
+async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None = None,
+                      found: dict[str, Probe | None] | None = None) -> dict[str, str]:
     """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it.
-    ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it."""
+    ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it.
+    ``found``: the task's probes (``probes``), where the caller has them."""
     if sandbox is None:
         async with host.hold_sandbox(task) as held:
-            return await play_probes(host, task, held)
-    workspace = host.workspace(task.workspace_id)
-    found = probes(task, workspace, host.initial_connection(workspace))
+            return await play_probes(host, task, held, found)
+    if found is None:
+        workspace = host.workspace(task.workspace_id)
+        found = probes(task, workspace, host.initial_connection(workspace))
     outcomes = {}
     for name, probe in found.items():
         if probe is None:

@@ -22,7 +22,7 @@ from ..workspace import (
     fixed_state,
     write_initial_state,
 )
-from ._probes import harden, reference_holds
+from ._probes import Probe, dry_run, harden, probes as find_probes, reference_holds
 from ._profile import allocate
 from ._compose import SHAPES
 from .templates import TEMPLATES
@@ -91,7 +91,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
              weights: dict[str, float] | None = None, difficulty_weights: dict[str, dict[int, float]] | None = None,
              hardened: bool = True, apps: tuple[str, ...] | None = None, generator: Generator = "all",
              initial_state: Callable[[Workspace], Path] | None = None,
-             on_task: Callable[[Task, Workspace], None] | None = None) -> Generation:
+             on_task: Callable[[Task, Workspace], None] | None = None,
+             probes: dict[str, dict[str, Probe | None]] | None = None) -> Generation:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
@@ -109,6 +110,9 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
     is built (an episode host's cache, ``EpisodeHost.initial_state``: its episodes then start from
     the same file); a temporary folder by default. ``on_task(task, workspace)`` hears of each task
     as soon as it is made (``synthesize`` calibrates it while the next ones are generated).
+    ``probes``: each hardened task's hack probes (``coworkenv.synth._probes.probes``) are put in it
+    under the task's id before ``on_task`` hears of it, found from the same in-process run of its
+    reference as the check that it holds and its hardening (calibration then plays them).
     """
     sources = {c: {name: t for name, t in TEMPLATES[c].items()
                    if generator == "all" or (name in SHAPES.get(c, {})) == (generator == "composed")}
@@ -156,17 +160,24 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                     if signature(task) in seen:
                         made.duplicates += 1
                         continue
-                    if not reference_holds(task, workspace, states[ws_seed]):
-                        made.passed += 1  # a reference the state refuses (a closed ticket, say): not a task
-                        continue
-                    quota = quotas.get(capability)
-                    if quota is not None and attempt < tries - 1 and quota.get(task.difficulty, 0) <= 0 \
-                            and any(left > 0 for left in quota.values()):
-                        continue  # this difficulty's share is spent; another of this capability's is not
-                    if quota is not None:
-                        quota[task.difficulty] = quota.get(task.difficulty, 0) - 1
-                    seen.add(signature(task))
-                    made.tasks.append(harden(task, workspace, states[ws_seed]) if hardened else task)
+                    initial = states[ws_seed]
+                    final = dry_run(initial, workspace, task, task.reference)  # the reference played in process
+                    try:
+                        if not reference_holds(task, workspace, initial, final):
+                            made.passed += 1  # a reference the state refuses (a closed ticket, say): not a task
+                            continue
+                        quota = quotas.get(capability)
+                        if quota is not None and attempt < tries - 1 and quota.get(task.difficulty, 0) <= 0 \
+                                and any(left > 0 for left in quota.values()):
+                            continue  # this difficulty's share is spent; another of this capability's is not
+                        if quota is not None:
+                            quota[task.difficulty] = quota.get(task.difficulty, 0) - 1
+                        seen.add(signature(task))
+                        made.tasks.append(harden(task, workspace, initial, final) if hardened else task)
+                        if probes is not None:
+                            probes[task.id] = find_probes(made.tasks[-1], workspace, initial, final)
+                    finally:
+                        final.close()
                     if on_task is not None:
                         on_task(made.tasks[-1], workspace)
                     break

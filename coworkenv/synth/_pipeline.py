@@ -12,6 +12,7 @@ from ..episodes import EpisodeHost
 from ..workspace import Task, Workspace, task_apps
 from ._calibrate import Calibration, calibrate_task
 from ._generate import GENERATED, Generation, Generator, generate
+from ._probes import Probe
 from ._profile import Profile, capability_weights, difficulty_weights
 from ._workers import CalibrationWorkers, WorkerError
 from ._apart import generate_apart
@@ -83,6 +84,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     summary = SynthSummary()
     admitted: list[Task] = []
     stored: set[str] = set()
+    found: dict[str, dict[str, Probe | None]] = {}  # task id -> its probes, found by generation (calibrated here)
 
     def store_workspace(workspace: Workspace) -> None:
         if workspace.id not in stored:
@@ -94,10 +96,12 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         if row is not None and row.status != "pending":
             summary.skipped += 1
             calibration = None
+            found.pop(task.id, None)
         else:
             store.put_task(task)
             async with semaphore:
-                calibration = await (calibrate(task) if calibrate is not None else calibrate_task(host, task))
+                calibration = await (calibrate(task) if calibrate is not None
+                                     else calibrate_task(host, task, probes=found.pop(task.id, None)))
             row = store.task(task.id)
         assert row is not None
         if row.status == "admitted":
@@ -119,11 +123,12 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         elsewhere = {k: v for k, v in options.items() if k != "initial_state"}  # the child builds them in the host's cache
 
         def source(made_one, stop):
-            return generate_apart(n, seed, capabilities, elsewhere, host.cache_dir, made_one, stop)
+            return generate_apart(n, seed, capabilities, elsewhere, host.cache_dir, made_one, stop,
+                                  probes=found if calibrate is None else None)
 
         made = await _streamed(source, store_workspace, one, calibrate, concurrency)
     else:
-        made = generate(n, seed, capabilities, **options)
+        made = generate(n, seed, capabilities, probes=found if calibrate is None else None, **options)
         for workspace in made.workspaces:
             store_workspace(workspace)
         semaphore = asyncio.Semaphore(concurrency)

@@ -24,9 +24,10 @@ answer; a task is admitted only if none of them is admitted by the gate:
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,11 +238,12 @@ def candidate_values(conn: sqlite3.Connection, check: AnswerCheck, only: set[str
     return values
 
 
-def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Task:
+def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection,
+           final: sqlite3.Connection | None = None) -> Task:
     """``task`` with a guard that nothing else changed and, on its answer checks, the other
-    candidates they must not mention (see the module's doc)."""
-    final = dry_run(initial, workspace, task, task.reference)
-    try:
+    candidates they must not mention (see the module's doc). ``final``: the reference's final state
+    (``dry_run``), where the caller has it (left open); worked out here otherwise."""
+    with _reference_final(initial, workspace, task, final) as final:
         tables = changed_tables(_kept(initial, "image", lambda: StateImage.of(initial)), final)
         allowed = _records_in(initial, final, tables)
         checks: list[Any] = []
@@ -262,8 +264,20 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> Tas
                 id="nothing_else", description="nothing but the records the task is about was changed",
                 allowed=allowed, digest=_digest(initial, final, tables, allowed)))
         return task.model_copy(update={"checks": checks})
+
+
+@contextlib.contextmanager
+def _reference_final(initial: sqlite3.Connection, workspace: Workspace, task: Task,
+                     final: sqlite3.Connection | None) -> Iterator[sqlite3.Connection]:
+    """``final`` as it is, or the reference's final state worked out (and closed after)."""
+    if final is not None:
+        yield final
+        return
+    made = dry_run(initial, workspace, task, task.reference)
+    try:
+        yield made
     finally:
-        final.close()
+        made.close()
 
 
 def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, changed: set[str] | None,
@@ -274,14 +288,13 @@ def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, changed: set
     return state_digest(final, allowed, parts=_kept(initial, "digest parts", dict), same=same)
 
 
-def reference_holds(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> bool:
+def reference_holds(task: Task, workspace: Workspace, initial: sqlite3.Connection,
+                    final: sqlite3.Connection | None = None) -> bool:
     """Whether the reference solution, played in-process, passes every check of ``task`` (what
-    calibration will demand of it in a sandbox): a generator drops a task whose does not."""
-    final = dry_run(initial, workspace, task, task.reference)
-    try:
+    calibration will demand of it in a sandbox): a generator drops a task whose does not.
+    ``final``: the reference's final state, where the caller has it."""
+    with _reference_final(initial, workspace, task, final) as final:
         return all(check.evaluate(final, task.reference_answer).passed for check in task.checks)
-    finally:
-        final.close()
 
 
 def _write_steps(workspace: Workspace, steps: list[ReferenceStep]) -> list[int]:
@@ -373,9 +386,11 @@ def _destructive(task: Task, workspace: Workspace, final: sqlite3.Connection, im
     return None
 
 
-def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dict[str, Probe | None]:
+def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
+           final: sqlite3.Connection | None = None) -> dict[str, Probe | None]:
     """The hack probes of ``task`` (None where one does not apply: no write to spray, no
-    destructive tool left unforbidden, nothing to leave out)."""
+    destructive tool left unforbidden, nothing to leave out). ``final``: the reference's final
+    state, where the caller has it."""
     answer_checks = [c for c in task.checks if isinstance(c, AnswerCheck)]
     found: dict[str, Probe | None] = dict.fromkeys(PROBES)
     if answer_checks:
@@ -385,13 +400,10 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection) -> dic
                 listed += [v for v in candidate_values(state, check) if v not in listed]
         found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
     found["claim"] = Probe("claim", [], CLAIM)
-    final = dry_run(initial, workspace, task, task.reference)  # the reference's final state, for both below
-    try:
+    with _reference_final(initial, workspace, task, final) as final:  # for both below
         image = StateImage.of(final)
         destructive = _destructive(task, workspace, final, image)
         spray = _spray(task, workspace, initial, final, image)
-    finally:
-        final.close()
     if spray:
         found["spray"] = Probe("spray", [*task.reference, *spray], task.reference_answer)
     if destructive is not None:

@@ -9,7 +9,7 @@ import pytest
 
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Provenance
-from coworkenv.synth import PROBES, calibrate_task, generate_tasks, harden, probes
+from coworkenv.synth import PROBES, calibrate_task, generate, generate_tasks, harden, probes
 from coworkenv.workspace import SUBMIT_TOOL, write_initial_state
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
@@ -122,3 +122,20 @@ def test_hardening_finds_what_reading_every_record_finds(tmp_path):
             final.close()
         initial.close()
     assert checked >= 10
+
+
+def test_generation_finds_each_tasks_probes_as_calibration_would(tmp_path):
+    """The probes generation hands over (from the run of the reference it hardened the task with) are
+    those calibration finds for the stored task on a fresh copy of its workspace's initial state."""
+    found: dict = {}
+    made = generate(40, seed=4, probes=found)
+    workspaces, tasks = made.workspaces, made.tasks
+    assert set(found) == {task.id for task in tasks}
+    for workspace in workspaces:
+        conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"{workspace.id}.db"))
+        try:
+            for task in (t for t in tasks if t.workspace_id == workspace.id):
+                assert probes(task, workspace, conn) == found[task.id], task.id
+        finally:
+            conn.close()
+    assert any(probe is not None and probe.steps for by_name in found.values() for probe in by_name.values())
