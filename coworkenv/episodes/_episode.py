@@ -23,7 +23,7 @@ from .._errors import InfrastructureError
 from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, VerdictRow
-from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, Task, ToolSpec, Workspace
+from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, StateConnection, Task, ToolSpec, Workspace
 
 if TYPE_CHECKING:
     from ._host import EpisodeHost
@@ -335,14 +335,17 @@ class Episode:
         self.host.record(self.id, {"tool": what, "kind": kind, "arguments": json.dumps(arguments), "result": result,
                                    "is_error": int(error is not None), "error": error, "duration_ms": None})
 
-    async def final_state(self) -> str | None:
+    async def final_state(self) -> tuple[str | None, StateConnection | None]:
+        """What the store keeps of the final state, and that state open in memory to grade (None where
+        it is the initial state, which grading opens from its base, or where it could not be read)."""
         if not self.touched:  # nothing wrote it: the initial state, without reading it back
-            return self.host.unchanged_state(self.workspace)
+            return self.host.unchanged_state(self.workspace), None
         try:
             initial = self.host.initial_image(self.workspace).image
-            return self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
+            kept, opened = self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
+            return kept, opened
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
-            return None
+            return None, None
 
     async def finish(self, answer: str | None = None, *, truncated: bool = False,
                      failure: InfrastructureError | None = None) -> VerdictRow | None:
@@ -354,6 +357,7 @@ class Episode:
 
         ``failure``: the infrastructure failure that ended it (recorded on the episode with its boundary).
         """
+        opened: StateConnection | None = None  # the final state in memory, for grading
         async with self._lock:
             ending = not self.ended
             if ending:
@@ -363,7 +367,7 @@ class Episode:
                 abandoned = (self.provenance.source == "live" and self.calls == 0 and answer is None
                              and failure is None and not truncated)
                 try:
-                    state = await self.final_state()
+                    state, opened = await self.final_state()
                     try:
                         if self.owns_sandbox:
                             self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
@@ -374,16 +378,20 @@ class Episode:
                             boundary=failure.boundary if failure else None, abandoned=abandoned)
                         self.host.forget(self)
                 except BaseException:
+                    if opened is not None:
+                        opened.close()
                     self._graded.set()  # nothing to grade: whoever waits gets no verdict
                     raise
         if not ending:
             await self._graded.wait()
             return self.verdict
         if abandoned:
+            if opened is not None:
+                opened.close()
             self._graded.set()
             return None
         try:  # in a worker thread: grading a large state must not stall other episodes
-            self.verdict = await asyncio.to_thread(grade_episode, self.host.store, self.id)
+            self.verdict = await asyncio.to_thread(grade_episode, self.host.store, self.id, final_db=opened)
         except Exception:  # the episode stays ended; `coworkenv gate` grades it later
             log.exception("grading episode %s failed", self.id)
         finally:

@@ -29,7 +29,8 @@ from ..workspace import (
     FixedState,
     StateImage,
     dump_state,
-    dump_state_changes,
+    keep_state_changes,
+    StateConnection,
     fixed_state,
     state_hashes,
     workspace_hash,
@@ -208,12 +209,13 @@ class EpisodeHost:
         """The open episode ``episode_id``, if any."""
         return self.open_episodes.get(episode_id)
 
-    def state_changes(self, workspace: Workspace, final: bytes) -> str:
+    def state_changes(self, workspace: Workspace, final: bytes) -> tuple[str, StateConnection]:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
-        Large blobs (images, PDFs) go to the store by content too."""
+        Large blobs (images, PDFs) go to the store by content too. With it, the final state open in
+        memory as the store's text opens (``keep_state_changes``), for grading; the caller closes it."""
         reference, hashes, image = self._base(workspace)
-        return dump_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
+        return keep_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
 
     def initial_image(self, workspace: Workspace) -> StateImage:
         """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""

@@ -31,6 +31,7 @@ not redundant.
 from __future__ import annotations
 
 import re
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ class EpisodeRecord:
     base_dump: Callable[[str], str] | None = None
     truncated: bool = False
     error: str | None = None
+    final_db: sqlite3.Connection | None = None  # ``final_state`` open already (grading reads and closes it)
 
 
 def is_guard(check: Check) -> bool:
@@ -137,6 +139,8 @@ def _message(interaction: ToolCallRow) -> str:
 
 
 def _final_state(episode: EpisodeRecord):
+    if episode.final_db is not None:
+        return episode.final_db
     if not episode.final_state:
         return None
     return (open_state(episode.final_state, episode.base_dump) if episode.base_dump is not None

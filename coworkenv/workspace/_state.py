@@ -323,7 +323,18 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     so that loading does not fire them) with its own ``sqlite_sequence`` row; the sequence rows of
     the tables left as they were stay the base's. Virtual tables are left out, as ``dump_state``
     leaves them, and so are their shadow tables."""
-    conn = sqlite3.connect(":memory:")
+    kept, conn = keep_state_changes(final, base, base_hashes, blob_sink, base_image)
+    conn.close()
+    return kept
+
+
+def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
+                       blob_sink: Callable[[bytes], str] | None = None,
+                       base_image: StateImage | None = None) -> tuple[str, StateConnection]:
+    """``dump_state_changes``, and ``final`` open in memory as ``open_state`` would open what it
+    keeps (a ``StateConnection`` over ``base`` naming the tables it replaced; any thread may use it):
+    graders read the state they were given without rebuilding it from the text. The caller closes it."""
+    conn = sqlite3.connect(":memory:", factory=StateConnection, check_same_thread=False)
     try:
         conn.deserialize(final)
         candidates = changed_tables(base_image, conn, final) if base_image is not None else None
@@ -339,9 +350,11 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
         lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
         if changed or _has_views(conn):
             lines += _dump_tables(conn, changed, blob_sink)
-        return "\n".join(lines)
-    finally:
+        conn.base, conn.replaced = base, frozenset([*changed, *gone])
+        return "\n".join(lines), conn
+    except BaseException:
         conn.close()
+        raise
 
 
 def _ident(name: str) -> str:

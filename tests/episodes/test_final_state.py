@@ -32,6 +32,32 @@ async def test_an_episode_keeps_its_changes_and_the_store_rebuilds_the_whole_sta
         state.execute("select count(*) from mail_messages").fetchone() or task.capability == "single_write"
 
 
+async def test_an_episode_graded_from_its_state_in_memory_gets_the_verdict_the_stored_state_gets(host, tasks):
+    """The runtime grades an ended episode from its final state as read back (``keep_state_changes``);
+    grading it again from what the store keeps gives the same verdict, check by check: for the
+    reference and for the hack probes (writes sprayed over other records, an extra destructive call,
+    a partial solution), which change the state in other ways and fail other checks."""
+    from coworkenv.gate import grade_episode
+    from coworkenv.synth import probes
+
+    scores = set()
+    for task_id in [t for t in tasks if t.startswith("single_write")][:3]:
+        task = host.task(task_id)
+        workspace = host.workspace(task.workspace_id)
+        plays = [(list(task.reference), task.reference_answer)]
+        plays += [(p.steps, p.answer) for p in probes(task, workspace, host.initial_connection(workspace)).values()
+                  if p is not None and p.steps]
+        for steps, answer in plays:
+            episode = await host.open(task, Provenance("calibration"))
+            for step in steps:
+                await episode.call(step.tool, step.arguments)
+            verdict = await episode.finish(answer)
+            again = grade_episode(host.store, episode.id, regrade=True)
+            assert (again.score, again.checks, again.reason) == (verdict.score, verdict.checks, verdict.reason)
+            scores.add(verdict.score)
+    assert 1.0 in scores and len(scores) > 1
+
+
 async def test_the_initial_state_in_memory_is_the_built_one_and_kept_for_the_workspaces_used_last(host):
     """``initial_connection`` holds the workspace's initial state as built (every table's records); the
     same connection comes back for a workspace used lately, a fresh one for one used before the last
