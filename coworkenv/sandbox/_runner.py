@@ -17,8 +17,8 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
            {"id": 2, "op": "ping"}
            {"id": 3, "op": "read", "path": "state.db"}             -> {"data": base64}
            {"id": 3, "op": "read_changes", "path": "state.db"}     -> {"size": n, "block": 4096,
-                "blocks": [[index, base64], ...], "crc32": c}   (the blocks that differ from the
-                initial state; {"data": base64} when there is no initial state)
+                "blocks": [[index, base64], ...], "base": sha256}   (the blocks that differ from the
+                initial state, whose sha256 says which it is; {"data": base64} when there is none)
            {"id": 4, "op": "write", "path": "notes/a.txt", "data": base64}
            {"id": 5, "op": "reset"}      (workspace and scratch dirs back to the initial state; the
                 initial state is read from COWORKENV_INITIAL_STATE at each reset, so a host that
@@ -48,6 +48,7 @@ This file must not import anything outside the standard library: it runs under `
 
 import base64
 import gc
+import hashlib
 import importlib
 import json
 import os
@@ -62,7 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
+
 
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
@@ -108,6 +109,7 @@ class Runner:
         self.keep.add(1)
         self.worker = None
         self.template = None  # the runner's own connection to the initial state, its triggers made (see reset)
+        self.initial = None  # (the initial state file's identity, its bytes, their sha256): ``initial_content``
         # the initial state and the state file's mode as the start or the last reset left them (see restore)
         self.restored = self._restored_as(os.path.join(self.workspace, STATE_FILE)) if initial_state else None
         self.services = {}  # app -> the processes of its services started since the last reset
@@ -373,8 +375,7 @@ class Runner:
             data = f.read()
         if not self.initial_state:
             return {"data": base64.b64encode(data).decode()}
-        with open(self.initial_state, "rb") as f:
-            base = f.read()
+        base, digest = self.initial_content()
         blocks, step = [], READ_BLOCK * 64
         for start in range(0, len(data), step):
             if data[start:start + step] == base[start:start + step]:
@@ -382,7 +383,18 @@ class Runner:
             for at in range(start, min(start + step, len(data)), READ_BLOCK):
                 if data[at:at + READ_BLOCK] != base[at:at + READ_BLOCK]:
                     blocks.append([at // READ_BLOCK, base64.b64encode(data[at:at + READ_BLOCK]).decode()])
-        return {"size": len(data), "block": READ_BLOCK, "blocks": blocks, "crc32": zlib.crc32(data)}
+        return {"size": len(data), "block": READ_BLOCK, "blocks": blocks, "base": digest}
+
+    def initial_content(self):
+        """The initial state's bytes and their sha256, read once for as long as the file is the one
+        they were read from (a ``retarget`` gives another)."""
+        with open(self.initial_state, "rb") as f:
+            st = os.fstat(f.fileno())
+            identity = st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+            if self.initial is None or self.initial[0] != identity:
+                data = f.read()
+                self.initial = identity, data, hashlib.sha256(data).hexdigest()
+        return self.initial[1], self.initial[2]
 
     def write(self, request):
         target = self.resolve(request.get("path"))
@@ -446,7 +458,7 @@ class Runner:
         except (OSError, ValueError):
             reply = None
         if not (isinstance(reply, dict) and reply.get("ok") and reply.get("nonce") == nonce
-                and _same_content(state, self.initial_state)):
+                and _holds(state, self.initial_content()[0])):
             return {**self.reset(), "restored": False}
         self.prepare_template(kept=True)  # on the file as it is again, for the next worker forked
         return {"reset": True, "restored": True}
@@ -644,6 +656,9 @@ class _StateConnection:
             return self.conn
         self.drop()
         self.conn = sqlite3.connect(STATE_FILE)
+        # an episode's state lives as long as its sandbox: a commit hands its pages to the kernel
+        # without waiting for the disk (a tool killed halfway still leaves its journal to roll back)
+        self.conn.execute("PRAGMA synchronous = OFF")
         return self.conn
 
     def release(self, ok):
@@ -919,11 +934,11 @@ def _reap_any():
             return
 
 
-def _same_content(path, other):
-    """Whether two files hold the same bytes."""
+def _holds(path, content):
+    """Whether the file at ``path`` holds exactly the bytes ``content``."""
     try:
-        with open(path, "rb") as a, open(other, "rb") as b:
-            return os.fstat(a.fileno()).st_size == os.fstat(b.fileno()).st_size and a.read() == b.read()
+        with open(path, "rb") as f:
+            return os.fstat(f.fileno()).st_size == len(content) and f.read() == content
     except OSError:
         return False
 
