@@ -342,8 +342,7 @@ class Episode:
             return self.host.unchanged_state(self.workspace), None
         try:
             initial = self.host.initial_image(self.workspace).image
-            kept, opened = self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
-            return kept, opened
+            return self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None, None
 

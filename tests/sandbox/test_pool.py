@@ -250,6 +250,7 @@ async def test_a_workspace_without_a_ready_sandbox_takes_another_s_instead_of_st
         with anyio.fail_after(90):
             sandbox = await pool.acquire(first)
             assert (await probe(sandbox, "put", key="seeded", value="dirty")).ok
+            assert await sandbox.read_changed_file("state.db", first.read_bytes()) == await sandbox.read_file("state.db")
             await pool.drain()
             await pool.release(sandbox)
             assert pool.idle(first) == 2
@@ -261,6 +262,11 @@ async def test_a_workspace_without_a_ready_sandbox_takes_another_s_instead_of_st
             assert await moved.read_file("state.db") == other.read_bytes()
             inserted = await probe(moved, "sql", sql="INSERT INTO extra VALUES (7)")
             assert inserted.ok and inserted.changes is not None and inserted.changes["counts"] == {"extra": {"insert": 1}}
+            # read back and restored against its new initial state (the runner keeps the one it read before)
+            assert await moved.read_changed_file("state.db", other.read_bytes()) == await moved.read_file("state.db")
+            await moved.restore()
+            assert await moved.read_file("state.db") == other.read_bytes()
+            assert (await probe(moved, "sql", sql="INSERT INTO extra VALUES (8)")).ok
             await pool.drain()  # its fill: `first` is in use, so it starts one
             await pool.release(moved)
             again = await pool.acquire(other)
