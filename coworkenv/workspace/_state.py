@@ -26,6 +26,7 @@ from ._spec import (
     ToolSpec,
     Workspace,
     WorldEvent,
+    ordinary_tables,
 )
 from ._registry import registered_apps
 from ._world import build_world, write_world
@@ -338,11 +339,7 @@ def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     try:
         conn.deserialize(final)
         candidates = changed_tables(base_image, conn, final) if base_image is not None else None
-        tables = _ordinary_tables(conn)
-        if tables is None:  # this SQLite cannot tell shadow tables: drop the virtual ones, as before
-            _drop_virtual(conn)
-            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                     "AND name NOT LIKE 'sqlite_%'")]
+        tables = _record_tables(conn)
         hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
         changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]}
                          | (_reindexed(conn, base_image, tables) if base_image is not None else set()))
@@ -361,13 +358,13 @@ def _ident(name: str) -> str:
     return name.replace('"', '""')
 
 
-def _ordinary_tables(conn: sqlite3.Connection) -> list[str] | None:
-    """The tables of ``conn``'s main database that hold records of their own: not SQLite's, not
-    virtual, not a virtual table's shadow. None where this SQLite has no ``table_list`` pragma."""
+def _record_tables(conn: sqlite3.Connection) -> list[str]:
+    """``ordinary_tables`` of ``conn``'s main database (not SQLite's, not virtual, not a virtual table's
+    shadow), told exactly where this SQLite lists shadow tables as such (``PRAGMA table_list``)."""
     try:
         listed = conn.execute("PRAGMA main.table_list").fetchall()
     except sqlite3.OperationalError:
-        return None
+        return ordinary_tables(conn)
     return sorted(name for _, name, kind, *_ in listed if kind == "table" and not name.startswith("sqlite_"))
 
 
