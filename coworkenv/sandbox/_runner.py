@@ -64,7 +64,6 @@ import sys
 import tempfile
 import time
 
-
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
 SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset

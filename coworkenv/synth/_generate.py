@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sqlite3
@@ -161,8 +162,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                         made.duplicates += 1
                         continue
                     initial = states[ws_seed]
-                    final = dry_run(initial, workspace, task, task.reference)  # the reference played in process
-                    try:
+                    # the reference played in process, for the check that it holds, hardening and probes
+                    with contextlib.closing(dry_run(initial, workspace, task, task.reference)) as final:
                         if not reference_holds(task, workspace, initial, final):
                             made.passed += 1  # a reference the state refuses (a closed ticket, say): not a task
                             continue
@@ -176,8 +177,6 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                         made.tasks.append(harden(task, workspace, initial, final) if hardened else task)
                         if probes is not None:
                             probes[task.id] = find_probes(made.tasks[-1], workspace, initial, final)
-                    finally:
-                        final.close()
                     if on_task is not None:
                         on_task(made.tasks[-1], workspace)
                     break

@@ -340,13 +340,14 @@ def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
         conn.deserialize(final)
         candidates = changed_tables(base_image, conn, final) if base_image is not None else None
         tables = _record_tables(conn)
+        schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
         hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
         changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]}
-                         | (_reindexed(conn, base_image, tables) if base_image is not None else set()))
+                         | (_reindexed(schema, base_image, tables) if base_image is not None else set()))
         gone = [t for t in base_hashes if t not in tables]
         lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
-        if changed or _has_views(conn):
-            lines += _dump_tables(conn, changed, blob_sink)
+        if changed or any(kind == "view" for kind, *_ in schema):
+            lines += _dump_tables(conn, schema, changed, blob_sink)
         conn.base, conn.replaced = base, frozenset([*changed, *gone])
         return "\n".join(lines), conn
     except BaseException:
@@ -356,6 +357,11 @@ def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
 
 def _ident(name: str) -> str:
     return name.replace('"', '""')
+
+
+def _text(value: str) -> str:
+    """``value`` as an SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _record_tables(conn: sqlite3.Connection) -> list[str]:
@@ -368,28 +374,24 @@ def _record_tables(conn: sqlite3.Connection) -> list[str]:
     return sorted(name for _, name, kind, *_ in listed if kind == "table" and not name.startswith("sqlite_"))
 
 
-def _reindexed(conn: sqlite3.Connection, base: StateImage, tables: list[str]) -> set[str]:
-    """The ``tables`` whose indexes or triggers are not the ``base``'s (a table's hash is its records'):
-    they are kept whole too, with their new indexes and triggers."""
+def _reindexed(schema: list[tuple], base: StateImage, tables: list[str]) -> set[str]:
+    """The ``tables`` whose indexes or triggers (in ``schema``: type, name, table, SQL) are not the
+    ``base``'s (a table's hash is its records'): they are kept whole too, with their new indexes and triggers."""
     def extras(rows: Iterable[tuple]) -> set[tuple]:
-        return {(kind, name, owner, sql) for kind, name, owner, sql in rows if kind in ("index", "trigger")}
-    now = extras(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        return {(kind, name, owner, sql) for kind, name, owner, sql in rows if kind in ("index", "trigger") and sql}
     before = extras((row[0], row[1], row[2], row[4]) for row in base.schema.values())
-    return {owner for _, _, owner, _ in now ^ before} & set(tables)
+    return {owner for _, _, owner, _ in extras(schema) ^ before} & set(tables)
 
 
-def _has_views(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view'").fetchone() is not None
-
-
-def _dump_tables(conn: sqlite3.Connection, tables: list[str], blob_sink: Callable[[bytes], str] | None) -> list[str]:
+def _dump_tables(conn: sqlite3.Connection, schema: list[tuple], tables: list[str],
+                 blob_sink: Callable[[bytes], str] | None) -> list[str]:
     """SQL that makes the ``tables`` of ``conn`` (dropped before it runs) again, with their records,
-    indexes, triggers and ``sqlite_sequence`` rows, and every view of ``conn`` anew. BLOBs of
-    ``MIN_REFERENCED_BLOB`` bytes or more go to ``blob_sink`` and are written as their reference."""
+    indexes, triggers and ``sqlite_sequence`` rows, and every view of ``conn`` anew (``schema``: its
+    objects with SQL, as type, name, table, SQL). BLOBs of ``MIN_REFERENCED_BLOB`` bytes or more go
+    to ``blob_sink`` and are written as their reference."""
     if blob_sink is not None:
         conn.create_function("coworkenv_blob", 1, lambda data: BLOB_REFERENCE + blob_sink(data), deterministic=True)
     names = set(tables)
-    schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
     lines = ["BEGIN TRANSACTION;"]
     for table in tables:
         lines.append(next(f"{sql};" for kind, name, _, sql in schema if kind == "table" and name == table))
@@ -410,8 +412,8 @@ def _dump_tables(conn: sqlite3.Connection, tables: list[str], blob_sink: Callabl
     if tables and any(name == "sqlite_sequence" for _, name, _, _ in schema):
         marks = ", ".join("?" * len(tables))
         for name, seq in conn.execute(f"SELECT name, seq FROM sqlite_sequence WHERE name IN ({marks})", tables):
-            lines.append(f"DELETE FROM sqlite_sequence WHERE name = '{name.replace(chr(39), chr(39) * 2)}';")
-            lines.append(f"INSERT INTO sqlite_sequence VALUES('{name.replace(chr(39), chr(39) * 2)}', {int(seq)});")
+            lines += [f"DELETE FROM sqlite_sequence WHERE name = {_text(name)};",
+                      f"INSERT INTO sqlite_sequence VALUES({_text(name)}, {int(seq)});"]
     lines.append("COMMIT;")
     return lines
 

@@ -723,10 +723,6 @@ def _budget_cells(lines: list[tuple[str, int, int]]) -> dict[tuple[int, int], tu
     return cells
 
 
-def _heights(series: list[dict[str, Any]]) -> list[float]:
-    return [v for s in series for v in s["values"] if isinstance(v, (int, float))]
-
-
 def _chart_png(title: str, data: dict[str, Any]) -> str:
     """A bar chart of ``data`` drawn with matplotlib (imported here: the host seeds, the sandbox never
     does), as base64 PNG text."""
@@ -742,9 +738,11 @@ def _chart_png(title: str, data: dict[str, Any]) -> str:
     ax = fig.add_subplot()
     labels, series = data["labels"], data["series"]
     width = 0.8 / len(series)
+    tallest = 0.0  # the largest bar, up or down
     for n, s in enumerate(series):
         xs = [i + (n - (len(series) - 1) / 2) * width for i in range(len(labels))]
         heights = [v if isinstance(v, (int, float)) else 0 for v in s["values"]]
+        tallest = max([tallest, *(abs(h) for h in heights)])
         bars = ax.bar(xs, heights, width=width, label=s["name"])
         ax.bar_label(bars, labels=[f"{h:,.0f}" for h in heights], fontsize=7, rotation=90 if len(series) > 1 else 0,
                      padding=2)
@@ -756,7 +754,7 @@ def _chart_png(title: str, data: dict[str, Any]) -> str:
     # margins worked out from the labels' lengths (tight_layout measured them by drawing the figure
     # once more: half a chart's cost); 80 dpi, 512 x 288 pixels, x labels at 8 pt turned 30 degrees
     longest = max((len(str(label)) for label in labels), default=0)
-    digits = len(f"{max((abs(h) for h in _heights(series)), default=0) * 1.2:.0f}")
+    digits = len(f"{tallest * 1.2:.0f}")
     fig.subplots_adjust(left=min(0.3, (digits * 6.5 + 16) / 512 + 0.02), right=0.98, top=0.91,
                         bottom=min(0.5, (longest * 4.9 * 0.5 + 20) / 288 + 0.03))
     out = io.BytesIO()
