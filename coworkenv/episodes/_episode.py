@@ -20,7 +20,6 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
-from ..gate import grade_episode
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, VerdictRow
 from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, StateConnection, Task, ToolSpec, Workspace
@@ -97,20 +96,37 @@ def _text_problem(value: Any, path: str = "") -> str | None:
     return None
 
 
+CHECKED_ARGUMENTS = 512  # argument texts a toolbox remembers the check of (per workspace)
+
+
 class Toolbox:
     """A workspace's tools (plus ``submit_answer``) by name, with their compiled argument schemas;
-    built once per workspace and shared by its episodes."""
+    built once per workspace and shared by its episodes. It remembers the outcome of checking the
+    last ``CHECKED_ARGUMENTS`` argument texts: episodes of one task repeat the same calls (calibration
+    plays its reference in most of its probes), and a schema gives the same answer every time."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.tools = [*workspace.tools, SUBMIT_TOOL]
         self.by_name = {spec.name: spec for spec in reversed(self.tools)}  # the first of a name wins
         self.by_name[SUBMIT_TOOL.name] = SUBMIT_TOOL
         self._validators: dict[str, Validator] = {}
+        self._checked: dict[tuple[str, str], str | None] = {}  # (tool, arguments as JSON) -> argument_error
 
     def validator(self, spec: ToolSpec) -> Validator:
         if spec.name not in self._validators:
             self._validators[spec.name] = jsonschema.Draft202012Validator(spec.input_schema)
         return self._validators[spec.name]
+
+    def argument_error(self, spec: ToolSpec, arguments: Any, text: str) -> str | None:
+        """``argument_error`` of ``arguments`` (``text``: their JSON) for the tool ``spec``."""
+        key = (spec.name, text)
+        if key in self._checked:
+            return self._checked[key]
+        problem = argument_error(spec, arguments, self.validator(spec))
+        if len(self._checked) >= CHECKED_ARGUMENTS:
+            self._checked.pop(next(iter(self._checked)))  # the oldest goes
+        self._checked[key] = problem
+        return problem
 
 
 def _recorded(outcome: CallResult) -> str:
@@ -186,9 +202,10 @@ class Episode:
             spec = self.tool(name)
             self.calls += 1
             started = time.perf_counter()
+            text = json.dumps(arguments)
             if spec is None:
                 outcome = CallResult(False, None, f"unknown tool {name!r}", "unknown_tool")
-            elif (problem := argument_error(spec, arguments, self.toolbox.validator(spec))) is not None:
+            elif (problem := self.toolbox.argument_error(spec, arguments, text)) is not None:
                 outcome = CallResult(False, None, problem, "arguments")
             elif spec is SUBMIT_TOOL:
                 outcome = CallResult(True, {"episode_id": self.id, "status": "ended"})
@@ -203,7 +220,7 @@ class Episode:
                     outcome = CallResult(False, None, f"{spec.name} failed: {exc}", "infrastructure")
             self.host.record(self.id, {  # written behind; in the store before the episode's end is
                 "tool": name,
-                "arguments": json.dumps(arguments),
+                "arguments": text,
                 "result": _recorded(outcome) if outcome.ok else None,
                 "is_error": int(not outcome.ok),
                 "error_kind": outcome.error_kind or None,
@@ -389,8 +406,8 @@ class Episode:
                 opened.close()
             self._graded.set()
             return None
-        try:  # in a worker thread: grading a large state must not stall other episodes
-            self.verdict = await asyncio.to_thread(grade_episode, self.host.store, self.id, final_db=opened)
+        try:  # quick gradings on the event loop, others in a worker thread (see EpisodeHost.grade)
+            self.verdict = await self.host.grade(self, opened)
         except Exception:  # the episode stays ended; `coworkenv gate` grades it later
             log.exception("grading episode %s failed", self.id)
         finally:

@@ -9,13 +9,14 @@ import logging
 import os
 import secrets
 import tempfile
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from ..gate import GRADER_VERSION
+from ..gate import GRADER_VERSION, grade_episode
 from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, Sandbox, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
 from ..workspace import (
@@ -43,6 +44,7 @@ from ._user import UserSimulator, simulator
 log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
 INITIAL_CONNECTIONS = 8  # workspaces whose initial state a host keeps in memory for synthesis (probes, hardening)
+GRADING_COST_DECAY = 0.5  # how much of a workspace's last grading time counts at its next one (see EpisodeHost.grade)
 
 
 class EpisodeSettings(BaseModel):
@@ -55,6 +57,9 @@ class EpisodeSettings(BaseModel):
     user_model: str = ""  # who plays a multi-turn task's user: "" the scripted rules, or a provider spec
     reveal_grade: bool = True  # a live episode's submit_answer result tells its score and the checks that failed
     service_env: dict[str, str] = {}  # variables for services apps start in sandboxes (Claw-Eval's ERROR_RATE)
+    # an ended episode is graded on the event loop while its workspace's gradings take less than this
+    # (a hand-off to a thread costs more than a quick one); 0: always in a worker thread
+    inline_grading_ms: float = Field(default=5.0, ge=0.0)
 
 
 def cached_initial_state(cache_dir: Path, workspace: Workspace, digest: str | None = None) -> Path:
@@ -116,6 +121,7 @@ class EpisodeHost:
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
         self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
+        self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -267,6 +273,30 @@ class EpisodeHost:
         if key not in self._bundle_hashes:
             self._bundle_hashes[key] = bundle_hash(workspace, [task], workspace_digest=self._workspace_hash(workspace))
         return self._bundle_hashes[key]
+
+    async def grade(self, episode: Episode, final_db: StateConnection | None) -> VerdictRow:
+        """``grade_episode`` of an ended episode (``final_db``: its final state in memory, closed here).
+
+        In a worker thread, so that grading a large state does not stall other episodes; on the event
+        loop where the gradings of the episode's workspace have been quick lately (under
+        ``EpisodeSettings.inline_grading_ms``: the longest of them, each counting for less the more
+        gradings came after it), since handing a quick one to a thread costs more than the grading.
+        The first grading of a workspace, and those of a task that Claw-Eval's grader scores, go to
+        a thread."""
+        key = episode.workspace.id
+        limit = self.settings.inline_grading_ms
+        inline = (self._grading_ms.get(key, limit) < limit
+                  and not any(check.kind == "claw_eval" for check in episode.task.checks))
+
+        def timed() -> VerdictRow:
+            started = time.perf_counter()
+            try:
+                return grade_episode(self.store, episode.id, final_db=final_db)
+            finally:
+                took = (time.perf_counter() - started) * 1000
+                self._grading_ms[key] = max(took, self._grading_ms.get(key, 0.0) * GRADING_COST_DECAY)
+
+        return timed() if inline else await asyncio.to_thread(timed)
 
     def verdict(self, episode_id: str) -> VerdictRow | None:
         """The current grader version's verdict on an episode (ended and graded), if any."""

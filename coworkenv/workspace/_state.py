@@ -214,6 +214,7 @@ class StateImage:
     def __init__(self, image: bytes) -> None:
         self.image = image
         self.page_size = _page_size(image)
+        self._record_tables: list[str] | None = None
         conn = sqlite3.connect(":memory:")
         try:
             conn.deserialize(image)
@@ -236,6 +237,21 @@ class StateImage:
     @classmethod
     def of(cls, conn: sqlite3.Connection) -> StateImage:
         return cls(conn.serialize())
+
+    def record_tables(self) -> list[str]:
+        """The state's tables of records (``_record_tables``), listed once."""
+        if self._record_tables is None:
+            conn = sqlite3.connect(":memory:")
+            try:
+                conn.deserialize(self.image)
+                self._record_tables = _record_tables(conn)
+            finally:
+                conn.close()
+        return self._record_tables
+
+    def definitions(self) -> list[tuple]:
+        """The state's objects that have SQL, as type, name, table, SQL (schema order)."""
+        return [(kind, name, table, sql) for kind, name, table, _, sql in self.schema.values() if sql is not None]
 
 
 class FixedState(sqlite3.Connection):
@@ -281,6 +297,14 @@ def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: b
     schemas are not read to compare them. ``after_image``:
     ``after.serialize()``, when the caller has it. None when it cannot tell (this SQLite cannot list a
     database's pages, or the page sizes differ): compare every table then."""
+    found = _page_changes(before, after, after_image)
+    return None if found is None else found[0]
+
+
+def _page_changes(before: StateImage, after: sqlite3.Connection,
+                  after_image: bytes | None) -> tuple[set[str], bool] | None:
+    """``changed_tables``, and whether the schema table may hold other definitions than ``before``'s
+    (False: it holds exactly what it held)."""
     if before.owners is None:
         return None
     new = after.serialize() if after_image is None else after_image
@@ -308,7 +332,7 @@ def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: b
         schema = _schema(after)
         changed |= {name for name, row in before.schema.items() if row[0] == "table" and schema.get(name) != row}
         changed |= {name for name, row in schema.items() if row[0] == "table" and before.schema.get(name) != row}
-    return changed
+    return changed, schema_changed
 
 
 def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
@@ -338,12 +362,17 @@ def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     conn = sqlite3.connect(":memory:", factory=StateConnection, check_same_thread=False)
     try:
         conn.deserialize(final)
-        candidates = changed_tables(base_image, conn, final) if base_image is not None else None
-        tables = _record_tables(conn)
-        schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
+        found = _page_changes(base_image, conn, final) if base_image is not None else None
+        candidates, same_schema = (None, False) if found is None else (found[0], not found[1])
+        if same_schema:  # every definition is the base's: so are the record tables, indexes and triggers
+            assert base_image is not None
+            tables, schema = base_image.record_tables(), base_image.definitions()
+        else:
+            tables = _record_tables(conn)
+            schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
         hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
-        changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]}
-                         | (_reindexed(schema, base_image, tables) if base_image is not None else set()))
+        reindexed = _reindexed(schema, base_image, tables) if base_image is not None and not same_schema else set()
+        changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]} | reindexed)
         gone = [t for t in base_hashes if t not in tables]
         lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
         if changed or any(kind == "view" for kind, *_ in schema):

@@ -108,3 +108,40 @@ async def test_hosts_sharing_a_cache_build_an_initial_state_at_once_and_past_a_k
     finally:
         for host in hosts:
             await host.close()
+
+
+async def test_quick_gradings_run_on_the_event_loop_and_slow_or_unknown_ones_in_a_worker_thread(store, tmp_path, tasks,
+                                                                                                 monkeypatch):
+    """The first episode of a workspace is graded in a worker thread (its cost is not known yet); once
+    its gradings have been quick, the next ones run on the event loop. ``inline_grading_ms=0`` sends
+    every grading to a thread. The verdicts do not depend on where they were worked out."""
+    import threading
+
+    import coworkenv.episodes._host as host_module
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+
+    where: list[bool] = []  # graded on the event loop's thread?
+    grade = host_module.grade_episode
+
+    def watched(*args, **kwargs):
+        where.append(threading.current_thread() is threading.main_thread())
+        return grade(*args, **kwargs)
+
+    monkeypatch.setattr(host_module, "grade_episode", watched)
+    task_id = next(t for t in tasks if t.startswith("single_write"))
+    verdicts = {}
+    for limit in (50.0, 0.0):
+        host = EpisodeHost(store, EpisodeSettings(cache_dir=tmp_path / "cache", inline_grading_ms=limit))
+        try:
+            task = host.task(task_id)
+            where.clear()
+            for _ in range(3):
+                episode = await host.open(task, Provenance("calibration"))
+                for step in task.reference:
+                    await episode.call(step.tool, step.arguments)
+                verdict = await episode.finish(task.reference_answer)
+                verdicts.setdefault(limit, []).append((verdict.score, verdict.checks, verdict.reason))
+        finally:
+            await host.close()
+        assert where == ([False, True, True] if limit else [False, False, False])
+    assert verdicts[50.0] == verdicts[0.0] and verdicts[0.0][0][0] == 1.0

@@ -229,3 +229,33 @@ def test_a_workbook_keeps_one_sheet_and_charts_are_named():
         app.handle(conn, "delete_sheet", {"workbook": wb, "sheet": "S"})
     with pytest.raises(ToolFailure, match="has no chart"):
         app.handle(conn, "render_chart", {"workbook": wb, "sheet": "S"})
+
+
+def test_a_chart_is_drawn_with_a_bar_per_value_in_its_series_colours():
+    """A chart is a 512 x 288 PNG with one bar per value in its series' colour (a bar going up as far
+    as its value: the largest the tallest), and a value of 0 or below draws too."""
+    import io
+
+    from PIL import Image
+
+    data = {"labels": ["Travel", "Software licences", "Hardware"],
+            "series": [{"name": "Planned", "values": [1200, 3600, 2400]}, {"name": "Spent", "values": [0, -300, 2000]}]}
+    image = Image.open(io.BytesIO(base64.b64decode(app._chart_png("PRJ-101 budget", data)))).convert("RGB")
+    assert image.size == app.CHART_SIZE
+    colours = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in app.CHART_COLOURS[:2]]
+
+    def bar_height(colour: tuple, column: int) -> int:
+        return sum(image.getpixel((column, y)) == colour for y in range(image.height))
+
+    for colour in colours:
+        columns = [x for x in range(image.width) if bar_height(colour, x) > 0]
+        runs: list[list[int]] = []  # the columns of each block of the colour, left to right
+        for x in columns:
+            if runs and x == runs[-1][-1] + 1:
+                runs[-1].append(x)
+            else:
+                runs.append([x])
+        bars = [max(bar_height(colour, x) for x in run) for run in runs if len(run) > 20]  # not the legend's swatch
+        assert len(bars) == 3
+        if colour == colours[0]:
+            assert bars[1] > bars[2] > bars[0]  # 3,600 > 2,400 > 1,200

@@ -5,7 +5,7 @@ SUM, AVERAGE, MIN, MAX and COUNT over ranges and cells of the same sheet, and + 
 and numbers. A formula cell keeps its last computed value in ``value`` (as a spreadsheet file keeps
 its cached values), recomputed after every write, so checks can read results with plain SQL.
 
-Charts are drawn with matplotlib when the workspace is seeded (on the host: the sandbox has only
+Charts are drawn with Pillow when the workspace is seeded (on the host: the sandbox has only
 the standard library), stored as PNG with the data they show, and returned by ``render_chart`` as
 image content with the data as a text fallback. Standard library only.
 """
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
+import math
 import random
 import re
 import sqlite3
@@ -723,43 +725,108 @@ def _budget_cells(lines: list[tuple[str, int, int]]) -> dict[tuple[int, int], tu
     return cells
 
 
+CHART_SIZE = (512, 288)  # pixels
+CHART_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]  # one per series, in turn
+
+
 def _chart_png(title: str, data: dict[str, Any]) -> str:
-    """A bar chart of ``data`` drawn with matplotlib (imported here: the host seeds, the sandbox never
-    does), as base64 PNG text."""
+    """A bar chart of ``data`` (its title above, a value over each bar, the labels along the bottom
+    turned 30 degrees, a legend when there are several series) drawn with Pillow (imported here:
+    the host seeds, the sandbox never does), as base64 PNG text."""
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from PIL import Image, ImageDraw
     except ImportError:  # pragma: no cover - a prerequisite, named
-        raise RuntimeError("the spreadsheets app draws its charts with matplotlib: pip install matplotlib") from None
+        raise RuntimeError("the spreadsheets app draws its charts with Pillow: pip install pillow") from None
     import io
 
-    fig = Figure(figsize=(6.4, 3.6), dpi=80)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    labels, series = data["labels"], data["series"]
-    width = 0.8 / len(series)
-    tallest = 0.0  # the largest bar, up or down
-    for n, s in enumerate(series):
-        xs = [i + (n - (len(series) - 1) / 2) * width for i in range(len(labels))]
-        heights = [v if isinstance(v, (int, float)) else 0 for v in s["values"]]
-        tallest = max([tallest, *(abs(h) for h in heights)])
-        bars = ax.bar(xs, heights, width=width, label=s["name"])
-        ax.bar_label(bars, labels=[f"{h:,.0f}" for h in heights], fontsize=7, rotation=90 if len(series) > 1 else 0,
-                     padding=2)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_title(title, fontsize=10)
-    ax.margins(y=0.2)
+    labels, series = [str(label) for label in data["labels"]], data["series"]
+    heights = [[v if isinstance(v, (int, float)) else 0 for v in s["values"]] for s in series]
+    low = min([0, *(h for row in heights for h in row)])
+    high = max([0, *(h for row in heights for h in row)])
+    step = _tick_step((high - low) * 1.2 or 1)
+    top, bottom = _round_up(high * 1.2, step), -_round_up(-low * 1.2, step)
+    if top == bottom:  # every value 0
+        top = 5 * step
+    title_font, tick_font, value_font = (_font(size) for size in (14, 11, 9))
+    ticks = [bottom + i * step for i in range(round((top - bottom) / step) + 1)]
+    tick_texts = [f"{t:,.0f}" for t in ticks]
+
+    image = Image.new("RGB", CHART_SIZE, "white")
+    draw = ImageDraw.Draw(image)
+    turned = [_turned(label, tick_font, 30) for label in labels]
+    left = 12 + max(draw.textlength(text, font=tick_font) for text in tick_texts)
+    plot_bottom = CHART_SIZE[1] - 8 - max((t.height for t in turned), default=0)
+    plot = (left, 30, CHART_SIZE[0] - 10, max(plot_bottom, 120))
+    x0, y0, x1, y1 = plot
+
+    def y_of(value: float) -> float:
+        return y1 - (value - bottom) / (top - bottom) * (y1 - y0)
+
+    draw.text(((x0 + x1) / 2, 8), title, font=title_font, fill="black", anchor="ma")
+    for tick, text in zip(ticks, tick_texts, strict=True):
+        draw.line([(x0 - 4, y_of(tick)), (x0, y_of(tick))], fill="black")
+        draw.text((x0 - 6, y_of(tick)), text, font=tick_font, fill="black", anchor="rm")
+    slot = (x1 - x0) / max(len(labels), 1)
+    width = slot * 0.8 / max(len(series), 1)
+    for i, label in enumerate(turned):
+        centre = x0 + slot * (i + 0.5)
+        draw.line([(centre, y1), (centre, y1 + 4)], fill="black")
+        image.paste(label, (round(centre - label.width), y1 + 6), label)  # its right end under the tick
+        for n, row in enumerate(heights):
+            if i >= len(row):
+                continue
+            left_edge = centre - slot * 0.4 + n * width
+            y_top, y_zero = y_of(row[i]), y_of(0)
+            draw.rectangle([left_edge, min(y_top, y_zero), left_edge + width - 1, max(y_top, y_zero)],
+                           fill=CHART_COLOURS[n % len(CHART_COLOURS)])
+            value, below = f"{row[i]:,.0f}", row[i] < 0  # a value beyond its bar's end: under a bar going down
+            if len(series) > 1:
+                mark = _turned(value, value_font, 90)
+                at = y_top + 3 if below else y_top - 3 - mark.height
+                image.paste(mark, (round(left_edge + width / 2 - mark.width / 2), round(at)), mark)
+            else:
+                draw.text((left_edge + width / 2, y_top + 3 if below else y_top - 3), value, font=value_font,
+                          fill="black", anchor="ma" if below else "md")
+    draw.rectangle(plot, outline="black")
     if len(series) > 1:
-        ax.legend(fontsize=8)
-    # margins worked out from the labels' lengths (tight_layout measured them by drawing the figure
-    # once more: half a chart's cost); 80 dpi, 512 x 288 pixels, x labels at 8 pt turned 30 degrees
-    longest = max((len(str(label)) for label in labels), default=0)
-    digits = len(f"{tallest * 1.2:.0f}")
-    fig.subplots_adjust(left=min(0.3, (digits * 6.5 + 16) / 512 + 0.02), right=0.98, top=0.91,
-                        bottom=min(0.5, (longest * 4.9 * 0.5 + 20) / 288 + 0.03))
+        names = [str(s["name"]) for s in series]
+        box_width = 26 + max(draw.textlength(name, font=tick_font) for name in names)
+        bx, by = x1 - box_width - 6, y0 + 6
+        draw.rectangle([bx, by, bx + box_width, by + 6 + 15 * len(names)], fill="white", outline="#cccccc")
+        for n, name in enumerate(names):
+            row_y = by + 5 + 15 * n
+            draw.rectangle([bx + 5, row_y + 2, bx + 17, row_y + 10], fill=CHART_COLOURS[n % len(CHART_COLOURS)])
+            draw.text((bx + 22, row_y), name, font=tick_font, fill="black")
     out = io.BytesIO()
-    fig.savefig(out, format="png", metadata={"Software": None})
+    image.save(out, format="PNG")
     return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+@functools.cache
+def _font(size: int) -> Any:
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
+
+
+def _tick_step(span: float) -> float:
+    """A round step (1, 2, 2.5 or 5 times a power of ten) that cuts ``span`` into about five."""
+    power = 10 ** math.floor(math.log10(span / 5))
+    return next(power * m for m in (1, 2, 2.5, 5, 10) if span / (power * m) <= 6)
+
+
+def _round_up(value: float, step: float) -> float:
+    return math.ceil(value / step - 1e-9) * step if value > 0 else 0.0
+
+
+def _turned(text: str, font: Any, degrees: int) -> Any:
+    """``text`` drawn black on a transparent image turned ``degrees`` counter-clockwise."""
+    from PIL import Image, ImageDraw
+
+    box = font.getbbox(text)
+    flat = Image.new("LA", (max(box[2], 1) + 2, max(box[3], 1) + 2), (0, 0))
+    ImageDraw.Draw(flat).text((1, 1), text, font=font, fill=(0, 255))
+    return flat.rotate(degrees, expand=True, resample=Image.Resampling.BICUBIC)
 
 
 def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
