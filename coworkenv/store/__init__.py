@@ -3,6 +3,7 @@
 Every SQL statement of coworkenv lives in this package.
 """
 
+from . import _sqlite_utils  # first: sqlite-utils imported without pandas (see there)
 from ._catalog import TABLE_DOCS, CannedQuery, canned_queries
 from ._migrations import MIGRATIONS, apply_migrations
 from ._rows import (
