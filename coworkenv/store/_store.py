@@ -725,7 +725,8 @@ class Store:
             grade_id = _insert(db, "grades", {
                 "episode_id": verdict.episode_id, "grader_version": verdict.grader_version,
                 "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
-                "score": verdict.score, "checks": json.dumps([asdict(c) for c in verdict.checks]), "created_at": now(),
+                "score": verdict.score, "created_at": now(),
+                "checks": json.dumps([{"id": c.id, "passed": c.passed, "detail": c.detail} for c in verdict.checks]),
             })
             _insert(db, "verdicts", {
                 "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,

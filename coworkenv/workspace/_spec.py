@@ -217,7 +217,10 @@ class AnswerCheck(_CheckBase):
 def mentions(text: str, phrase: str) -> bool:
     """Whether ``phrase`` occurs in ``text`` as a whole word or phrase, case-insensitively (``4`` is not
     mentioned by ``2024``, ``Ann`` not by ``Anna``)."""
-    return re.search(rf"(?<!\w){re.escape(phrase.strip())}(?!\w)", text, re.IGNORECASE) is not None
+    phrase = phrase.strip()
+    if text.isascii() and phrase.isascii() and phrase.lower() not in text.lower():
+        return False  # (exact for ASCII: no character of either folds to another's; most phrases are absent)
+    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE) is not None
 
 
 def ordinary_tables(state: sqlite3.Connection) -> list[str]:

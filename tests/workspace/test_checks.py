@@ -49,3 +49,23 @@ def test_conversations_render_to_the_chat_format_without_provenance():
             {"id": "c1", "type": "function", "function": {"name": "mail_read_message", "arguments": {"id": "m1"}}}]},
         {"role": "tool", "content": '{"id": "m1"}', "tool_call_id": "c1", "name": "mail_read_message"},
     ]
+
+
+@pytest.mark.parametrize(("text", "phrase", "found"), [
+    ("Paid 2024 invoices", "4", False),  # not inside a word or number
+    ("Ann and Anna", "Anna", True),
+    ("Anna only", "Ann", False),
+    ("THE IFF CONTRACT", "iff contract", True),  # case-insensitively
+    ("the budget: 1,200", " 1,200 ", True),  # the phrase's own spaces do not count
+    ("nothing here", "budget", False),
+    ("Straße 5 in Köln", "straße 5", True),  # beyond ASCII
+    ("KÖLN", "köln", True),
+    ("Kölner Dom", "köln", False),
+    ("a \u212a marked one", "k", True),  # the Kelvin sign folds to k, as the regular expression has it
+    ("e-mail ann@example.com today", "ann@example.com", True),
+])
+def test_a_mention_is_a_whole_word_or_phrase_in_any_case(text, phrase, found):
+    from coworkenv.workspace import mentions
+
+    assert mentions(text, phrase) is found
+    assert AnswerCheck(id="a", description="", contains=["x"], excludes=[phrase]).evaluate(None, f"x {text}").passed is not found
