@@ -5,10 +5,13 @@
 One bubblewrap sandbox held for a composed ``single_write`` task (as calibration holds one for a
 task's episodes); each operation ``--ops`` times, ``--runs`` times, after one unmeasured try:
 a read call, a write call (the task's own write), reading the state back as its changes over the
-initial state (``read_changed_file``, after one write), a write followed by a ``restore``, and a
-``restore`` with nothing changed. Reported: medians over the runs of wall time and of CPU per
-operation, of the whole machine (/proc/stat: the sandbox's processes, this one and the kernel) and
-of this process alone. Run it on a quiet machine, and the code to compare with right after it.
+initial state (``read_changed_file``, after one write), a write followed by a ``restore``, a
+``restore`` with nothing changed, a ``reset`` (what the pool does to a sandbox given back after a
+task: a fresh worker) and a ``retarget`` to another workspace's initial state of the same apps (what
+the pool does to a ready sandbox of one workspace that another needs), there and back (two).
+Reported: medians over the runs of wall time and of CPU per operation, of the whole machine
+(/proc/stat: the sandbox's processes, this one and the kernel) and of this process alone. Run it
+on a quiet machine, and the code to compare with right after it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ async def measure(ops: int, runs: int) -> dict[str, tuple[float, float, float]]:
     read = next(s for t in made.tasks if t.workspace_id == workspace.id for s in t.reference
                 if (spec := workspace.tool(s.tool)) is not None and spec.effect == "read")
     initial = host.initial_image(workspace).image
+    other = next(w for w in generate(30, 2000, initial_state=host.initial_state).workspaces if w.id != workspace.id)
+    targets = [host.initial_state(other), host.initial_state(workspace)]
     found: dict[str, list[tuple[float, float, float]]] = {}
     try:
         async with host.hold_sandbox(task) as held:
@@ -54,12 +59,18 @@ async def measure(ops: int, runs: int) -> dict[str, tuple[float, float, float]]:
                 await call(write)
                 await sandbox.restore()
 
+            async def retarget():
+                for target in targets:  # there and back
+                    await sandbox.retarget(target)
+
             operations = {
                 "read call": lambda: call(read),
                 "write call": lambda: call(write),
                 "read back the changed state": lambda: sandbox.read_changed_file(STATE_FILE, initial),
                 "write call + restore": write_and_restore,
                 "restore, nothing changed": sandbox.restore,
+                "reset (a fresh worker)": sandbox.reset,
+                "retarget to another workspace and back (two)": retarget,
             }
             for _ in range(runs):
                 await sandbox.restore()

@@ -278,3 +278,41 @@ async def test_a_workspace_without_a_ready_sandbox_takes_another_s_instead_of_st
     finally:
         with anyio.fail_after(60):
             await pool.close()
+
+
+@pytest.mark.bwrap
+async def test_workspaces_used_in_turn_keep_their_own_sandboxes_and_a_stale_one_gives_them_up(tmp_path: Path,
+                                                                                             apps_dir: Path,
+                                                                                             monkeypatch):
+    """Episodes that go back and forth between two workspaces (as synthesis's tasks do) find ready
+    sandboxes of their own: a fill starts one rather than retarget one that the other workspace asked
+    for lately (and that it would take back a moment later). A workspace nobody asked for in
+    ``BUSY_S`` seconds gives a fill its spare ready sandbox instead of a start."""
+    import coworkenv.sandbox._pool as pool_module
+
+    monkeypatch.setattr(pool_module, "BUSY_S", 2.0)
+    first, second, third = states(tmp_path, 3)
+    pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=1),
+                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
+    try:
+        with anyio.fail_after(120):
+            for _ in range(4):
+                for initial in (first, second):
+                    sandbox = await pool.acquire(initial)
+                    assert (await probe(sandbox, "put", key="seeded", value="dirty")).ok
+                    await pool.drain()
+                    await pool.release(sandbox)
+            # the first acquire of `second` took `first`'s spare (no start); after it, no back and forth
+            assert pool.stats["retargeted"] == 1 and pool.stats["started"] == 4, pool.stats
+            assert pool.idle(first) == 2 and pool.idle(second) == 2
+
+            await anyio.sleep(2.5)  # nobody asks for `first` or `second` any more
+            started = pool.stats["started"]
+            sandbox = await pool.acquire(third)  # none of its own: a spare one is retargeted, and so is its fill
+            await pool.drain()
+            assert pool.stats["retargeted"] == 3 and pool.stats["started"] == started, pool.stats
+            assert pool.idle(third) == 1 and pool.idle(first) + pool.idle(second) == 2
+            await pool.release(sandbox)
+    finally:
+        with anyio.fail_after(60):
+            await pool.close()
