@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -220,7 +221,12 @@ def mentions(text: str, phrase: str) -> bool:
     phrase = phrase.strip()
     if text.isascii() and phrase.isascii() and phrase.lower() not in text.lower():
         return False  # (exact for ASCII: no character of either folds to another's; most phrases are absent)
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text, re.IGNORECASE) is not None
+    return _mention(phrase).search(text) is not None
+
+
+@functools.lru_cache(maxsize=4096)  # the excluded values of many tasks: more than ``re`` keeps compiled
+def _mention(phrase: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)", re.IGNORECASE)
 
 
 def ordinary_tables(state: sqlite3.Connection) -> list[str]:
