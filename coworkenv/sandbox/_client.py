@@ -155,13 +155,15 @@ class RunnerSandbox(Sandbox):
         if result.get("base") != self._digest(initial):  # the sandbox started from another file than ``initial``
             return await self.read_file(path)
         size, block = int(result["size"]), int(result["block"])
-        pieces, at = [], 0
+        base = memoryview(initial)  # its slices are views: the file is copied once, by the join
+        pieces: list[bytes | memoryview] = []
+        at = 0
         for index, chunk in sorted(result["blocks"]):
             start, changed = index * block, base64.b64decode(chunk)
-            pieces += [initial[at:start], bytes(max(0, start - max(at, len(initial))))]  # zeros past ``initial``'s end
+            pieces += [base[at:start], bytes(max(0, start - max(at, len(initial))))]  # zeros past ``initial``'s end
             pieces.append(changed)
             at = start + len(changed)
-        pieces += [initial[at:size], bytes(max(0, size - max(at, len(initial))))]
+        pieces += [base[at:size], bytes(max(0, size - max(at, len(initial))))]
         return b"".join(pieces)
 
     def _digest(self, initial: bytes) -> str:
