@@ -13,11 +13,11 @@ bursts), or closes it when there are more or the reset fails.
 Where the backend can ``retarget`` a sandbox to another initial state (bwrap: a copy of the new
 state and a reset, ~10 ms of CPU against a start's ~120 ms), an acquire that would start one takes
 a ready sandbox of another workspace instead (of the one used least recently), and a fill takes
-one of a workspace with more than one ready (leaving it one: its next episode starts warm) that
-no episode asked for in the last ``BUSY_S`` seconds before it starts any: a run that moves from
-workspace to workspace keeps using the sandboxes it has, and one that goes back and forth between
-a few (``coworkenv synth``: tasks come in no order of workspace) keeps some ready for each instead
-of retargeting them from one to the next and back (~16 ms of CPU each time).
+one of a workspace that no episode asked for in the last ``UNASKED_S`` seconds before it starts
+any: a run that moves from workspace to workspace keeps using the sandboxes it has, and one that
+goes back and forth between several (``coworkenv synth``: each capability's tasks move on through
+the workspaces at a pace of their own) keeps some ready for each of those in use instead of
+retargeting them from one to the next and back (~16 ms of CPU each time).
 Whatever the pool holds is closed by ``close`` and, should the process end without it (Ctrl-C), by
 an exit hook.
 """
@@ -41,6 +41,7 @@ from ._base import Limits, Sandbox, SandboxConfig, SandboxError
 
 RESET_TIMEOUT_S = 30.0
 BUSY_S = 30.0  # how long the most sandboxes handed out at once counts for what a release keeps
+UNASKED_S = 5.0  # a workspace none of whose sandboxes was acquired for this long gives a fill its spare ones
 RESET_WAIT_S = 2.0  # how long an acquire that finds none ready waits for one being reset, before starting one
 MAX_KEYS = 4096  # initial-state paths whose resolved form is remembered
 log = logging.getLogger(__name__)
@@ -252,7 +253,7 @@ class SandboxPool:
     async def _fill(self, key: Path) -> None:
         while not self._closed and self._ready(key) + self._starting[key] + self._resetting[key] < self.settings.size \
                 and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
-            sandbox = await self._steal(key, unasked_for=BUSY_S)
+            sandbox = await self._steal(key, leave=0, unasked_for=UNASKED_S)
             if sandbox is None:
                 self._starting[key] += 1
                 try:

@@ -287,10 +287,10 @@ async def test_workspaces_used_in_turn_keep_their_own_sandboxes_and_a_stale_one_
     """Episodes that go back and forth between two workspaces (as synthesis's tasks do) find ready
     sandboxes of their own: a fill starts one rather than retarget one that the other workspace asked
     for lately (and that it would take back a moment later). A workspace nobody asked for in
-    ``BUSY_S`` seconds gives a fill its spare ready sandbox instead of a start."""
+    ``UNASKED_S`` seconds gives a fill its spare ready sandbox instead of a start."""
     import coworkenv.sandbox._pool as pool_module
 
-    monkeypatch.setattr(pool_module, "BUSY_S", 2.0)
+    monkeypatch.setattr(pool_module, "UNASKED_S", 2.0)
     first, second, third = states(tmp_path, 3)
     pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=1),
                        config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
