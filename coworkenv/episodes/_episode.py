@@ -97,13 +97,15 @@ def _text_problem(value: Any, path: str = "") -> str | None:
 
 
 CHECKED_ARGUMENTS = 512  # argument texts a toolbox remembers the check of (per workspace)
+CHECKED_TEXT_MAX = 4096  # longer argument texts (a document written whole) are checked every time
 
 
 class Toolbox:
     """A workspace's tools (plus ``submit_answer``) by name, with their compiled argument schemas;
     built once per workspace and shared by its episodes. It remembers the outcome of checking the
-    last ``CHECKED_ARGUMENTS`` argument texts: episodes of one task repeat the same calls (calibration
-    plays its reference in most of its probes), and a schema gives the same answer every time."""
+    last ``CHECKED_ARGUMENTS`` argument texts (of up to ``CHECKED_TEXT_MAX`` characters): episodes of
+    one task repeat the same calls (calibration plays its reference in most of its probes), and a
+    schema gives the same answer every time."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.tools = [*workspace.tools, SUBMIT_TOOL]
@@ -123,6 +125,8 @@ class Toolbox:
         if key in self._checked:
             return self._checked[key]
         problem = argument_error(spec, arguments, self.validator(spec))
+        if len(text) > CHECKED_TEXT_MAX:
+            return problem
         if len(self._checked) >= CHECKED_ARGUMENTS:
             self._checked.pop(next(iter(self._checked)))  # the oldest goes
         self._checked[key] = problem

@@ -5,7 +5,7 @@ fresh check gives, for valid and invalid arguments, however many texts it has se
 import json
 
 from coworkenv.episodes import Toolbox, argument_error
-from coworkenv.episodes._episode import CHECKED_ARGUMENTS
+from coworkenv.episodes._episode import CHECKED_ARGUMENTS, CHECKED_TEXT_MAX
 from coworkenv.workspace import build_workspace
 
 
@@ -15,6 +15,7 @@ def test_the_toolbox_answers_as_a_fresh_check_does_for_repeated_and_new_argument
     search = toolbox.by_name["mail_search_messages"]
     plays = [{"query": "budget"}, {"query": 3}, {}, {"query": "budget", "bogus": 1}, {"query": "a\x00b"}]
     plays += [{"query": f"q{n}"} for n in range(CHECKED_ARGUMENTS + 10)]  # more texts than it keeps
+    plays += [{"query": "x" * (CHECKED_TEXT_MAX + 1)}, {"query": "x" * CHECKED_TEXT_MAX, "limit": 0}]  # long ones
     for round_ in range(2):
         for arguments in plays:
             expected = argument_error(search, arguments)
