@@ -130,7 +130,7 @@ class SandboxPool:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
             self.stats["warm"] += 1
-        elif (stolen := await self._steal(key, leave=0)) is not None:
+        elif (stolen := await self._steal(key)) is not None:
             sandbox = stolen
         else:
             sandbox = await self._new(key)
@@ -144,14 +144,13 @@ class SandboxPool:
             self._spawn(self._fill(key))
         return sandbox
 
-    async def _steal(self, key: Path, *, leave: int = 1, unasked_for: float | None = None) -> Sandbox | None:
-        """A ready sandbox of another workspace with more than ``leave`` ready (of the one used least
-        recently; with ``unasked_for``, only of one none of whose sandboxes was acquired for that many
-        seconds), retargeted to ``key``; None when there is none or the backend cannot (then it stays
-        where it was)."""
+    async def _steal(self, key: Path, *, unasked_for: float | None = None) -> Sandbox | None:
+        """A ready sandbox of another workspace (of the one used least recently; with ``unasked_for``,
+        only of one none of whose sandboxes was acquired for that many seconds), retargeted to ``key``;
+        None when there is none or the backend cannot (then it stays where it was)."""
         now = time.monotonic()
         for other, ready in self._idle.items():
-            if other != key and len(ready) > leave and (
+            if other != key and ready and (
                     unasked_for is None or now - self._asked.get(other, -math.inf) > unasked_for):
                 break
         else:
@@ -253,7 +252,7 @@ class SandboxPool:
     async def _fill(self, key: Path) -> None:
         while not self._closed and self._ready(key) + self._starting[key] + self._resetting[key] < self.settings.size \
                 and self.idle() + sum(self._starting.values()) < self.settings.max_idle:
-            sandbox = await self._steal(key, leave=0, unasked_for=UNASKED_S)
+            sandbox = await self._steal(key, unasked_for=UNASKED_S)
             if sandbox is None:
                 self._starting[key] += 1
                 try:
