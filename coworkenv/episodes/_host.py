@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
 INITIAL_CONNECTIONS = 8  # workspaces whose initial state a host keeps in memory for synthesis (probes, hardening)
 GRADING_COST_DECAY = 0.5  # how much of a workspace's last grading time counts at its next one (see EpisodeHost.grade)
+PARK_S = 1.0  # how long a sandbox held for one task's episodes waits for the next held task of its workspace
 
 
 class EpisodeSettings(BaseModel):
@@ -122,6 +123,7 @@ class EpisodeHost:
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
         self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
+        self._parked: dict[Path, list[tuple[Sandbox, asyncio.TimerHandle]]] = {}  # see hold_sandbox
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -203,13 +205,44 @@ class EpisodeHost:
 
     @contextlib.asynccontextmanager
     async def hold_sandbox(self, task: Task) -> AsyncIterator[HeldSandbox]:
-        """A sandbox of ``task``'s workspace from the pool, held for several episodes of the task
-        played one after another (``HeldSandbox.open``), and given back to the pool after them."""
-        sandbox = await self.pool.acquire(self.initial_state(self.workspace(task.workspace_id)))
+        """A sandbox of ``task``'s workspace, held for several episodes of the task played one after
+        another (``HeldSandbox.open``). After them it waits ``PARK_S`` for the next task of its
+        workspace held this way (calibration's next one, whose first episode restores it in place as
+        a task's episodes restore it between them: no fresh worker, no reset), and then goes back to
+        the pool, which resets it for anyone. A hold that ended with an error gives it back at once."""
+        initial = self.initial_state(self.workspace(task.workspace_id))
+        sandbox = self._unpark(initial) or await self.pool.acquire(initial)
         try:
             yield HeldSandbox(self, task, sandbox)
-        finally:
+        except BaseException:
             self.pool.release_soon(sandbox)
+            raise
+        if sandbox.closed:
+            self.pool.release_soon(sandbox)
+            return
+        timer = asyncio.get_running_loop().call_later(PARK_S, self._park_ended, initial, sandbox)
+        self._parked.setdefault(initial, []).append((sandbox, timer))
+
+    def _unpark(self, initial: Path) -> Sandbox | None:
+        """The sandbox parked last for ``initial`` (``hold_sandbox``), if any."""
+        parked = self._parked.get(initial)
+        if not parked:
+            return None
+        sandbox, timer = parked.pop()
+        timer.cancel()
+        if not parked:
+            del self._parked[initial]
+        return sandbox
+
+    def _park_ended(self, initial: Path, sandbox: Sandbox) -> None:
+        parked = self._parked.get(initial, [])
+        for at, (held, _) in enumerate(parked):
+            if held is sandbox:
+                del parked[at]
+                self.pool.release_soon(sandbox)
+                break
+        if not parked:
+            self._parked.pop(initial, None)
 
     def episode(self, episode_id: str) -> Episode | None:
         """The open episode ``episode_id``, if any."""
@@ -310,6 +343,11 @@ class EpisodeHost:
         for episode in list(self.open_episodes.values()):
             await episode.finish(episode.final_answer)
         await self.flush()
+        for parked in self._parked.values():
+            for sandbox, timer in parked:
+                timer.cancel()
+                self.pool.release_soon(sandbox)
+        self._parked.clear()
         await self.pool.close()
         for conn in self._initial_connections.values():
             conn.close()

@@ -9,7 +9,8 @@ fails any of this is quarantined with its reason (naming the probe that beat it)
 plays real episodes (source ``calibration``) in the workspace's sandboxes, which the runtime grades
 like any other: a task's episodes one after another in one sandbox held for them, restored to the
 initial state between them (``Sandbox.restore``: the state file and scratch dirs put back, the
-process tools run in kept), so that the episodes of a task cost no fresh sandbox process each.
+process tools run in kept), so that the episodes of a task cost no fresh sandbox process each; the
+next task of the same workspace takes the sandbox over the same way (``EpisodeHost.hold_sandbox``).
 """
 
 from __future__ import annotations

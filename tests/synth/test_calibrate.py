@@ -1,5 +1,7 @@
 """Calibration admits consistent tasks and quarantines the others, with their reason."""
 
+import asyncio
+
 import pytest
 
 from coworkenv.store import Provenance
@@ -105,3 +107,53 @@ async def test_a_task_s_episodes_in_one_restored_sandbox_grade_as_in_fresh_sandb
     assert played >= 5 * len(made.tasks)
     # the calibration episodes did not start a sandbox each (the replays, in fresh ones, did not either: the pool's)
     assert host.pool.stats["started"] - started < len(made.tasks), host.pool.stats
+
+
+async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(host, tmp_path, monkeypatch):
+    """The sandbox held for one task's calibration waits ``PARK_S`` for the next task of its workspace,
+    whose episodes restore it in place (no fresh worker, no reset): a run of one workspace's tasks takes
+    one sandbox from the pool, and each task calibrates as it does alone, on a host of its own. Then the
+    sandbox goes back to the pool; one whose hold ended with an error goes back at once."""
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+    from coworkenv.episodes import _host
+    from coworkenv.store import Store
+
+    monkeypatch.setattr(_host, "PARK_S", 0.3)
+    made = generate(len(GENERATED), seed=21, generator="composed")
+    workspace = made.workspaces[0]
+    tasks = [t for t in made.tasks if t.workspace_id == workspace.id]
+    assert len({t.capability for t in tasks}) >= 4, [t.capability for t in tasks]
+    host.store.put_workspace(workspace)
+
+    def acquired(pool) -> int:
+        return pool.stats["warm"] + pool.stats["cold"] + pool.stats["retargeted"]
+
+    together = []
+    for task in tasks:
+        host.store.put_task(task)
+        together.append(await calibrate_task(host, task, record=False))
+    assert acquired(host.pool) == 1, host.pool.stats
+    initial = host.initial_state(workspace)
+    ready = host.pool.idle(initial)  # the pool's own spares; the one held is parked
+    await asyncio.sleep(0.6)
+    await host.pool.drain()
+    assert host.pool.idle(initial) == ready + 1  # back, reset, ready for anyone
+
+    for n, task in enumerate(tasks):
+        alone = EpisodeHost(Store(tmp_path / f"alone-{n}.db"), EpisodeSettings(cache_dir=tmp_path / "cache-alone"))
+        try:
+            alone.store.put_workspace(workspace)
+            alone.store.put_task(task)
+            result = await calibrate_task(alone, task, record=False)
+        finally:
+            await alone.close()
+        assert result == together[n], task.id
+
+    before = acquired(host.pool)
+    with pytest.raises(RuntimeError):
+        async with host.hold_sandbox(tasks[0]) as held:
+            await (await held.open(Provenance("calibration", provider="reference"))).finish("x")
+            raise RuntimeError("the holder failed")
+    async with host.hold_sandbox(tasks[0]):
+        pass
+    assert acquired(host.pool) == before + 2  # the failed hold's sandbox was not parked for the next
