@@ -341,8 +341,11 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     turns the base's dump into ``final``'s: what an episode keeps of its final state. It starts
     with ``STATE_BASE`` and ``base`` (the reference of the base's dump); ``resolve_state`` rebuilds
     the whole dump from it and the base's. ``base_image``: the base's own image, when the caller
-    keeps it: only the tables whose pages differ from it are hashed (``changed_tables``), and a table
-    whose indexes or triggers are not the base's is kept too (without it, only records count).
+    keeps it: only the tables whose pages differ from it are looked at (``changed_tables``), and
+    where the schema is the base's they are kept without hashing them (a table whose records changed
+    and changed back is kept too, as it is); where it is not, the tables whose records hash as the
+    base's are left out, and a table whose indexes or triggers are not the base's is kept too.
+    Without it, every table is hashed and only records count.
 
     Each changed table is written whole (its definition, its rows, then its indexes and triggers,
     so that loading does not fire them) with its own ``sqlite_sequence`` row; the sequence rows of
@@ -370,9 +373,13 @@ def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
         else:
             tables = _record_tables(conn)
             schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
-        hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
-        reindexed = _reindexed(schema, base_image, tables) if base_image is not None and not same_schema else set()
-        changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]} | reindexed)
+        if same_schema:  # a table with a page of its own changed is kept without hashing it to be sure
+            assert candidates is not None
+            changed = sorted(t for t in tables if t in candidates)
+        else:
+            hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
+            reindexed = _reindexed(schema, base_image, tables) if base_image is not None else set()
+            changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]} | reindexed)
         gone = [t for t in base_hashes if t not in tables]
         lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
         if changed or any(kind == "view" for kind, *_ in schema):

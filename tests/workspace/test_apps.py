@@ -5,6 +5,7 @@ value they use (people, files, folders, dates) read from the workspace's world a
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
 import os
@@ -197,6 +198,17 @@ def test_seeded_apps_agree_and_draw_everyone_from_the_world(seed):
     assert {o for _, _, o in files} <= people
     dates = [d for (d,) in conn.execute("SELECT date FROM mail_messages")]
     assert max(dates) < world["today"] and min(dates) >= today(conn, -14)
+
+
+def test_a_seed_s_world_is_the_same_whatever_was_drawn_before_it_and_wherever():
+    first = build_world(3)
+    build_world(4)
+    assert build_world(3) == first
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        assert list(threads.map(build_world, [3, 4, 3])) == [first, build_world(4), first]
+    child = subprocess.run([sys.executable, "-c", "import json; from coworkenv.workspace import build_world; "
+                            "print(json.dumps(build_world(3)))"], capture_output=True, text=True, check=True)
+    assert json.loads(child.stdout) == json.loads(json.dumps(first))
 
 
 def test_office_plan_is_the_same_from_the_stored_world():
