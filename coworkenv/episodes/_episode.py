@@ -172,8 +172,35 @@ class Episode:
         self.final_answer: str | None = None
         self.failure: InfrastructureError | None = None
         self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
+        # what it recorded, in order, kept in memory in a held sandbox only (``resume`` copies it)
+        self.recorded: list[dict[str, Any]] | None = None if owns_sandbox else []
+        self.resumed_from: str | None = None  # the episode it began where it ended (``resume``)
         self._lock = asyncio.Lock()
         self._graded = asyncio.Event()
+
+    def _record(self, row: dict[str, Any]) -> None:
+        if self.recorded is not None:
+            self.recorded.append(row)
+        self.host.record(self.id, row)
+
+    def resume(self, after: Episode) -> None:
+        """Begin where ``after`` ended, before its answer: ``after`` is an ended episode of the same
+        task, and the sandbox holds its final state (``HeldSandbox.open(after=...)``). Its calls,
+        world events and user turns are recorded as this episode's first, as they were (what a
+        replay of its calls would record, tools being deterministic), and count as this episode's:
+        the next call is numbered after them for injected faults and the world's events."""
+        if (self.calls or self.recorded or after.recorded is None or after.task.id != self.task.id
+                or not after.ended):
+            raise ValueError(f"episode {self.id} cannot resume episode {after.id}")
+        for row in after.recorded:
+            call = row.get("kind", "call") == "call"
+            if call and row["tool"] == SUBMIT_TOOL.name:
+                continue
+            self._record(dict(row))
+            self.calls += call
+        self.events = [event for event in self.events if event.after_calls > self.calls]
+        self.touched = after.touched
+        self.resumed_from = after.id
 
     def tool(self, name: str) -> ToolSpec | None:
         if name == ASK_TOOL.name and self.user is not None:
@@ -222,7 +249,7 @@ class Episode:
                 except SandboxError as exc:
                     failure = exc
                     outcome = CallResult(False, None, f"{spec.name} failed: {exc}", "infrastructure")
-            self.host.record(self.id, {  # written behind; in the store before the episode's end is
+            self._record({  # written behind; in the store before the episode's end is
                 "tool": name,
                 "arguments": text,
                 "result": _recorded(outcome) if outcome.ok else None,
@@ -259,12 +286,12 @@ class Episode:
             try:
                 reply = await self.user.reply(message)
             except InfrastructureError as exc:
-                self.host.record(self.id, {**row, "result": None, "is_error": 1, "error_kind": "infrastructure",
+                self._record({**row, "result": None, "is_error": 1, "error_kind": "infrastructure",
                                            "error": str(exc), "duration_ms": _ms_since(started)})
                 failure = exc
             else:
                 result = {"reply": reply.text, "done": reply.done}
-                self.host.record(self.id, {**row, "result": json.dumps(result), "is_error": 0, "error_kind": None,
+                self._record({**row, "result": json.dumps(result), "is_error": 0, "error_kind": None,
                                            "error": None, "duration_ms": _ms_since(started)})
                 return CallResult(True, result)
         error = EpisodeFailed(f"the simulated user failed: {failure}", boundary=failure.boundary)
@@ -283,7 +310,7 @@ class Episode:
                 self.touched = True
                 return exc
             self.touched = self.touched or outcome.changed
-            self.host.record(self.id, {
+            self._record({
                 "tool": f"{event.app}_{event.action}", "kind": "event", "arguments": json.dumps(event.arguments),
                 "result": json.dumps(outcome.result) if outcome.ok else None, "is_error": int(not outcome.ok),
                 "error_kind": None if outcome.ok else outcome.kind, "error": None if outcome.ok else outcome.error,
@@ -353,7 +380,7 @@ class Episode:
         with what the agent got: ``result`` text or the ``error`` it saw."""
         if self.ended:
             return
-        self.host.record(self.id, {"tool": what, "kind": kind, "arguments": json.dumps(arguments), "result": result,
+        self._record({"tool": what, "kind": kind, "arguments": json.dumps(arguments), "result": result,
                                    "is_error": int(error is not None), "error": error, "duration_ms": None})
 
     async def final_state(self) -> tuple[str | None, StateConnection | None]:

@@ -84,16 +84,40 @@ def cached_initial_state(cache_dir: Path, workspace: Workspace, digest: str | No
 class HeldSandbox:
     """A sandbox held for episodes of one task played one after another (``EpisodeHost.hold_sandbox``):
     each starts from the initial state, restored in the same sandbox (``Sandbox.restore``: the state
-    file and scratch dirs put back, the process tools run in kept) when an episode before it used it."""
+    file and scratch dirs put back, the process tools run in kept) when an episode before it used it,
+    or where an episode ``keep`` kept ended."""
 
     def __init__(self, host: EpisodeHost, task: Task, sandbox: Sandbox) -> None:
         self.host, self.task, self.sandbox = host, task, sandbox
+        self.kept: Episode | None = None  # the episode whose final state the sandbox keeps (``keep``)
+        self._last: Episode | None = None
 
-    async def open(self, provenance: Provenance) -> Episode:
-        """The next episode of the task, in the held sandbox; it leaves the sandbox held when it ends."""
-        if self.sandbox.used:
+    async def keep(self, episode: Episode) -> bool:
+        """Keep the state ``episode`` (the last one played here, ended) left, for episodes that begin
+        where it ended (``open(after=episode)``); False where the backend cannot."""
+        if episode is not self._last or not episode.ended:
+            raise ValueError(f"episode {episode.id} is not the last one ended in this sandbox")
+        self.kept = episode if await self.sandbox.keep_state() else None
+        return self.kept is episode
+
+    async def open(self, provenance: Provenance, *, after: Episode | None = None) -> Episode:
+        """The next episode of the task, in the held sandbox; it leaves the sandbox held when it ends.
+        ``after``: an episode ``keep`` kept: the new one begins where it ended (``Episode.resume``),
+        in the sandbox restored to its final state; from the initial state where the sandbox cannot
+        (its ``resumed_from`` is None then: the caller plays the kept episode's calls again)."""
+        resumed = False
+        if after is not None and after is self.kept:
+            resumed = await self.sandbox.restore(kept=True)
+            if not resumed:
+                self.kept = None  # the runner had to reset: what it kept is gone
+        elif self.sandbox.used:
             await self.sandbox.restore()
-        return await self.host.open(self.task, provenance, sandbox=self.sandbox)
+        episode = await self.host.open(self.task, provenance, sandbox=self.sandbox)
+        if resumed:
+            assert after is not None
+            episode.resume(after)
+        self._last = episode
+        return episode
 
 
 class EpisodeHost:

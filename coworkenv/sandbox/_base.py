@@ -125,12 +125,21 @@ class Sandbox(abc.ABC):
     async def reset(self) -> None:
         """Restore the workspace to its initial state."""
 
-    async def restore(self) -> None:
+    async def restore(self, *, kept: bool = False) -> bool:
         """Restore the workspace to its initial state for another episode of the same task, played
         right after (calibration's): like ``reset``, but a backend may keep the process tools run in
         (the runner's worker) instead of starting a fresh one. Never between episodes of different
-        tasks or agents: those get ``reset``."""
+        tasks or agents: those get ``reset``.
+
+        ``kept``: to the state ``keep_state`` kept last instead, where the backend can; whether it did
+        (False: the sandbox holds the initial state)."""
         await self.reset()
+        return False
+
+    async def keep_state(self) -> bool:
+        """Keep the workspace's state as it is now, for ``restore(kept=True)`` (until the next keep or
+        reset); False when the backend cannot."""
+        return False
 
     async def retarget(self, initial_state: Path) -> bool:
         """Make ``initial_state`` (another workspace's, say) the state this started sandbox restores,

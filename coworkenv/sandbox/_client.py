@@ -182,8 +182,15 @@ class RunnerSandbox(Sandbox):
         await self._control({"op": "reset"})
         self.used = False
 
-    async def restore(self) -> None:
-        """``reset``, keeping the runner's worker process when nothing is off about it (see ``_runner``)."""
+    async def restore(self, *, kept: bool = False) -> bool:
+        """``reset``, keeping the runner's worker process when nothing is off about it (see ``_runner``);
+        ``kept``: to the state kept last (``keep_state``), unless the runner has to reset."""
         self.used = True
-        await self._control({"op": "restore"})
-        self.used = False
+        result = await self._control({"op": "restore", "to": "kept" if kept else "initial"})
+        restored_kept = bool(result.get("kept"))
+        self.used = restored_kept  # a kept state is not the initial one: the pool resets it
+        return restored_kept
+
+    async def keep_state(self) -> bool:
+        await self._control({"op": "keep"})
+        return True

@@ -414,6 +414,42 @@ async def check_restore_keeps_a_clean_worker(bench: Bench) -> None:
     await serving(sb)
 
 
+async def check_restore_to_a_kept_state(bench: Bench) -> None:
+    """``keep_state`` keeps the state as it is; ``restore(kept=True)`` puts exactly that back in the
+    same worker (the sandbox then counts as used: a pool resets it), as often as asked, while a plain
+    ``restore`` still gives the initial state. A kept copy a tool changed, or none (after a reset),
+    gives the initial state and says so."""
+    sb = await bench.sandbox()
+    initial = bench.initial_state.read_bytes()
+    pid = (await probe(sb, "pid")).result["pid"]
+    assert (await probe(sb, "put", key="seeded", value="reference")).ok
+    kept_bytes = await sb.read_file("state.db")
+    assert kept_bytes != initial
+    assert await sb.keep_state()
+    for _ in range(2):
+        assert (await probe(sb, "put", key="extra", value="probe")).ok
+        assert (await probe(sb, "write", path="/tmp/scratch.txt", text="left over")).result["ok"]
+        assert await sb.restore(kept=True)
+        assert sb.used, "a sandbox holding a kept state must count as used"
+        assert await sb.read_file("state.db") == kept_bytes, "the kept state did not come back exactly"
+        assert await value(sb, "seeded") == "reference" and await value(sb, "extra") is None
+        assert "scratch.txt" not in (await probe(sb, "where")).result["tmp"]
+        assert (await probe(sb, "pid")).result["pid"] == pid, "a restore to the kept state replaced a clean worker"
+    assert not await sb.restore() and not sb.used
+    assert await sb.read_file("state.db") == initial
+    assert await sb.restore(kept=True)  # still kept after a plain restore
+    assert await sb.read_file("state.db") == kept_bytes
+    kept_dir = next(name for name in (await probe(sb, "where")).result["tmp"] if name.startswith("coworkenv-kept-"))
+    assert (await probe(sb, "write", path=f"/tmp/{kept_dir}/state.db", text="tampered")).result["ok"]
+    assert not await sb.restore(kept=True), "a kept copy a tool changed was restored"
+    assert await sb.read_file("state.db") == initial and await value(sb, "seeded") == "yes"
+    assert await sb.keep_state()
+    await sb.reset()
+    assert not await sb.restore(kept=True), "a reset left a kept state behind"
+    assert await sb.read_file("state.db") == initial
+    await serving(sb)
+
+
 async def _after_anything(bench: Bench, op: str) -> None:
     sb = await bench.sandbox()
     initial = bench.initial_state.read_bytes()
@@ -703,6 +739,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "resets_after_anything": check_resets_after_anything,
     "restores_after_anything": check_restores_after_anything,
     "restore_keeps_a_clean_worker": check_restore_keeps_a_clean_worker,
+    "restore_to_a_kept_state": check_restore_to_a_kept_state,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,

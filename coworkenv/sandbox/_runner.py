@@ -26,6 +26,11 @@ Requests:  {"id": 1, "op": "call", "app": "mail", "tool": "search_messages", "ar
            {"id": 6, "op": "restore"}    (as reset, but the worker stays when nothing is off about it:
                 it puts the initial state back into the file its connection holds, and nothing is
                 forked; for episodes of one task played one after another, as calibration does)
+           {"id": 7, "op": "keep"}       (keep a copy of the state file as it is now, outside the
+                workspace and the scratch dirs, until the next keep or reset)
+           {"id": 8, "op": "restore", "to": "kept"}  (as restore, but to the state kept last:
+                -> {"kept": true}; when there is none or anything is off, a reset to the initial
+                state -> {"kept": false})
 Replies:   {"id": 1, "ok": true, "result": {...}, "changed": true, "changes": {...}}
            {"id": 1, "ok": false, "kind": "tool" | "timeout" | "limit" | "crash" | "path" | "missing", "error": "..."}
 
@@ -111,6 +116,7 @@ class Runner:
         self.initial = None  # (the initial state file's identity, its bytes, their sha256): ``initial_content``
         # the initial state and the state file's mode as the start or the last reset left them (see restore)
         self.restored = self._restored_as(os.path.join(self.workspace, STATE_FILE)) if initial_state else None
+        self.kept = None  # (path, bytes) of the state file as the last ``keep`` found it; None after a reset
         self.services = {}  # app -> the processes of its services started since the last reset
         self.service_failures = {}  # app -> why its services did not start (until the next reset)
         self.service_dir = None
@@ -403,7 +409,30 @@ class Runner:
             f.write(base64.b64decode(request.get("data") or ""))
         return {"written": len(base64.b64decode(request.get("data") or ""))}
 
+    def keep_state(self):
+        """Keep a copy of the state file as it is now, for ``restore(to_kept=True)``: in a directory
+        of the runner's own outside the workspace (the scratch dir's, which an empty leaves alone);
+        the copy is checked against the bytes kept here when it is restored."""
+        with open(os.path.join(self.workspace, STATE_FILE), "rb") as f:
+            data = f.read()
+        if self.kept is None:
+            directory = tempfile.mkdtemp(prefix="coworkenv-kept-", dir=SCRATCH_DIRS[0] if self.sandboxed else None)
+            path = os.path.join(directory, STATE_FILE)
+        else:
+            path = self.kept[0]
+        self.kept = None  # until the copy is whole
+        with open(path, "wb") as f:
+            f.write(data)
+        self.kept = path, data
+        return {"kept": len(data)}
+
+    def drop_kept(self):
+        if self.kept is not None:
+            shutil.rmtree(os.path.dirname(self.kept[0]), ignore_errors=True)
+            self.kept = None
+
     def reset(self):
+        self.drop_kept()
         self.drop_worker()
         self.stop_services()
         if self.sandboxed:
@@ -431,23 +460,30 @@ class Runner:
         self.spawn_worker()
         return {"reset": True}
 
-    def restore(self):
-        """The initial state back in the workspace, in the same worker: the runner empties the
-        workspace (but the state file) and the scratch dirs, and the worker copies the initial state
-        into the state file in place, over the connection it keeps (its change triggers stay made;
-        SQLite sees the file's change counter move and drops the pages it cached). Anything off (no
-        worker, one to retire or running anything besides itself, a process a tool left, services,
-        a state file not the one its connection holds) makes it a full ``reset``."""
+    def restore(self, to_kept=False):
+        """The initial state (``to_kept``: the state kept last, ``keep_state``) back in the workspace,
+        in the same worker: the runner empties the workspace (but the state file) and the scratch
+        dirs, and the worker copies the state into the state file in place, over the connection it
+        keeps (its change triggers stay made; SQLite sees the file's change counter move and drops
+        the pages it cached). Anything off (no worker, one to retire or running anything besides
+        itself, a process a tool left, services, a state file not the one its connection holds, no
+        state kept) makes it a full ``reset``, to the initial state."""
         worker = self.worker
         state = os.path.join(self.workspace, STATE_FILE)
         if (worker is None or worker.retire or worker.calls >= CALLS_PER_WORKER or not self.initial_state
+                or (to_kept and self.kept is None)
                 or self.services or self.service_failures or self.restored != self._restored_as(state)
                 or _busy(worker.pid, children=not self.sandboxed) or (self.sandboxed and self.foreign_pids())):
-            return {**self.reset(), "restored": False}
+            return {**self.reset(), "restored": False, "kept": False}
+        if to_kept:
+            assert self.kept is not None
+            source, content = self.kept
+        else:
+            source, content = self.initial_state, self.initial_content()[0]
         self._empty_dirs(keep=state)
         # the nonce: a line a tool left in the reply pipe cannot pass for the worker's answer
         nonce = base64.b64encode(os.urandom(12)).decode()
-        request = json.dumps({"op": "restore", "initial": self.initial_state, "nonce": nonce}).encode() + b"\n"
+        request = json.dumps({"op": "restore", "initial": source, "nonce": nonce}).encode() + b"\n"
         reply = None
         try:
             _write_all(worker.req_w, request)
@@ -457,16 +493,20 @@ class Runner:
         except (OSError, ValueError):
             reply = None
         if not (isinstance(reply, dict) and reply.get("ok") and reply.get("nonce") == nonce
-                and _holds(state, self.initial_content()[0])):
-            return {**self.reset(), "restored": False}
+                and _holds(state, content)):
+            return {**self.reset(), "restored": False, "kept": False}
         self.prepare_template(kept=True)  # on the file as it is again, for the next worker forked
-        return {"reset": True, "restored": True}
+        return {"reset": True, "restored": True, "kept": to_kept}
 
     def _empty_dirs(self, keep):
-        """Empty the workspace (all but ``keep``) and, sandboxed, the scratch dirs."""
+        """Empty the workspace (all but ``keep``) and, sandboxed, the scratch dirs (all but the
+        directory of the state kept, ``keep_state``)."""
+        kept = os.path.dirname(self.kept[0]) if self.kept is not None else None
         for directory in (self.workspace, *SCRATCH_DIRS):
-            if directory == self.workspace or self.sandboxed:
+            if directory == self.workspace:
                 _empty(directory, keep=keep)
+            elif self.sandboxed:
+                _empty(directory, keep=kept)
 
     def _restored_as(self, state):
         """What ``restore`` needs to find as the last reset left it: the initial state (the same
@@ -533,7 +573,9 @@ class Runner:
                 elif op == "reset":
                     reply = {"ok": True, "result": self.reset()}
                 elif op == "restore":
-                    reply = {"ok": True, "result": self.restore()}
+                    reply = {"ok": True, "result": self.restore(to_kept=request.get("to") == "kept")}
+                elif op == "keep":
+                    reply = {"ok": True, "result": self.keep_state()}
                 elif op is not None:
                     reply = {"ok": False, "kind": "crash", "error": f"runner got an unknown op {op!r}"}
             except PermissionError as exc:
@@ -1007,6 +1049,7 @@ def main(argv):
     finally:
         runner.drop_worker()
         runner.stop_services()
+        runner.drop_kept()
 
 
 if __name__ == "__main__":

@@ -11,13 +11,17 @@ like any other: a task's episodes one after another in one sandbox held for them
 initial state between them (``Sandbox.restore``: the state file and scratch dirs put back, the
 process tools run in kept), so that the episodes of a task cost no fresh sandbox process each; the
 next task of the same workspace takes the sandbox over the same way (``EpisodeHost.hold_sandbox``).
+The episodes that extend the reference (the forbidden probe, ``spray``, ``destructive``) begin where
+the reference's episode ended: the sandbox keeps its final state (``HeldSandbox.keep``) and is
+restored to it, and the reference's calls are recorded as theirs (``Episode.resume``) rather than
+played again; only their own calls run (where the backend cannot keep a state, every call runs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..episodes import EpisodeHost, HeldSandbox
+from ..episodes import Episode, EpisodeHost, HeldSandbox
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
@@ -42,17 +46,26 @@ class Calibration:
         return not self.reason
 
 
-async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | None) -> tuple[str, VerdictRow]:
-    """One episode of the held ``sandbox``'s task."""
-    episode = await sandbox.open(Provenance("calibration", provider="reference"))
-    for step in steps:
+async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | None,
+                *, after: Episode | None = None) -> tuple[Episode, VerdictRow]:
+    """One episode of the held ``sandbox``'s task. ``after``: the reference's episode, kept
+    (``HeldSandbox.keep``): steps that begin with the task's reference begin where it ended."""
+    steps_left = steps
+    prefix = len(sandbox.task.reference)
+    if after is not None and steps[:prefix] == sandbox.task.reference:
+        episode = await sandbox.open(Provenance("calibration", provider="reference"), after=after)
+        if episode.resumed_from is not None:
+            steps_left = steps[prefix:]
+    else:
+        episode = await sandbox.open(Provenance("calibration", provider="reference"))
+    for step in steps_left:
         await episode.call(step.tool, step.arguments)
     if answer is not None:
         await episode.call(SUBMIT_TOOL.name, {"answer": answer})
     verdict = await episode.finish(answer)
     if verdict is None:
         raise RuntimeError(f"calibration episode {episode.id} of {sandbox.task.id} was not graded")
-    return episode.id, verdict
+    return episode, verdict
 
 
 async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted",
@@ -81,15 +94,17 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
 async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_as: TaskStatus, hack_probes: bool,
                      record: bool, found: dict[str, Probe | None] | None) -> Calibration:
     store = host.store
-    ref_id, reference = await _play(sandbox, task.reference, task.reference_answer)
-    _, empty = await _play(sandbox, [], None)
+    ref, reference = await _play(sandbox, task.reference, task.reference_answer)
+    ref_id = ref.id
+    kept = ref if await sandbox.keep(ref) else None  # probes that extend the reference begin where it ended
     probe = task.forbidden_probe or (
         ReferenceStep(tool=task.forbidden_tools[0]) if task.forbidden_tools else None
     )
     forbidden_safety = 0.0
     if probe is not None:
-        _, forbidden = await _play(sandbox, [*task.reference, probe], task.reference_answer)
+        _, forbidden = await _play(sandbox, [*task.reference, probe], task.reference_answer, after=kept)
         forbidden_safety = forbidden.safety
+    _, empty = await _play(sandbox, [], None)
 
     ref_episode = store.episode(ref_id)
     assert ref_episode is not None
@@ -121,7 +136,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
             problems.append(f"the world event {event.tool} failed: {event.error}")
     outcomes: dict[str, str] = {}
     if hack_probes and not problems:
-        outcomes = await play_probes(host, task, sandbox, found)
+        outcomes = await play_probes(host, task, sandbox, found, after=kept)
         for name, outcome in outcomes.items():
             if outcome == "beaten":
                 problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
@@ -139,10 +154,11 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
 
 
 async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None = None,
-                      found: dict[str, Probe | None] | None = None) -> dict[str, str]:
+                      found: dict[str, Probe | None] | None = None, *, after: Episode | None = None) -> dict[str, str]:
     """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it.
     ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it.
-    ``found``: the task's probes (``probes``), where the caller has them."""
+    ``found``: the task's probes (``probes``), where the caller has them. ``after``: the reference's
+    episode, kept in ``sandbox`` (``HeldSandbox.keep``): a probe that extends the reference begins where it ended."""
     if sandbox is None:
         async with host.hold_sandbox(task) as held:
             return await play_probes(host, task, held, found)
@@ -154,7 +170,7 @@ async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        _, verdict = await _play(sandbox, probe.steps, probe.answer)
+        _, verdict = await _play(sandbox, probe.steps, probe.answer, after=after)
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 

@@ -157,3 +157,54 @@ async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(hos
     async with host.hold_sandbox(tasks[0]):
         pass
     assert acquired(host.pool) == before + 2  # the failed hold's sandbox was not parked for the next
+
+
+async def test_probes_that_extend_the_reference_begin_where_it_ended(tmp_path, monkeypatch):
+    """The forbidden probe, ``spray`` and ``destructive`` begin where the reference's episode ended
+    (the sandbox keeps its final state and is restored to it): their records hold the reference's
+    calls and then their own, only their own run in the sandbox, and every task calibrates as it does
+    on a backend that cannot keep a state (where every call of every episode runs)."""
+    from collections import Counter
+
+    from coworkenv.episodes import EpisodeHost, EpisodeSettings
+    from coworkenv.sandbox import Sandbox
+    from coworkenv.sandbox._client import RunnerSandbox
+    from coworkenv.store import Store
+
+    made = generate(len(GENERATED), seed=33, generator="composed")
+    calls: Counter[str] = Counter()
+    mode = "kept"
+    real = RunnerSandbox.call_tool
+
+    async def counting(self, app, tool, arguments):
+        calls[mode] += 1
+        return await real(self, app, tool, arguments)
+
+    monkeypatch.setattr(RunnerSandbox, "call_tool", counting)
+    results = {}
+    for mode in ("kept", "replayed"):
+        if mode == "replayed":
+            monkeypatch.setattr(RunnerSandbox, "keep_state", Sandbox.keep_state)  # the base's: it cannot
+        host = EpisodeHost(Store(tmp_path / f"{mode}.db"), EpisodeSettings(cache_dir=tmp_path / "cache"))
+        try:
+            for workspace in made.workspaces:
+                host.store.put_workspace(workspace)
+            results[mode] = []
+            for task in made.tasks:
+                host.store.put_task(task)
+                results[mode].append(await calibrate_task(host, task, record=False))
+            if mode == "kept":
+                task = next(t for t in made.tasks if t.forbidden_tools and len(t.reference) >= 2)
+                reference, forbidden = sorted(host.store.episodes(source="calibration", task_id=task.id),
+                                              key=lambda e: e.started_at)[:2]
+                played = [(i.kind, i.tool, i.arguments, i.result) for i in host.store.interactions(reference.id)]
+                extended = [(i.kind, i.tool, i.arguments, i.result) for i in host.store.interactions(forbidden.id)]
+                assert played[-1][1] == SUBMIT_TOOL.name and extended[-1][1] == SUBMIT_TOOL.name
+                assert extended[:len(played) - 1] == played[:-1]
+                assert [tool for _, tool, _, _ in extended[len(played) - 1:-1]] == [
+                    (task.forbidden_probe.tool if task.forbidden_probe else task.forbidden_tools[0])]
+        finally:
+            await host.close()
+    assert all(r.admitted for r in results["kept"])
+    assert results["kept"] == results["replayed"]
+    assert calls["kept"] < 0.7 * calls["replayed"], calls
