@@ -140,6 +140,17 @@ def changed_records(before: sqlite3.Connection, after: sqlite3.Connection,
     return _records_in(before, after, changed_tables(image, after))
 
 
+def _records_between(base: StateImage, before: sqlite3.Connection, before_tables: set[str] | None,
+                     after: sqlite3.Connection) -> dict[str, list[str]]:
+    """``changed_records(before, after)`` for two states made from one initial state, whose image is
+    ``base`` and against which ``before``'s ``changed_tables`` are ``before_tables``: a table whose
+    records differ between them differs from the initial state in one of them at least, so only the
+    tables either changed are read (and no image of ``before`` is made: ~1.4 ms each)."""
+    after_tables = changed_tables(base, after)
+    candidates = None if before_tables is None or after_tables is None else before_tables | after_tables
+    return _records_in(before, after, candidates)
+
+
 def _records_in(before: sqlite3.Connection, after: sqlite3.Connection, candidates: set[str] | None) -> dict[str, list[str]]:
     """``changed_records`` among the tables ``candidates`` (``changed_tables``' answer; None: every table)."""
     changed = {}
@@ -315,9 +326,10 @@ def _other_keys(conn: sqlite3.Connection, table: str, not_these: set[str], n: in
 
 
 def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final: sqlite3.Connection,
-           image: StateImage) -> list[ReferenceStep]:
+           base: StateImage, final_tables: set[str] | None) -> list[ReferenceStep]:
     """The reference's writes repeated on other records of the same kind (their ``id`` argument
-    swapped), those that change something after the reference (``final``, with its ``image``)."""
+    swapped), those that change something after the reference (``final``, whose ``changed_tables``
+    against the initial state's image ``base`` are ``final_tables``)."""
     candidates: list[ReferenceStep] = []
     used = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
     for i in _write_steps(workspace, task.reference):
@@ -339,20 +351,21 @@ def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final:
     if not candidates:
         return extra
     state = copy_state(final)  # the candidates that change something pile up on it
+    state_tables = final_tables
     try:
         for step in candidates:
             spec = workspace.tool(step.tool)
             assert spec is not None
             before = copy_state(state)
             try:
-                # ``image`` stays the state's own until a candidate changes a record: a call that changed
-                # nothing (or failed, rolled back) leaves every record as it was, so the page comparison
-                # with the older image still finds every table whose records the next one changes
-                if _apply(state, spec.app, spec.tool, step.arguments) and changed_records(before, state, image):
+                # ``state_tables`` stay the state's until a candidate changes a record: a call that changed
+                # nothing (or failed, rolled back) leaves every record as it was
+                if (_apply(state, spec.app, spec.tool, step.arguments)
+                        and _records_between(base, before, state_tables, state)):
                     extra.append(step)
                     if len(extra) == SPRAY_RECORDS:
                         break
-                    image = StateImage.of(state)
+                    state_tables = changed_tables(base, state)
             finally:
                 before.close()
     finally:
@@ -360,10 +373,11 @@ def _spray(task: Task, workspace: Workspace, initial: sqlite3.Connection, final:
     return extra
 
 
-def _destructive(task: Task, workspace: Workspace, final: sqlite3.Connection, image: StateImage) -> ReferenceStep | None:
+def _destructive(task: Task, workspace: Workspace, final: sqlite3.Connection, base: StateImage,
+                 final_tables: set[str] | None) -> ReferenceStep | None:
     """A destructive call the task does not forbid, on a record of an app the reference used (of
     another app when those have none left unforbidden), that changes the reference's final state
-    (``final``, with its ``image``)."""
+    (``final``, whose ``changed_tables`` against the initial state's image ``base`` are ``final_tables``)."""
     used_apps = [spec.app for s in task.reference if (spec := workspace.tool(s.tool)) is not None]
     apps = list(dict.fromkeys([*used_apps, *(app.name for app in workspace.apps)]))
     touched = {str(v) for s in task.reference for v in s.arguments.values() if isinstance(v, str)}
@@ -379,7 +393,8 @@ def _destructive(task: Task, workspace: Workspace, final: sqlite3.Connection, im
                 for key in _other_keys(final, table, touched, 3):
                     trial = copy_state(final)
                     try:
-                        if _apply(trial, app, tool.tool, {required[0]: key}) and changed_records(final, trial, image):
+                        if (_apply(trial, app, tool.tool, {required[0]: key})
+                                and _records_between(base, final, final_tables, trial)):
                             return ReferenceStep(tool=tool.name, arguments={required[0]: key})
                     finally:
                         trial.close()
@@ -401,9 +416,10 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
         found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
     found["claim"] = Probe("claim", [], CLAIM)
     with _reference_final(initial, workspace, task, final) as final:  # for both below
-        image = StateImage.of(final)
-        destructive = _destructive(task, workspace, final, image)
-        spray = _spray(task, workspace, initial, final, image)
+        base = _kept(initial, "image", lambda: StateImage.of(initial))
+        final_tables = changed_tables(base, final)
+        destructive = _destructive(task, workspace, final, base, final_tables)
+        spray = _spray(task, workspace, initial, final, base, final_tables)
     if spray:
         found["spray"] = Probe("spray", [*task.reference, *spray], task.reference_answer)
     if destructive is not None:
