@@ -390,7 +390,7 @@ class Episode:
             return self.host.unchanged_state(self.workspace), None
         try:
             initial = self.host.initial_image(self.workspace).image
-            return self.host.state_changes(self.workspace, await self.sandbox.read_changed_file(STATE_FILE, initial))
+            return self.host.state_changes(self.workspace, await self.sandbox.read_changes(STATE_FILE, initial))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None, None
 

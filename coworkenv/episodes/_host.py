@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..gate import GRADER_VERSION, grade_episode
-from ..sandbox import BACKENDS, STATE_FILE, Limits, PoolSettings, Sandbox, SandboxPool
+from ..sandbox import BACKENDS, STATE_FILE, FileChanges, Limits, PoolSettings, Sandbox, SandboxPool
 from ..store import Provenance, Store, VerdictRow, new_id
 from ..workspace import (
     ASK_TOOL,
@@ -148,6 +148,7 @@ class EpisodeHost:
         self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
         self._parked: dict[Path, list[tuple[Sandbox, asyncio.TimerHandle]]] = {}  # see hold_sandbox
+        self._scratch: OrderedDict[str, bytearray] = OrderedDict()  # workspace hash -> its initial state (see state_changes)
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -272,13 +273,49 @@ class EpisodeHost:
         """The open episode ``episode_id``, if any."""
         return self.open_episodes.get(episode_id)
 
-    def state_changes(self, workspace: Workspace, final: bytes) -> tuple[str, StateConnection]:
+    def state_changes(self, workspace: Workspace, final: bytes | FileChanges) -> tuple[str, StateConnection]:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
         Large blobs (images, PDFs) go to the store by content too. With it, the final state open in
-        memory as the store's text opens (``keep_state_changes``), for grading; the caller closes it."""
+        memory as the store's text opens (``keep_state_changes``), for grading; the caller closes it.
+
+        ``final``: the state's bytes, or the blocks in which they differ from the initial state
+        (``Sandbox.read_changes``), which are written over a copy of the initial state kept per
+        workspace for as long as it takes to load it (and only their pages are compared with it)."""
         reference, hashes, image = self._base(workspace)
+        if isinstance(final, FileChanges):
+            if final.size < len(image.image):  # a state file that shrank (a VACUUM, say): put together whole
+                final = final.over(image.image)
+            else:
+                return self._over_initial(workspace, image, final, reference, hashes)
         return keep_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
+
+    def _over_initial(self, workspace: Workspace, image: StateImage, changes: FileChanges, reference: str,
+                      hashes: dict[str, str]) -> tuple[str, StateConnection]:
+        key = self._workspace_hash(workspace)
+        scratch = self._scratch.pop(key, None)
+        if scratch is None:
+            scratch = bytearray(image.image)
+        self._scratch[key] = scratch  # the most recently used last
+        while len(self._scratch) > INITIAL_CONNECTIONS:
+            self._scratch.popitem(last=False)
+        initial, block, size = image.image, changes.block, image.page_size
+        scratch.extend(bytes(changes.size - len(scratch)))
+        pages: set[int] = set()
+        try:
+            for index, data in changes.blocks:
+                start = index * block
+                scratch[start:start + len(data)] = data
+                pages.update(range(start // size + 1, (start + max(len(data), 1) - 1) // size + 2))
+            return keep_state_changes(scratch, reference, hashes, blob_sink=self._blob, base_image=image,
+                                      changed_pages=pages)
+        finally:  # the initial state again, for the next episode's
+            del scratch[len(initial):]
+            for index, data in changes.blocks:
+                start = index * block
+                if start < len(initial):
+                    end = min(start + len(data), len(initial))
+                    scratch[start:end] = initial[start:end]
 
     def initial_image(self, workspace: Workspace) -> StateImage:
         """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""

@@ -1,7 +1,7 @@
 """Sandboxes in which the tools of a workspace execute, one per episode."""
 
 from ._backends import BACKENDS, BackendName, cleanup, create_sandbox
-from ._base import Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
+from ._base import FileChanges, Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
 from ._app_image import build_app_image
@@ -20,6 +20,7 @@ __all__ = [
     "CleanupReport",
     "DockerConfig",
     "DockerSandbox",
+    "FileChanges",
     "IMAGE",
     "Limits",
     "PoolSettings",

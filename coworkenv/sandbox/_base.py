@@ -54,6 +54,30 @@ class SandboxConfig(BaseModel):
         "variables every service an app starts in the sandbox gets (e.g. Claw-Eval's ERROR_RATE)"))
 
 
+@dataclass(frozen=True)
+class FileChanges:
+    """A file as the blocks of ``block`` bytes in which it differs from a content the reader knows
+    (``Sandbox.read_changes``): ``blocks`` holds (index, bytes) in order, the file is ``size`` bytes
+    (past the known content's end it is what the blocks say, zeros where none does)."""
+
+    size: int
+    block: int
+    blocks: list[tuple[int, bytes]]
+
+    def over(self, initial: bytes) -> bytes:
+        """The whole file, put together over ``initial``."""
+        base = memoryview(initial)  # its slices are views: the file is copied once, by the join
+        pieces: list[bytes | memoryview] = []
+        at = 0
+        for index, changed in self.blocks:
+            start = index * self.block
+            pieces += [base[at:start], bytes(max(0, start - max(at, len(initial))))]  # zeros past ``initial``'s end
+            pieces.append(changed)
+            at = start + len(changed)
+        pieces += [base[at:self.size], bytes(max(0, self.size - max(at, len(initial))))]
+        return b"".join(pieces)
+
+
 @dataclass
 class ToolOutcome:
     """What a tool call produced: a result, or an error the agent sees (``kind`` says which)."""
@@ -115,6 +139,12 @@ class Sandbox(abc.ABC):
 
     async def read_changed_file(self, path: str, initial: bytes) -> bytes:
         """Read a file whose initial content was ``initial``; a backend may send only what changed."""
+        changes = await self.read_changes(path, initial)
+        return changes.over(initial) if isinstance(changes, FileChanges) else changes
+
+    async def read_changes(self, path: str, initial: bytes) -> bytes | FileChanges:
+        """A file whose initial content was ``initial``: where the backend can, only the blocks in
+        which it differs from it; else the whole file."""
         return await self.read_file(path)
 
     @abc.abstractmethod

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._base import Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome
+from ._base import FileChanges, Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome
 
 RUNNER = Path(__file__).with_name("_runner.py")
 DEFAULT_APPS_DIR = Path(__file__).parent.parent / "workspace" / "apps"
@@ -145,26 +145,17 @@ class RunnerSandbox(Sandbox):
         result = await self._control({"op": "read", "path": path})
         return base64.b64decode(result["data"])
 
-    async def read_changed_file(self, path: str, initial: bytes) -> bytes:
-        """Read a file whose initial content was ``initial`` (the initial state's, for ``STATE_FILE``):
-        only the blocks that differ from the sandbox's initial state cross, and the file is put back
-        together over ``initial`` (checked against the runner's checksum of the whole file)."""
+    async def read_changes(self, path: str, initial: bytes) -> bytes | FileChanges:
+        """A file whose initial content was ``initial`` (the initial state's, for ``STATE_FILE``):
+        only the blocks that differ from the sandbox's initial state cross (checked to be ``initial``
+        by the runner's checksum of it); the whole file where the sandbox started from another."""
         result = await self._control({"op": "read_changes", "path": path})
         if "data" in result:
             return base64.b64decode(result["data"])
         if result.get("base") != self._digest(initial):  # the sandbox started from another file than ``initial``
             return await self.read_file(path)
-        size, block = int(result["size"]), int(result["block"])
-        base = memoryview(initial)  # its slices are views: the file is copied once, by the join
-        pieces: list[bytes | memoryview] = []
-        at = 0
-        for index, chunk in sorted(result["blocks"]):
-            start, changed = index * block, base64.b64decode(chunk)
-            pieces += [base[at:start], bytes(max(0, start - max(at, len(initial))))]  # zeros past ``initial``'s end
-            pieces.append(changed)
-            at = start + len(changed)
-        pieces += [base[at:size], bytes(max(0, size - max(at, len(initial))))]
-        return b"".join(pieces)
+        return FileChanges(int(result["size"]), int(result["block"]),
+                           [(int(index), base64.b64decode(chunk)) for index, chunk in sorted(result["blocks"])])
 
     def _digest(self, initial: bytes) -> str:
         """``initial``'s sha256, worked out once for the bytes the host passes every time."""

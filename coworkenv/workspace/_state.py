@@ -279,7 +279,7 @@ def _schema(conn: sqlite3.Connection) -> dict[str, tuple]:
     return {row[1]: row for row in conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")}
 
 
-def _page_size(image: bytes) -> int:
+def _page_size(image: bytes | bytearray) -> int:
     size = int.from_bytes(image[16:18], "big")
     return 65536 if size == 1 else size
 
@@ -301,10 +301,11 @@ def changed_tables(before: StateImage, after: sqlite3.Connection, after_image: b
     return None if found is None else found[0]
 
 
-def _page_changes(before: StateImage, after: sqlite3.Connection,
-                  after_image: bytes | None) -> tuple[set[str], bool] | None:
+def _page_changes(before: StateImage, after: sqlite3.Connection, after_image: bytes | bytearray | None,
+                  pages: Iterable[int] | None = None) -> tuple[set[str], bool] | None:
     """``changed_tables``, and whether the schema table may hold other definitions than ``before``'s
-    (False: it holds exactly what it held)."""
+    (False: it holds exactly what it held). ``pages``: the only pages (numbered from 1) that may
+    differ, where the caller knows them; every page is compared otherwise."""
     if before.owners is None:
         return None
     new = after.serialize() if after_image is None else after_image
@@ -312,22 +313,24 @@ def _page_changes(before: StateImage, after: sqlite3.Connection,
         return None
     old, size, owners = before.image, before.page_size, before.owners  # bytes: slices compare by memcmp
     end = min(len(old), len(new))
-    step = size * PAGES_AT_ONCE
     changed: set[str] = set()
     schema_changed = False
-    for chunk in range(0, end, step):
-        if new[chunk:chunk + step] == old[chunk:chunk + step]:
-            continue
-        for start in range(chunk, min(chunk + step, end), size):
-            if new[start:start + size] != old[start:start + size]:
-                page = start // size + 1
-                if not schema_changed and page in before.schema_pages:
-                    # page 1 opens with the file's header (its change counter moves with every write)
-                    header = HEADER_SIZE if page == 1 else 0
-                    schema_changed = new[start + header:start + size] != old[start + header:start + size]
-                owner = owners[page]
-                if owner is not None:
-                    changed.add(owner)
+    if pages is None:
+        step = size * PAGES_AT_ONCE
+        starts = (start for chunk in range(0, end, step) if new[chunk:chunk + step] != old[chunk:chunk + step]
+                  for start in range(chunk, min(chunk + step, end), size))
+    else:
+        starts = (start for start in sorted((page - 1) * size for page in set(pages)) if start < end)
+    for start in starts:
+        if new[start:start + size] != old[start:start + size]:
+            page = start // size + 1
+            if not schema_changed and page in before.schema_pages:
+                # page 1 opens with the file's header (its change counter moves with every write)
+                header = HEADER_SIZE if page == 1 else 0
+                schema_changed = new[start + header:start + size] != old[start + header:start + size]
+            owner = owners[page]
+            if owner is not None:
+                changed.add(owner)
     if schema_changed:  # none of the schema table's pages differ: it holds what it held (see above)
         schema = _schema(after)
         changed |= {name for name, row in before.schema.items() if row[0] == "table" and schema.get(name) != row}
@@ -356,16 +359,19 @@ def dump_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
     return kept
 
 
-def keep_state_changes(final: bytes, base: str, base_hashes: dict[str, str],
+def keep_state_changes(final: bytes | bytearray, base: str, base_hashes: dict[str, str],
                        blob_sink: Callable[[bytes], str] | None = None,
-                       base_image: StateImage | None = None) -> tuple[str, StateConnection]:
+                       base_image: StateImage | None = None,
+                       changed_pages: Iterable[int] | None = None) -> tuple[str, StateConnection]:
     """``dump_state_changes``, and ``final`` open in memory as ``open_state`` would open what it
     keeps (a ``StateConnection`` over ``base`` naming the tables it replaced; any thread may use it):
-    graders read the state they were given without rebuilding it from the text. The caller closes it."""
+    graders read the state they were given without rebuilding it from the text. The caller closes it.
+    ``changed_pages``: the only pages of ``final`` (numbered from 1) that may differ from
+    ``base_image``, where the caller knows them (the others are not compared)."""
     conn = sqlite3.connect(":memory:", factory=StateConnection, check_same_thread=False)
     try:
         conn.deserialize(final)
-        found = _page_changes(base_image, conn, final) if base_image is not None else None
+        found = _page_changes(base_image, conn, final, changed_pages) if base_image is not None else None
         candidates, same_schema = (None, False) if found is None else (found[0], not found[1])
         if same_schema:  # every definition is the base's: so are the record tables, indexes and triggers
             assert base_image is not None

@@ -145,3 +145,31 @@ async def test_quick_gradings_run_on_the_event_loop_and_slow_or_unknown_ones_in_
             await host.close()
         assert where == ([False, True, True] if limit else [False, False, False])
     assert verdicts[50.0] == verdicts[0.0] and verdicts[0.0][0][0] == 1.0
+
+
+async def test_final_states_read_back_as_changed_blocks_are_the_whole_files(host, tasks):
+    """The runtime reads a final state back as the blocks that differ from the initial state and
+    writes them over a copy of it kept per workspace: what it keeps is what the whole file holds,
+    episode after episode of one workspace (one that grows the file by many pages, one that changes
+    a few rows, one that changes nothing), each from the initial state again."""
+    from coworkenv.sandbox import STATE_FILE
+
+    task = host.task(next(t for t in tasks if t.startswith("single_write")))
+    workspace = host.workspace(task.workspace_id)
+    initial, grown = host.initial_image(workspace).image, False
+    someone = host.initial_connection(workspace).execute(
+        "select email from world_people limit 1").fetchone()[0]
+    big = [("mail_send_message", {"to": [someone], "subject": f"report {n}", "body": f"part {n} " * 800})
+           for n in range(40)]
+    plays = [big, [(s.tool, s.arguments) for s in task.reference], [], big[:1]]
+    for calls in plays:
+        episode = await host.open(task, Provenance("live"))
+        for tool, arguments in calls:
+            assert (await episode.call(tool, arguments)).ok
+        whole = await episode.sandbox.read_file(STATE_FILE)
+        await episode.finish("done")
+        kept, opened = host.state_changes(workspace, whole)  # from the whole file, every page compared
+        opened.close()
+        assert host.store.episode(episode.id).final_state == kept
+        grown |= len(whole) > len(initial)
+    assert grown
