@@ -27,7 +27,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workspace import Faults, ReferenceStep, app_module, load_world, mentions, ordinary_tables, row_key
+from ..workspace import Faults, FixedState, ReferenceStep, app_module, load_world, mentions, ordinary_tables, row_key
 from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]
@@ -320,10 +320,23 @@ _CATALOGS: dict[int, tuple[sqlite3.Connection, Catalog]] = {}
 
 def catalog(conn: sqlite3.Connection) -> Catalog:
     """What the compositional generator knows of the workspace whose initial state is ``conn``
-    (worked out once per connection)."""
+    (worked out once per connection: kept with a ``FixedState`` for as long as it lives, as
+    ``generate`` keeps one per workspace of its run; for the last few other connections otherwise)."""
+    if isinstance(conn, FixedState):
+        if "catalog" not in conn.kept:
+            conn.kept["catalog"] = _catalog(conn)
+        return conn.kept["catalog"]
     cached = _CATALOGS.get(id(conn))
     if cached is not None and cached[0] is conn:
         return cached[1]
+    result = _catalog(conn)
+    if len(_CATALOGS) >= 4:
+        _CATALOGS.pop(next(iter(_CATALOGS)))
+    _CATALOGS[id(conn)] = (conn, result)
+    return result
+
+
+def _catalog(conn: sqlite3.Connection) -> Catalog:
     world = load_world(conn)
     tables = set(ordinary_tables(conn))
     from ..workspace import registered_apps
@@ -357,11 +370,7 @@ def catalog(conn: sqlite3.Connection) -> Catalog:
                                     and set(t["input_schema"].get("required", [])) <= {"query"}]
             collection.destroyers = _destroyers(conn, collection, module.TOOLS)
             collections.append(collection)
-    result = Catalog(collections, _notifiers(conn, collections, world, apps), world, world["today"])
-    if len(_CATALOGS) >= 4:  # a generation works over a few workspaces at a time
-        _CATALOGS.pop(next(iter(_CATALOGS)))
-    _CATALOGS[id(conn)] = (conn, result)
-    return result
+    return Catalog(collections, _notifiers(conn, collections, world, apps), world, world["today"])
 
 
 # --------------------------------------------------------------------------- mentions
