@@ -414,7 +414,7 @@ def _scan(rng: random.Random, image: Any, levels: int = 4) -> Any:
     for _ in range(image.width * image.height // 900):
         x, y = rng.randrange(image.width), rng.randrange(image.height)
         draw.point((x, y), fill=rng.randrange(110, 200))
-    tilted = image.rotate(rng.uniform(-1.6, 1.6), resample=Image.Resampling.BICUBIC, expand=True, fillcolor=205)
+    tilted = image.rotate(rng.uniform(-1.6, 1.6), resample=Image.Resampling.BILINEAR, expand=True, fillcolor=205)
     step = 256 // levels
     return tilted.filter(ImageFilter.GaussianBlur(0.6)).point([v // step * step + step // 2 for v in range(256)])
 
