@@ -385,7 +385,7 @@ class EpisodeHost:
         def timed() -> VerdictRow:
             started = time.perf_counter()
             try:
-                return grade_episode(self.store, episode.id, final_db=final_db)
+                return grade_episode(self.store, episode.id, final_db=final_db, task=episode.task)
             finally:
                 took = (time.perf_counter() - started) * 1000
                 self._grading_ms[key] = max(took, self._grading_ms.get(key, 0.0) * GRADING_COST_DECAY)

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from ..store import EpisodeRow, Store, VerdictRow
+from ..workspace import Task
 from ._grade import GRADER_HASH, GRADER_VERSION, EpisodeRecord, grade
 
 
@@ -27,22 +28,24 @@ def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
 
 
 def grade_episode(store: Store, episode_id: str, *, regrade: bool = False,
-                  final_db: sqlite3.Connection | None = None) -> VerdictRow:
+                  final_db: sqlite3.Connection | None = None, task: Task | None = None) -> VerdictRow:
     """The current grader version's verdict on an ended episode, graded and recorded once.
 
     An episode that already has that verdict keeps it (``regrade`` grades it again and replaces it).
     ``final_db``: the episode's final state open in memory, as what the store keeps of it opens (the
     runtime has it from the episode's end: ``keep_state_changes``); graded instead of reopening the
-    stored text, and closed.
+    stored text, and closed. ``task``: the spec of the episode's task, where the caller holds the one
+    it was played under (the runtime does); read from the store otherwise.
     """
     try:
-        return _grade_episode(store, episode_id, regrade, final_db)
+        return _grade_episode(store, episode_id, regrade, final_db, task)
     finally:
         if final_db is not None:
             final_db.close()
 
 
-def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlite3.Connection | None) -> VerdictRow:
+def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlite3.Connection | None,
+                   task: Task | None) -> VerdictRow:
     if not regrade and (known := store.verdict(episode_id, GRADER_VERSION)) is not None:
         return known
     episode = store.episode(episode_id)
@@ -55,7 +58,9 @@ def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlit
     record = episode_record(store, episode)
     if final_db is not None and record.final_state is not None:
         record = replace(record, final_db=final_db)
-    result, verdict = grade(store.task_spec(episode.task_id), record)
+    if task is None or task.id != episode.task_id:
+        task = store.task_spec(episode.task_id)
+    result, verdict = grade(task, record)
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
                      result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH)
     store.put_verdict(row)

@@ -342,6 +342,11 @@ class Store:
         rows = self.query("select * from tasks where id = ?", (task_id,))
         return _task(rows[0]) if rows else None
 
+    def task_status(self, task_id: str) -> tuple[TaskStatus, str] | None:
+        """A stored task's status and its reason, without reading its spec; None when there is none."""
+        rows = self.query("select status, reason from tasks where id = ?", (task_id,))
+        return (rows[0]["status"], rows[0]["reason"] or "") if rows else None
+
     def task_spec(self, task_id: str) -> Task:
         """The spec of a stored task; ``KeyError`` naming it when there is none."""
         row = self.task(task_id)

@@ -92,8 +92,8 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
             stored.add(workspace.id)
 
     async def one(task: Task, semaphore: asyncio.Semaphore, calibrate) -> None:
-        row = store.task(task.id)
-        if row is not None and row.status != "pending":
+        status = store.task_status(task.id)
+        if status is not None and status[0] != "pending":
             summary.skipped += 1
             calibration = None
             found.pop(task.id, None)
@@ -102,13 +102,13 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
             async with semaphore:
                 calibration = await (calibrate(task) if calibrate is not None
                                      else calibrate_task(host, task, probes=found.pop(task.id, None)))
-            row = store.task(task.id)
-        assert row is not None
-        if row.status == "admitted":
+            status = store.task_status(task.id)
+        assert status is not None
+        if status[0] == "admitted":
             summary.admitted += 1
             admitted.append(task)
         else:
-            summary.quarantined[task.id] = row.reason
+            summary.quarantined[task.id] = status[1]
             for name, outcome in (calibration.probes if calibration else {}).items():
                 if outcome == "beaten":
                     summary.beaten[name] = summary.beaten.get(name, 0) + 1
