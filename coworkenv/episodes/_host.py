@@ -293,10 +293,10 @@ class EpisodeHost:
     def _over_initial(self, workspace: Workspace, image: StateImage, changes: FileChanges, reference: str,
                       hashes: dict[str, str]) -> tuple[str, StateConnection]:
         key = self._workspace_hash(workspace)
-        scratch = self._scratch.pop(key, None)
+        scratch = self._scratch.get(key)
         if scratch is None:
-            scratch = bytearray(image.image)
-        self._scratch[key] = scratch  # the most recently used last
+            scratch = self._scratch[key] = bytearray(image.image)
+        self._scratch.move_to_end(key)  # the most recently used last
         while len(self._scratch) > INITIAL_CONNECTIONS:
             self._scratch.popitem(last=False)
         initial, block, size = image.image, changes.block, image.page_size

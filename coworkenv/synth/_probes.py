@@ -131,13 +131,19 @@ def _kept(conn: sqlite3.Connection, what: str, make: Callable[[], Any]) -> Any:
     return made
 
 
-def changed_records(before: sqlite3.Connection, after: sqlite3.Connection,
-                    before_image: StateImage | None = None) -> dict[str, list[str]]:
+def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
     """Table → keys of the rows that differ between two states (changed, created or deleted). Only
-    the tables whose pages differ are read (``changed_tables``). ``before_image``: ``before``'s, where
-    the caller has it (kept with ``before`` otherwise, for the next comparison with it)."""
-    image = before_image or _kept(before, "image", lambda: StateImage.of(before))
+    the tables whose pages differ are read (``changed_tables``; ``before``'s image is kept with it,
+    for the next comparison with it)."""
+    image = _kept(before, "image", lambda: StateImage.of(before))
     return _records_in(before, after, changed_tables(image, after))
+
+
+def _changed_against(initial: sqlite3.Connection, state: sqlite3.Connection) -> tuple[StateImage, set[str] | None]:
+    """``initial``'s image and the ``changed_tables`` of ``state`` (made from it) against it, each kept
+    with its state (hardening and the probes of a task compare the same reference's final state)."""
+    base = _kept(initial, "image", lambda: StateImage.of(initial))
+    return base, _kept(state, "changed tables", lambda: changed_tables(base, state))
 
 
 def _records_between(base: StateImage, before: sqlite3.Connection, before_tables: set[str] | None,
@@ -255,7 +261,7 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection,
     candidates they must not mention (see the module's doc). ``final``: the reference's final state
     (``dry_run``), where the caller has it (left open); worked out here otherwise."""
     with _reference_final(initial, workspace, task, final) as final:
-        tables = changed_tables(_kept(initial, "image", lambda: StateImage.of(initial)), final)
+        _, tables = _changed_against(initial, final)
         allowed = _records_in(initial, final, tables)
         checks: list[Any] = []
         for check in task.checks:
@@ -416,8 +422,7 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
         found["candidates"] = Probe("candidates", [], "; ".join(listed)) if listed else None
     found["claim"] = Probe("claim", [], CLAIM)
     with _reference_final(initial, workspace, task, final) as final:  # for both below
-        base = _kept(initial, "image", lambda: StateImage.of(initial))
-        final_tables = changed_tables(base, final)
+        base, final_tables = _changed_against(initial, final)
         destructive = _destructive(task, workspace, final, base, final_tables)
         spray = _spray(task, workspace, initial, final, base, final_tables)
     if spray:

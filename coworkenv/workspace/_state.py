@@ -378,16 +378,14 @@ def keep_state_changes(final: bytes | bytearray, base: str, base_hashes: dict[st
         conn.deserialize(final)
         found = _page_changes(base_image, conn, final, changed_pages) if base_image is not None else None
         candidates, same_schema = (None, False) if found is None else (found[0], not found[1])
-        if same_schema:  # every definition is the base's: so are the record tables, indexes and triggers
-            assert base_image is not None
+        if same_schema:  # every definition is the base's: so are the record tables, indexes and triggers,
+            # and a table with a page of its own changed is kept without hashing it to be sure
+            assert base_image is not None and candidates is not None
             tables, schema = base_image.record_tables(), base_image.definitions()
+            changed = sorted(t for t in tables if t in candidates)
         else:
             tables = _record_tables(conn)
             schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql NOT NULL").fetchall()
-        if same_schema:  # a table with a page of its own changed is kept without hashing it to be sure
-            assert candidates is not None
-            changed = sorted(t for t in tables if t in candidates)
-        else:
             hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
             reindexed = _reindexed(schema, base_image, tables) if base_image is not None else set()
             changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]} | reindexed)
