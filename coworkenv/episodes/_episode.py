@@ -21,7 +21,8 @@ from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
-from ..store import InteractionKind, Provenance, VerdictRow
+from ..gate import EpisodeRecord
+from ..store import InteractionKind, Provenance, ToolCallRow, VerdictRow, storable
 from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, StateConnection, Task, ToolSpec, Workspace
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ class Episode:
         self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
         # what it recorded, in order, kept in memory in a held sandbox only (``resume`` copies it)
         self.recorded: list[dict[str, Any]] | None = None if owns_sandbox else []
+        self.interactions: list[ToolCallRow] = []  # what it recorded, as the store reads it back (graded at the end)
         self.resumed_from: str | None = None  # the episode it began where it ended (``resume``)
         self._lock = asyncio.Lock()
         self._graded = asyncio.Event()
@@ -181,7 +183,7 @@ class Episode:
     def _record(self, row: dict[str, Any]) -> None:
         if self.recorded is not None:
             self.recorded.append(row)
-        self.host.record(self.id, row)
+        self.interactions.append(self.host.record(self.id, row))
 
     def resume(self, after: Episode) -> None:
         """Begin where ``after`` ended, before its answer: ``after`` is an ended episode of the same
@@ -405,6 +407,7 @@ class Episode:
         ``failure``: the infrastructure failure that ended it (recorded on the episode with its boundary).
         """
         opened: StateConnection | None = None  # the final state in memory, for grading
+        record: EpisodeRecord | None = None
         async with self._lock:
             ending = not self.ended
             if ending:
@@ -419,11 +422,14 @@ class Episode:
                         if self.owns_sandbox:
                             self.host.pool.release_soon(self.sandbox)  # reset for the next episode, or closed
                     finally:
+                        error = str(failure) if failure else None
                         self.host.store.end_episode(
                             self.id, final_answer=answer, final_state=state, truncated=truncated,
-                            error=str(failure) if failure else None,
-                            boundary=failure.boundary if failure else None, abandoned=abandoned)
+                            error=error, boundary=failure.boundary if failure else None, abandoned=abandoned)
                         self.host.forget(self)
+                    # the episode as the store now holds it (``episode_record`` would read the same)
+                    record = EpisodeRecord(self.interactions, storable(answer), state, self.host.store.state_base,
+                                           truncated, storable(error))
                 except BaseException:
                     if opened is not None:
                         opened.close()
@@ -438,7 +444,7 @@ class Episode:
             self._graded.set()
             return None
         try:  # quick gradings on the event loop, others in a worker thread (see EpisodeHost.grade)
-            self.verdict = await self.host.grade(self, opened)
+            self.verdict = await self.host.grade(self, opened, record)
         except Exception:  # the episode stays ended; `coworkenv gate` grades it later
             log.exception("grading episode %s failed", self.id)
         finally:

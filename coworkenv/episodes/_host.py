@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from pydantic import BaseModel, Field
 
-from ..gate import GRADER_VERSION, grade_episode
+from ..gate import GRADER_VERSION, EpisodeRecord, grade_episode
 from ..sandbox import BACKENDS, STATE_FILE, FileChanges, Limits, PoolSettings, Sandbox, SandboxPool
-from ..store import Provenance, Store, VerdictRow, new_id
+from ..store import Provenance, Store, ToolCallRow, VerdictRow, new_id
 from ..workspace import (
     ASK_TOOL,
     Task,
@@ -165,13 +165,15 @@ class EpisodeHost:
             self._toolboxes[workspace.id] = Toolbox(workspace)
         return self._toolboxes[workspace.id]
 
-    def record(self, episode_id: str, row: dict[str, Any]) -> None:
+    def record(self, episode_id: str, row: dict[str, Any]) -> ToolCallRow:
         """Record a tool call write-behind: the store writes the calls of all episodes together,
         one transaction every ``RECORD_FLUSH_S``, off the event loop; an episode's end (and
-        ``close``) writes whatever is still waiting first, so nothing recorded is lost."""
-        self.store.defer_tool_call(episode_id, row)
+        ``close``) writes whatever is still waiting first, so nothing recorded is lost. Returns the
+        call as the store will read it back."""
+        recorded = self.store.defer_tool_call(episode_id, row)
         if self._flush_timer is None:
             self._flush_timer = asyncio.get_running_loop().call_later(RECORD_FLUSH_S, self._flush_soon)
+        return recorded
 
     def _flush_soon(self) -> None:
         self._flush_timer = None
@@ -368,8 +370,10 @@ class EpisodeHost:
             self._bundle_hashes[key] = bundle_hash(workspace, [task], workspace_digest=self._workspace_hash(workspace))
         return self._bundle_hashes[key]
 
-    async def grade(self, episode: Episode, final_db: StateConnection | None) -> VerdictRow:
-        """``grade_episode`` of an ended episode (``final_db``: its final state in memory, closed here).
+    async def grade(self, episode: Episode, final_db: StateConnection | None,
+                    record: EpisodeRecord | None = None) -> VerdictRow:
+        """``grade_episode`` of an ended episode (``final_db``: its final state in memory, closed here;
+        ``record``: the episode as the store now holds it, where the caller has it in memory).
 
         In a worker thread, so that grading a large state does not stall other episodes; on the event
         loop where the gradings of the episode's workspace have been quick lately (under
@@ -385,7 +389,7 @@ class EpisodeHost:
         def timed() -> VerdictRow:
             started = time.perf_counter()
             try:
-                return grade_episode(self.store, episode.id, final_db=final_db, task=episode.task)
+                return grade_episode(self.store, episode.id, final_db=final_db, task=episode.task, record=record)
             finally:
                 took = (time.perf_counter() - started) * 1000
                 self._grading_ms[key] = max(took, self._grading_ms.get(key, 0.0) * GRADING_COST_DECAY)

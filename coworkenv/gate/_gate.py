@@ -28,16 +28,21 @@ def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
 
 
 def grade_episode(store: Store, episode_id: str, *, regrade: bool = False,
-                  final_db: sqlite3.Connection | None = None, task: Task | None = None) -> VerdictRow:
+                  final_db: sqlite3.Connection | None = None, task: Task | None = None,
+                  record: EpisodeRecord | None = None) -> VerdictRow:
     """The current grader version's verdict on an ended episode, graded and recorded once.
 
     An episode that already has that verdict keeps it (``regrade`` grades it again and replaces it).
     ``final_db``: the episode's final state open in memory, as what the store keeps of it opens (the
     runtime has it from the episode's end: ``keep_state_changes``); graded instead of reopening the
     stored text, and closed. ``task``: the spec of the episode's task, where the caller holds the one
-    it was played under (the runtime does); read from the store otherwise.
+    it was played under (the runtime does); read from the store otherwise. ``record``: the episode
+    as the store holds it (``episode_record`` would read the same), where the runtime that has just
+    ended it keeps it in memory; with ``task``, the episode is then graded without reading it back.
     """
     try:
+        if record is not None and task is not None:
+            return _grade_record(store, episode_id, task, record, final_db)
         return _grade_episode(store, episode_id, regrade, final_db, task)
     finally:
         if final_db is not None:
@@ -55,11 +60,15 @@ def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlit
         raise ValueError(f"episode {episode_id} is still running")
     if episode.status == "abandoned":
         raise ValueError(f"episode {episode_id} was abandoned (no call, no answer): there is nothing to grade")
-    record = episode_record(store, episode)
-    if final_db is not None and record.final_state is not None:
-        record = replace(record, final_db=final_db)
     if task is None or task.id != episode.task_id:
         task = store.task_spec(episode.task_id)
+    return _grade_record(store, episode_id, task, episode_record(store, episode), final_db)
+
+
+def _grade_record(store: Store, episode_id: str, task: Task, record: EpisodeRecord,
+                  final_db: sqlite3.Connection | None) -> VerdictRow:
+    if final_db is not None and record.final_state is not None:
+        record = replace(record, final_db=final_db)
     result, verdict = grade(task, record)
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
                      result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH)

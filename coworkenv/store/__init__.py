@@ -32,7 +32,7 @@ from ._rows import (
     VerdictRow,
     WorkspaceRow,
 )
-from ._store import EpisodeRecords, SchemaStatus, Store, StoreError, new_id, schema_status
+from ._store import EpisodeRecords, SchemaStatus, Store, StoreError, new_id, schema_status, storable
 
 __all__ = [
     "TABLE_DOCS",
@@ -70,4 +70,5 @@ __all__ = [
     "WorkspaceRow",
     "apply_migrations",
     "new_id",
+    "storable",
 ]

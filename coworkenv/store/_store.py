@@ -10,7 +10,7 @@ import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, UTC
@@ -93,6 +93,13 @@ def bounded(text: str | None, limit: int) -> str | None:
     if size <= limit:
         return text
     return json.dumps({"_truncated": size, "head": text[:1024]})
+
+
+def _tool_call_row(r: Mapping[str, Any]) -> ToolCallRow:
+    """An interaction as stored (a row of ``tool_calls``, or one waiting to be written)."""
+    return ToolCallRow(r["idx"], r["tool"], _json(r["arguments"], {}), r["result"], bool(r["is_error"]),
+                       r["error_kind"], r["duration_ms"], r["created_at"], r["kind"], r["error"],
+                       _json(r["state_changes"], None))
 
 
 def now() -> str:
@@ -564,8 +571,9 @@ class Store:
             if episode_id in self._next_idx:
                 self._next_idx[episode_id] = idx + 1
 
-    def defer_tool_call(self, episode_id: str, row: dict) -> None:
+    def defer_tool_call(self, episode_id: str, row: dict) -> ToolCallRow:
         """Record a tool call write-behind: numbered and timestamped now, written at the next flush.
+        Returns it as ``interactions`` will read it back (bounded, numbered, timestamped).
 
         ``row`` holds the columns ``tool``, ``arguments`` (JSON text), ``result`` (JSON text or
         None), ``is_error``, ``error_kind`` and ``duration_ms``.
@@ -592,7 +600,9 @@ class Store:
         with self._pending_lock:
             idx = self._next_idx.get(episode_id, idx)
             self._next_idx[episode_id] = idx + 1
-            self._pending.append({**stored, "episode_id": episode_id, "idx": idx, "created_at": now()})
+            pending = {**stored, "episode_id": episode_id, "idx": idx, "created_at": now()}
+            self._pending.append(pending)
+        return _tool_call_row(pending)
 
     def _idx_after(self, episode_id: str) -> int:
         return self.db.execute(
@@ -608,12 +618,8 @@ class Store:
         return self._interactions(episode_id, "")
 
     def _interactions(self, episode_id: str, only: str) -> list[ToolCallRow]:
-        return [
-            ToolCallRow(r["idx"], r["tool"], _json(r["arguments"], {}), r["result"], bool(r["is_error"]),
-                        r["error_kind"], r["duration_ms"], r["created_at"], r["kind"], r["error"],
-                        _json(r["state_changes"], None))
-            for r in self.query(f"select * from tool_calls where episode_id = ?{only} order by idx", (episode_id,))
-        ]
+        return [_tool_call_row(r) for r in
+                self.query(f"select * from tool_calls where episode_id = ?{only} order by idx", (episode_id,))]
 
     def add_messages(self, episode_id: str, messages: list[Message]) -> None:
         with self.transaction() as db:

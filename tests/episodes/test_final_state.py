@@ -173,3 +173,31 @@ async def test_final_states_read_back_as_changed_blocks_are_the_whole_files(host
         assert host.store.episode(episode.id).final_state == kept
         grown |= len(whole) > len(initial)
     assert grown
+
+
+async def test_the_runtime_grades_an_episode_as_the_store_reads_it_back(host, tasks):
+    """The runtime grades an ended episode from what it recorded, kept in memory as the store keeps
+    it: calls numbered and timestamped, arguments past the store's bound cut the same way, errors of
+    every kind, an answer the store must mend (a lone surrogate). What the store reads back is the
+    same, and grading it again gives the same verdict."""
+    from coworkenv.gate import grade_episode
+    from coworkenv.store._store import MAX_RECORDED_ARGUMENTS
+
+    task = host.task(next(t for t in tasks if t.startswith("single_write")))
+    episode = await host.open(task, Provenance("live"))
+    await episode.call("no_such_tool", {"x": 1})
+    await episode.call(task.reference[0].tool, {"unexpected": True})
+    await episode.call(task.reference[0].tool, {**task.reference[0].arguments, "note": "é" * MAX_RECORDED_ARGUMENTS})
+    for step in task.reference:
+        await episode.call(step.tool, step.arguments)
+    refused = await episode.call(SUBMIT_TOOL.name, {"answer": task.reference_answer + " \ud800"})
+    assert refused.error_kind == "arguments"
+    verdict = await episode.finish(task.reference_answer + " \ud800")  # as a client that ends it may
+    assert verdict is not None
+    stored = host.store.interactions(episode.id)
+    assert episode.interactions == stored and len(stored) == len(task.reference) + 4
+    assert [c.error_kind for c in stored[:2]] == ["unknown_tool", "arguments"] and stored[-1].is_error
+    assert "_truncated" in stored[2].arguments
+    again = grade_episode(host.store, episode.id, regrade=True)
+    assert (again.score, again.checks, again.reason) == (verdict.score, verdict.checks, verdict.reason)
+    assert host.store.episode(episode.id).final_answer.endswith("?")
