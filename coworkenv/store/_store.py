@@ -325,25 +325,22 @@ class Store:
 
     def put_task(self, task: Task, *, status: TaskStatus = "pending", reason: str = "") -> None:
         with self.transaction() as db:
-            db.table("tasks").upsert(
-                {
-                    "id": task.id,
-                    "workspace_id": task.workspace_id,
-                    "capability": task.capability,
-                    "difficulty": task.difficulty,
-                    "instruction": task.instruction,
-                    "spec": task.model_dump_json(),
-                    "status": status,
-                    "reason": reason,
-                    "shape": task.shape,
-                    "created_at": now(),
-                },
-                pk="id",
-            )
+            _upsert(db, "tasks", {
+                "id": task.id,
+                "workspace_id": task.workspace_id,
+                "capability": task.capability,
+                "difficulty": task.difficulty,
+                "instruction": task.instruction,
+                "spec": task.model_dump_json(),
+                "status": status,
+                "reason": reason,
+                "shape": task.shape,
+                "created_at": now(),
+            })
 
     def set_task_status(self, task_id: str, status: TaskStatus, reason: str = "") -> None:
         with self.transaction() as db:
-            db.table("tasks").update(task_id, {"status": status, "reason": reason})
+            _update(db, "tasks", task_id, {"status": status, "reason": reason})
 
     def task(self, task_id: str) -> TaskRow | None:
         rows = self.query("select * from tasks where id = ?", (task_id,))
@@ -388,9 +385,9 @@ class Store:
 
     def add_calibration(self, row: CalibrationRow) -> None:
         with self.transaction() as db:
-            db.table("calibrations").insert({**asdict(row), "deterministic": int(row.deterministic),
-                                       "admitted": int(row.admitted), "probes": json.dumps(row.probes),
-                                       "created_at": now()})
+            _insert(db, "calibrations", {**asdict(row), "deterministic": int(row.deterministic),
+                                         "admitted": int(row.admitted), "probes": json.dumps(row.probes),
+                                         "created_at": now()})
 
     def calibration(self, task_id: str) -> CalibrationRow | None:
         """The latest calibration of a task."""
@@ -947,6 +944,17 @@ def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> int:
     marks = ", ".join("?" for _ in row)
     cursor = db.conn.execute(f'insert into "{table}" ({columns}) values ({marks})', list(row.values()))
     return cursor.lastrowid or 0
+
+
+def _upsert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
+    """Insert ``row`` (plain values only) into ``table``, or set its columns on the row of the same
+    ``id`` (the table's other columns kept), as a sqlite-utils upsert does."""
+    _plain(table, row)
+    columns = ", ".join(f'"{c}"' for c in row)
+    marks = ", ".join("?" for _ in row)
+    assignments = ", ".join(f'"{c}" = excluded."{c}"' for c in row if c != "id")
+    db.conn.execute(f'insert into "{table}" ({columns}) values ({marks}) on conflict (id) do update set {assignments}',
+                    list(row.values()))
 
 
 def _update(db: sqlite_utils.Database, table: str, key: str, row: dict[str, Any]) -> None:

@@ -248,6 +248,7 @@ class StateConnection(sqlite3.Connection):
 
     base: str | None = None
     replaced: frozenset[str] = frozenset()
+    tables: list[str] | None = None  # ``ordinary_tables``, where known already (the base's schema unchanged)
 
 
 _DIGEST_PARTS: dict[str, dict[str, bytes]] = {}  # state base -> table -> its part of ``state_digest`` (nothing skipped)
@@ -284,7 +285,8 @@ def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
                     whole.move_to_end(key)
                     return known
         unchanged = lambda table: table not in state.replaced  # type: ignore[union-attr]
-    for table in ordinary_tables(state):
+    listed = state.tables if isinstance(state, StateConnection) else None
+    for table in listed if listed is not None else ordinary_tables(state):
         if table.startswith("world_"):
             continue
         skip = set(allowed.get(table, ()))

@@ -220,10 +220,12 @@ class StateImage:
         self.image = image
         self.page_size = _page_size(image)
         self._record_tables: list[str] | None = None
+        self._definitions: list[tuple] | None = None
         conn = sqlite3.connect(":memory:")
         try:
             conn.deserialize(image)
             self.schema = _schema(conn)
+            self.ordinary_tables = ordinary_tables(conn)  # as ``ordinary_tables`` lists them (``state_digest``)
             table_of = {name: row[2] for name, row in self.schema.items() if row[0] in ("table", "index")}
             owners: list[str | None] = [None] * (len(image) // self.page_size + 1)
             self.owners: list[str | None] | None = owners
@@ -255,8 +257,11 @@ class StateImage:
         return self._record_tables
 
     def definitions(self) -> list[tuple]:
-        """The state's objects that have SQL, as type, name, table, SQL (schema order)."""
-        return [(kind, name, table, sql) for kind, name, table, _, sql in self.schema.values() if sql is not None]
+        """The state's objects that have SQL, as type, name, table, SQL (schema order), listed once."""
+        if self._definitions is None:
+            self._definitions = [(kind, name, table, sql) for kind, name, table, _, sql in self.schema.values()
+                                 if sql is not None]
+        return self._definitions
 
 
 class FixedState(sqlite3.Connection):
@@ -389,11 +394,14 @@ def keep_state_changes(final: bytes | bytearray, base: str, base_hashes: dict[st
             hashes = table_hashes(conn, [t for t in tables if candidates is None or t in candidates])
             reindexed = _reindexed(schema, base_image, tables) if base_image is not None else set()
             changed = sorted({t for t in tables if t in hashes and base_hashes.get(t) != hashes[t]} | reindexed)
-        gone = [t for t in base_hashes if t not in tables]
+        listed = set(tables)
+        gone = [t for t in base_hashes if t not in listed]
         lines = [f"{STATE_BASE}{base}", *(f'DROP TABLE IF EXISTS "{_ident(t)}";' for t in [*changed, *gone])]
         if changed or any(kind == "view" for kind, *_ in schema):
             lines += _dump_tables(conn, schema, changed, blob_sink)
         conn.base, conn.replaced = base, frozenset([*changed, *gone])
+        if same_schema and base_image is not None:
+            conn.tables = base_image.ordinary_tables  # every definition is the base's: so is the list
         return "\n".join(lines), conn
     except BaseException:
         conn.close()
