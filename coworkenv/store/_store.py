@@ -48,6 +48,7 @@ from ._rows import (
 
 _TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error",
                       "state_changes")
+GROUP_COMMIT_S = 0.05  # how long the writes of a ``grouped`` store wait for their commit at most
 MAX_RECORDED_ARGUMENTS = 64 << 10  # bytes of an interaction's arguments kept in the store
 MAX_RECORDED_RESULT = 256 << 10  # bytes of its result
 MAX_RECORDED_ERROR = 4 << 10  # characters of its error text
@@ -195,6 +196,9 @@ class Store:
     serialised by a lock and each write is its own transaction, so an interrupted run keeps every
     row it committed.
 
+    Within ``grouped`` (a synthesis calibrating tasks), the writes of this process commit together
+    every ``GROUP_COMMIT_S`` instead, each still atomic on its own.
+
     Tool calls may also be recorded write-behind (``defer_tool_call``): they wait in memory and go
     in at the next ``flush``, together, in one transaction. Every read and write through this
     ``Store`` flushes first, so the process that records never reads a stale history; another
@@ -223,6 +227,9 @@ class Store:
         except sqlite3.DatabaseError as exc:  # OperationalError included: unreadable, read-only, locked
             raise StoreError(f"{self.path} is not a usable coworkenv store: {exc}") from None
         self._lock = threading.RLock()  # the connection
+        self._grouping = 0  # ``grouped`` blocks open
+        self._group_open = False  # whether the group's transaction is open
+        self._group_count = 0  # groups committed so far (a timer commits the one it was started for)
         self._pending_lock = threading.Lock()  # the deferred rows (held only to append or swap)
         self._pending: list[dict[str, Any]] = []
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
@@ -237,14 +244,83 @@ class Store:
 
     def close(self) -> None:
         self.flush()
+        with self._lock:
+            self._commit_group()
         self.db.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:
         with self._lock:
             self._flush_locked()  # its own transaction: a failing write below cannot take these rows along
-            with self.db.conn:
+            with self._atomic():
                 yield self.db
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """Within the block, the writes of this ``Store`` commit together: every ``GROUP_COMMIT_S``
+        at most, when a ``flush`` is asked for, and when the last ``grouped`` block ends. Each write
+        stays atomic on its own (a savepoint: one that fails leaves nothing, the others stand); other
+        connections to the file see them at the commit, and a process killed in between loses the
+        writes since the last one (never a part of one). For the many small writes of a synthesis
+        calibrating its tasks (an episode's start, end and verdict): a commit costs more than they do."""
+        with self._lock:
+            self._grouping += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._grouping -= 1
+                if not self._grouping:
+                    self._commit_group()
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """One write, under the lock: its own transaction, or a savepoint in the group's (``grouped``)."""
+        conn = self.db.conn
+        if not self._grouping:
+            with conn:
+                yield
+            return
+        if not self._group_open:
+            if conn.in_transaction:  # left open by someone else: not ours to group into
+                conn.commit()
+            conn.execute("BEGIN")
+            self._group_open = True
+            timer = threading.Timer(GROUP_COMMIT_S, self._commit_stale, (self._group_count,))
+            timer.daemon = True
+            timer.start()
+        conn.execute("SAVEPOINT coworkenv_write")
+        try:
+            yield
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK TO coworkenv_write")
+                conn.execute("RELEASE coworkenv_write")
+            except sqlite3.OperationalError:  # no savepoint: the transaction ended inside (see below)
+                self._group_ended()
+            raise
+        try:
+            conn.execute("RELEASE coworkenv_write")
+        except sqlite3.OperationalError:  # no savepoint: the write committed the transaction itself (a
+            self._group_ended()  # sqlite-utils write does), or SQLite rolled it back (a full disk, say)
+
+    def _group_ended(self) -> None:
+        if self.db.conn.in_transaction:
+            self.db.conn.commit()
+        self._group_open = False
+        self._group_count += 1
+
+    def _commit_stale(self, group: int) -> None:
+        with self._lock:
+            if self._group_count == group:
+                self._commit_group()
+
+    def _commit_group(self) -> None:
+        """Commit the group's transaction, if one is open (under the lock)."""
+        if self._group_open:
+            self._group_open = False
+            self._group_count += 1
+            self.db.conn.commit()
 
     # --- write-behind ----------------------------------------------------------------------
 
@@ -254,9 +330,11 @@ class Store:
         return len(self._pending)
 
     def flush(self) -> int:
-        """Write every deferred row in one transaction; return how many were written."""
+        """Write every deferred row in one transaction (and commit a ``grouped`` one); return how many were written."""
         with self._lock:
-            return self._flush_locked()
+            written = self._flush_locked()
+            self._commit_group()
+            return written
 
     def _flush_locked(self) -> int:
         if not self._pending:
@@ -264,7 +342,7 @@ class Store:
         with self._pending_lock:
             rows, self._pending = self._pending, []
         try:
-            with self.db.conn:
+            with self._atomic():
                 self.db.conn.executemany(_INSERT_TOOL_CALL, rows)
         except BaseException:
             with self._pending_lock:  # kept for the next flush, in their order
@@ -296,11 +374,8 @@ class Store:
 
     def put_workspace(self, workspace: Workspace) -> None:
         with self.transaction() as db:
-            db.table("workspaces").upsert(
-                {"id": workspace.id, "name": workspace.name, "seed": workspace.seed,
-                 "spec": workspace.model_dump_json(), "created_at": now()},
-                pk="id",
-            )
+            _upsert(db, "workspaces", {"id": workspace.id, "name": workspace.name, "seed": workspace.seed,
+                                       "spec": workspace.model_dump_json(), "created_at": now()})
         self._specs.pop(workspace.id, None)
 
     def workspace(self, workspace_id: str) -> Workspace:

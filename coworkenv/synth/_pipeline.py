@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -115,6 +116,20 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         if on_task is not None:
             on_task(task, calibration)
 
+    # calibrated here: the episodes' many small writes commit together (``Store.grouped``)
+    with store.grouped() if workers == 1 and calibrate is None else contextlib.nullcontext():
+        made = await _generate_and_calibrate(host, n, seed, capabilities, options, one, store_workspace, found,
+                                             calibrate, concurrency, workers, apart)
+    summary.generated, summary.duplicates = len(made.tasks), made.duplicates
+    for task in made.tasks:
+        summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
+    _report(summary, admitted)
+    return summary
+
+
+async def _generate_and_calibrate(host: EpisodeHost, n: int, seed: int, capabilities: tuple[str, ...],
+                                  options: dict[str, Any], one, store_workspace, found, calibrate,
+                                  concurrency: int, workers: int, apart: bool | None) -> Generation:
     if workers > 1:
         async with CalibrationWorkers(host, workers) as pool:
             made = await _streamed(lambda made_one, _: generate(n, seed, capabilities, on_task=made_one, **options),
@@ -135,11 +150,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
         async with asyncio.TaskGroup() as group:  # a failing calibration cancels the others
             for task in made.tasks:
                 group.create_task(one(task, semaphore, calibrate))
-    summary.generated, summary.duplicates = len(made.tasks), made.duplicates
-    for task in made.tasks:
-        summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
-    _report(summary, admitted)
-    return summary
+    return made
 
 
 async def _streamed(source: Callable[[Callable[[Task, Workspace], None], threading.Event], Generation],

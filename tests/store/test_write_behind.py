@@ -93,3 +93,42 @@ def test_unknown_columns_are_refused_by_name(store: Store, episode: str):
     with pytest.raises(ValueError, match="no column.*'colour'"):
         store.defer_tool_call(episode, {**ROW, "colour": "red"})
     assert store.pending == 0
+
+
+def episode_ids(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("select id from episodes")}
+
+
+def test_grouped_writes_commit_together_each_atomic_and_none_lost(store: Store, episode: str):
+    """Within ``grouped`` the writes commit together: another connection sees none of them, then all
+    (the group's timer commits it without a further write); a write that fails leaves nothing of itself
+    and the others stand; the end of the block commits what is left; nested blocks commit at the last."""
+    import time
+
+    from coworkenv.store import StoreError
+    from coworkenv.store._store import GROUP_COMMIT_S
+
+    other = other_reader(store)
+    with store.grouped():
+        first = store.start_episode("t", Provenance("live"))
+        with store.grouped():
+            second = store.start_episode("t", Provenance("live"))
+        with pytest.raises(StoreError, match="no episodes row"):  # a write that fails, halfway through
+            with store.transaction() as db:
+                db.execute("update episodes set status = 'ended' where id = ?", [first])
+                db.execute("update episodes set hint = 'x' where id = 'nobody'")
+                raise StoreError("no episodes row 'nobody' to update")
+        assert first not in episode_ids(other)  # not committed yet: the reader sees none of them
+        waited = 0.0
+        while first not in episode_ids(other) and waited < 10:  # the timer commits them, GROUP_COMMIT_S on
+            time.sleep(GROUP_COMMIT_S)
+            waited += GROUP_COMMIT_S
+        assert {first, second} <= episode_ids(other)
+        third = store.start_episode("t", Provenance("live"))
+        store.end_episode(third, final_answer="a", final_state=None)
+        assert store.episode(third).status == "ended"  # the writing process reads its own writes at once
+    assert third in episode_ids(other)  # the block's end committed the rest
+    assert [store.episode(e).status for e in (first, second)] == ["running", "running"]  # the failed write left nothing
+    with store.transaction() as db:  # outside any group, each write is its own transaction again
+        db.execute("update episodes set hint = 'y' where id = ?", [first])
+    assert other.execute("select hint from episodes where id = ?", (first,)).fetchone() == ("y",)
