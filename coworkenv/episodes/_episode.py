@@ -387,9 +387,9 @@ class Episode:
 
     async def final_state(self) -> tuple[str | None, StateConnection | None]:
         """What the store keeps of the final state, and that state open in memory to grade (None where
-        it is the initial state, which grading opens from its base, or where it could not be read)."""
+        it could not be read)."""
         if not self.touched:  # nothing wrote it: the initial state, without reading it back
-            return self.host.unchanged_state(self.workspace), None
+            return self.host.unchanged_state(self.workspace), self.host.open_unchanged_state(self.workspace)
         try:
             initial = self.host.initial_image(self.workspace).image
             return self.host.state_changes(self.workspace, await self.sandbox.read_changes(STATE_FILE, initial))

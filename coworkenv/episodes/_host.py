@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import secrets
+import sqlite3
 import tempfile
 import time
 from collections import OrderedDict
@@ -340,6 +341,15 @@ class EpisodeHost:
     def unchanged_state(self, workspace: Workspace) -> str:
         """What an episode keeps of a final state equal to its workspace's initial state."""
         return f"{STATE_BASE}{self._base(workspace)[0]}"
+
+    def open_unchanged_state(self, workspace: Workspace) -> StateConnection:
+        """The workspace's initial state open in memory as ``open_state`` opens ``unchanged_state``
+        (a state over its base that replaced nothing), for grading; the caller closes it."""
+        reference, _, image = self._base(workspace)
+        conn = sqlite3.connect(":memory:", factory=StateConnection, check_same_thread=False)
+        conn.deserialize(image.image)
+        conn.base, conn.tables = reference, image.ordinary_tables
+        return conn
 
     def _base(self, workspace: Workspace) -> tuple[str, dict[str, str], StateImage]:
         """The reference of the workspace's initial state dump in the store, its table hashes, and

@@ -449,10 +449,14 @@ def _dump_tables(conn: sqlite3.Connection, schema: list[tuple], tables: list[str
     for table in tables:
         lines.append(next(f"{sql};" for kind, name, _, sql in schema if kind == "table" and name == table))
         columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{_ident(table)}")')]
+        large = " OR ".join(f'(typeof("{_ident(c)}") = \'blob\' AND length("{_ident(c)}") >= {MIN_REFERENCED_BLOB})'
+                            for c in columns)
+        referenced = blob_sink is not None and bool(columns) and conn.execute(
+            f'SELECT EXISTS (SELECT 1 FROM "{_ident(table)}" WHERE {large})').fetchone()[0]
         values = []
         for column in columns:
             quoted = f'"{_ident(column)}"'
-            if blob_sink is not None:
+            if referenced:  # a large BLOB in the table: each cell is looked at (most tables hold none)
                 quoted = (f"CASE WHEN typeof({quoted}) = 'blob' AND length({quoted}) >= {MIN_REFERENCED_BLOB} "
                           f"THEN coworkenv_blob({quoted}) ELSE {quoted} END")
             values.append(f"quote({quoted})")
