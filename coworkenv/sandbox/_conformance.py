@@ -16,6 +16,7 @@ Run them all with ``await run_checks("docker")``, or one by one (the tests param
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import sqlite3
@@ -482,6 +483,18 @@ async def _after_anything(bench: Bench, op: str) -> None:
         assert await value(sb, "w") is None and await value(sb, "c") is None, number
 
 
+async def check_tools_run_as_batch_work(bench: Bench) -> None:
+    """Tools run under Linux's batch scheduling policy (``SCHED_BATCH``, inherited from the runner):
+    a woken tool does not preempt the host process that hands out calls to many sandboxes at once."""
+    sb = await bench.sandbox()
+    read = await probe(sb, "read", path="/proc/self/stat")
+    assert read.ok and read.result["ok"], read
+    fields = read.result["value"].rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    policy = int(fields[38])  # field 41 of proc(5): the scheduling policy
+    assert policy == os.SCHED_BATCH, f"a tool ran under scheduling policy {policy}, not SCHED_BATCH"
+    await serving(sb)
+
+
 async def check_calls_share_a_clean_worker(bench: Bench) -> None:
     """Calls reuse one worker process until anything about it is off; then a fresh one serves."""
     sb = await bench.sandbox()
@@ -741,6 +754,7 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "restore_keeps_a_clean_worker": check_restore_keeps_a_clean_worker,
     "restore_to_a_kept_state": check_restore_to_a_kept_state,
     "calls_share_a_clean_worker": check_calls_share_a_clean_worker,
+    "tools_run_as_batch_work": check_tools_run_as_batch_work,
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,
     "limits": check_limits,

@@ -1032,6 +1032,11 @@ def main(argv):
     lib = os.environ.get("COWORKENV_LIB", "/opt/coworkenv/lib")
     sys.path.insert(0, lib)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a dead worker's pipe is an error, not our death
+    try:  # batch work (its workers and tools inherit it): a reply wakes the host without a tool being woken
+        # first preempting the host process that hands out the calls (synthesis plays many episodes at once)
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux, or refused: the default policy then
+        pass
     sandboxed = "--sandboxed" in argv
     runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed)
     runner.preload(lib)
