@@ -142,8 +142,8 @@ def synth(
     if workers > 1 and concurrency is not None and concurrency > 1:
         raise fail("--concurrency is what one process calibrates at once; with --workers each worker process "
                    "calibrates one task at a time")
-    if concurrency is None:  # two at once keep a process and its sandboxes busier than one (RESULTS.md, "Synthesis speed")
-        concurrency = 2 if ray is None and workers == 1 else 1
+    if concurrency is None:  # four at once keep a process and its sandboxes busier than one or two (RESULTS.md)
+        concurrency = 4 if ray is None and workers == 1 else 1
     check_ray(ray)
     host = open_host(store, sandbox, create=True, local=ray is None)
 

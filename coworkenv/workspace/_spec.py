@@ -219,9 +219,21 @@ def mentions(text: str, phrase: str) -> bool:
     """Whether ``phrase`` occurs in ``text`` as a whole word or phrase, case-insensitively (``4`` is not
     mentioned by ``2024``, ``Ann`` not by ``Anna``)."""
     phrase = phrase.strip()
-    if text.isascii() and phrase.isascii() and phrase.lower() not in text.lower():
-        return False  # (exact for ASCII: no character of either folds to another's; most phrases are absent)
+    if phrase and text.isascii() and phrase.isascii():  # what the pattern finds, without compiling it (exact
+        low, wanted = text.lower(), phrase.lower()     # for ASCII: no character of either folds to another's)
+        at = low.find(wanted)
+        while at != -1:
+            end = at + len(wanted)
+            if (at == 0 or not _is_word(low[at - 1])) and (end == len(low) or not _is_word(low[end])):
+                return True
+            at = low.find(wanted, at + 1)
+        return False
     return _mention(phrase).search(text) is not None
+
+
+def _is_word(char: str) -> bool:
+    """Whether an ASCII character is one ``\\w`` matches."""
+    return char.isalnum() or char == "_"
 
 
 @functools.lru_cache(maxsize=4096)  # the excluded values of many tasks: more than ``re`` keeps compiled

@@ -69,3 +69,19 @@ def test_a_mention_is_a_whole_word_or_phrase_in_any_case(text, phrase, found):
 
     assert mentions(text, phrase) is found
     assert AnswerCheck(id="a", description="", contains=["x"], excludes=[phrase]).evaluate(None, f"x {text}").passed is not found
+
+
+def test_mentions_finds_exactly_what_its_whole_word_pattern_finds():
+    """ASCII text is searched without compiling a pattern; the answer is the pattern's, case-insensitive,
+    whole words only, for every text and phrase (word characters, spaces, punctuation, the underscore)."""
+    import random
+
+    from coworkenv.workspace._spec import _mention, mentions
+
+    rng = random.Random(7)
+    alphabet = "ab1_ -.,'A2"
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        phrase = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+        assert mentions(text, phrase) == (_mention(phrase.strip()).search(text) is not None), (text, phrase)
+    assert mentions("Invoice INV-2024 paid", "inv-2024") and not mentions("2024", "4") and not mentions("Anna", "Ann")
