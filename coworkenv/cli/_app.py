@@ -118,7 +118,7 @@ def synth(
     app_name: AppOpt = None,
     sandbox: SandboxOpt = "bwrap",
     concurrency: Annotated[int | None, typer.Option(
-        min=1, show_default=False, help="Tasks calibrated at once (on each node, with --ray).  [default: 2 in one "
+        min=1, show_default=False, help="Tasks calibrated at once (on each node, with --ray).  [default: 4 in one "
         "process, 1 on each node]")] = None,
     profile: Annotated[Path | None, typer.Option(
         help="A capability profile written by `coworkenv eval`: spend the budget by capability and difficulty "
