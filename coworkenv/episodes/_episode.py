@@ -98,6 +98,7 @@ def _text_problem(value: Any, path: str = "") -> str | None:
 
 
 CHECKED_ARGUMENTS = 512  # argument texts a toolbox remembers the check of (per workspace)
+KEPT_RECORD_BYTES = 4 << 20  # an episode grades its record from memory up to this many bytes of it (from the store past it)
 CHECKED_TEXT_MAX = 4096  # longer argument texts (a document written whole) are checked every time
 
 
@@ -175,7 +176,10 @@ class Episode:
         self.verdict: VerdictRow | None = None  # the gate's, once the episode has ended and been graded
         # what it recorded, in order, kept in memory in a held sandbox only (``resume`` copies it)
         self.recorded: list[dict[str, Any]] | None = None if owns_sandbox else []
-        self.interactions: list[ToolCallRow] = []  # what it recorded, as the store reads it back (graded at the end)
+        # what it recorded, as the store reads it back, graded at its end (None past ``KEPT_RECORD_BYTES``:
+        # read back from the store then)
+        self.interactions: list[ToolCallRow] | None = []
+        self._kept_bytes = 0
         self.resumed_from: str | None = None  # the episode it began where it ended (``resume``)
         self._lock = asyncio.Lock()
         self._graded = asyncio.Event()
@@ -183,7 +187,12 @@ class Episode:
     def _record(self, row: dict[str, Any]) -> None:
         if self.recorded is not None:
             self.recorded.append(row)
-        self.interactions.append(self.host.record(self.id, row))
+        recorded = self.host.record(self.id, row)
+        if self.interactions is not None:
+            self._kept_bytes += sum(len(row.get(column) or "") for column in ("arguments", "result", "state_changes"))
+            self.interactions.append(recorded)
+            if self._kept_bytes > KEPT_RECORD_BYTES:  # a long episode of large results: not held in memory
+                self.interactions = None
 
     def resume(self, after: Episode) -> None:
         """Begin where ``after`` ended, before its answer: ``after`` is an ended episode of the same
@@ -428,8 +437,9 @@ class Episode:
                             error=error, boundary=failure.boundary if failure else None, abandoned=abandoned)
                         self.host.forget(self)
                     # the episode as the store now holds it (``episode_record`` would read the same)
-                    record = EpisodeRecord(self.interactions, storable(answer), state, self.host.store.state_base,
-                                           truncated, storable(error))
+                    if self.interactions is not None:
+                        record = EpisodeRecord(self.interactions, storable(answer), state,
+                                               self.host.store.state_base, truncated, storable(error))
                 except BaseException:
                     if opened is not None:
                         opened.close()

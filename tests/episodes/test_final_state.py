@@ -201,3 +201,20 @@ async def test_the_runtime_grades_an_episode_as_the_store_reads_it_back(host, ta
     again = grade_episode(host.store, episode.id, regrade=True)
     assert (again.score, again.checks, again.reason) == (verdict.score, verdict.checks, verdict.reason)
     assert host.store.episode(episode.id).final_answer.endswith("?")
+
+
+async def test_an_episode_whose_record_outgrows_memory_is_graded_from_the_store(host, tasks, monkeypatch):
+    """Past ``KEPT_RECORD_BYTES`` of arguments and results an episode stops keeping its record in
+    memory and is graded from what the store reads back: the same verdict either way."""
+    from coworkenv.episodes import _episode
+    from coworkenv.gate import grade_episode
+
+    monkeypatch.setattr(_episode, "KEPT_RECORD_BYTES", 10)
+    task = host.task(next(t for t in tasks if t.startswith("single_write")))
+    episode = await host.open(task, Provenance("live"))
+    for step in task.reference:
+        await episode.call(step.tool, step.arguments)
+    assert episode.interactions is None
+    verdict = await episode.finish(task.reference_answer)
+    again = grade_episode(host.store, episode.id, regrade=True)
+    assert verdict.score == 1.0 and (again.score, again.checks, again.reason) == (verdict.score, verdict.checks, verdict.reason)
