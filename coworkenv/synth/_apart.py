@@ -125,5 +125,4 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
 def main(fd: int) -> None:
     """The child: the arguments come pickled on stdin, the messages go out on ``fd``."""
     args = pickle.load(sys.stdin.buffer)
-    os.nice(int(os.environ.get("XNICE", "0")))
     _child(Connection(fd, readable=False), *args)
