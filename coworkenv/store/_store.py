@@ -243,9 +243,7 @@ class Store:
                 raise StoreError(f"{self.path} is not a usable coworkenv store: {exc}") from None
 
     def close(self) -> None:
-        self.flush()
-        with self._lock:
-            self._commit_group()
+        self.flush()  # commits a ``grouped`` transaction too
         self.db.conn.close()
 
     @contextmanager
@@ -297,18 +295,12 @@ class Store:
                 conn.execute("ROLLBACK TO coworkenv_write")
                 conn.execute("RELEASE coworkenv_write")
             except sqlite3.OperationalError:  # no savepoint: the transaction ended inside (see below)
-                self._group_ended()
+                self._end_group()
             raise
         try:
             conn.execute("RELEASE coworkenv_write")
         except sqlite3.OperationalError:  # no savepoint: the write committed the transaction itself (a
-            self._group_ended()  # sqlite-utils write does), or SQLite rolled it back (a full disk, say)
-
-    def _group_ended(self) -> None:
-        if self.db.conn.in_transaction:
-            self.db.conn.commit()
-        self._group_open = False
-        self._group_count += 1
+            self._end_group()  # sqlite-utils write does), or SQLite rolled it back (a full disk, say)
 
     def _commit_stale(self, group: int) -> None:
         with self._lock:
@@ -318,8 +310,13 @@ class Store:
     def _commit_group(self) -> None:
         """Commit the group's transaction, if one is open (under the lock)."""
         if self._group_open:
-            self._group_open = False
-            self._group_count += 1
+            self._end_group()
+
+    def _end_group(self) -> None:
+        """The group's transaction is over: committed here if SQLite still holds it open."""
+        self._group_open = False
+        self._group_count += 1
+        if self.db.conn.in_transaction:
             self.db.conn.commit()
 
     # --- write-behind ----------------------------------------------------------------------

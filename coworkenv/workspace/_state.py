@@ -436,6 +436,13 @@ def _reindexed(schema: list[tuple], base: StateImage, tables: list[str]) -> set[
     return {owner for _, _, owner, _ in extras(schema) ^ before} & set(tables)
 
 
+def _holds_large_blobs(conn: sqlite3.Connection, table: str, columns: list[str]) -> bool:
+    """Whether a cell of ``table`` is a BLOB of ``MIN_REFERENCED_BLOB`` bytes or more."""
+    large = " OR ".join(f"(typeof(\"{_ident(c)}\") = 'blob' AND length(\"{_ident(c)}\") >= {MIN_REFERENCED_BLOB})"
+                        for c in columns)
+    return bool(conn.execute(f'SELECT EXISTS (SELECT 1 FROM "{_ident(table)}" WHERE {large})').fetchone()[0])
+
+
 def _dump_tables(conn: sqlite3.Connection, schema: list[tuple], tables: list[str],
                  blob_sink: Callable[[bytes], str] | None) -> list[str]:
     """SQL that makes the ``tables`` of ``conn`` (dropped before it runs) again, with their records,
@@ -449,10 +456,7 @@ def _dump_tables(conn: sqlite3.Connection, schema: list[tuple], tables: list[str
     for table in tables:
         lines.append(next(f"{sql};" for kind, name, _, sql in schema if kind == "table" and name == table))
         columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{_ident(table)}")')]
-        large = " OR ".join(f'(typeof("{_ident(c)}") = \'blob\' AND length("{_ident(c)}") >= {MIN_REFERENCED_BLOB})'
-                            for c in columns)
-        referenced = blob_sink is not None and bool(columns) and conn.execute(
-            f'SELECT EXISTS (SELECT 1 FROM "{_ident(table)}" WHERE {large})').fetchone()[0]
+        referenced = blob_sink is not None and bool(columns) and _holds_large_blobs(conn, table, columns)
         values = []
         for column in columns:
             quoted = f'"{_ident(column)}"'
