@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..episodes import Episode, EpisodeHost, HeldSandbox
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
-from ..workspace import SUBMIT_TOOL, ReferenceStep, Task
+from ..workspace import ASK_TOOL, SUBMIT_TOOL, ReferenceStep, Task
 from ._probes import PROBES, Probe, harden, probes
 
 
@@ -46,14 +46,24 @@ class Calibration:
         return not self.reason
 
 
+@dataclass
+class _Kept:
+    """An ended episode whose final state the held sandbox keeps (``HeldSandbox.keep``), and the
+    calls it played: an episode whose calls begin with them begins where it ended."""
+
+    episode: Episode
+    steps: list[ReferenceStep]
+
+
 async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | None,
-                *, after: Episode | None = None) -> tuple[Episode, VerdictRow]:
-    """One episode of the held ``sandbox``'s task. ``after``: the reference's episode, kept
-    (``HeldSandbox.keep``): steps that begin with the task's reference begin where it ended."""
+                *, after: _Kept | None = None) -> tuple[Episode, VerdictRow]:
+    """One episode of the held ``sandbox``'s task. ``after``: an episode kept in the sandbox:
+    ``steps`` that begin with its calls begin where it ended (played again where the backend cannot)."""
     steps_left = steps
-    prefix = len(sandbox.task.reference)
-    if after is not None and steps[:prefix] == sandbox.task.reference:
-        episode = await sandbox.open(Provenance("calibration", provider="reference"), after=after)
+    prefix = len(after.steps) if after is not None else 0
+    if (after is not None and steps[:prefix] == after.steps
+            and not any(step.tool == ASK_TOOL.name for step in steps[prefix:])):  # the user's turns go on from the start
+        episode = await sandbox.open(Provenance("calibration", provider="reference"), after=after.episode)
         if episode.resumed_from is not None:
             steps_left = steps[prefix:]
     else:
@@ -66,6 +76,10 @@ async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | 
     if verdict is None:
         raise RuntimeError(f"calibration episode {episode.id} of {sandbox.task.id} was not graded")
     return episode, verdict
+
+
+async def _keep(sandbox: HeldSandbox, episode: Episode, steps: list[ReferenceStep]) -> _Kept | None:
+    return _Kept(episode, steps) if await sandbox.keep(episode) else None
 
 
 async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus = "admitted",
@@ -94,9 +108,24 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
 async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_as: TaskStatus, hack_probes: bool,
                      record: bool, found: dict[str, Probe | None] | None) -> Calibration:
     store = host.store
-    ref, reference = await _play(sandbox, task.reference, task.reference_answer)
+    # a partial solution the reference extends is played first, and the reference begins where it ended
+    first = None
+    if hack_probes:
+        if found is None:
+            workspace = host.workspace(task.workspace_id)
+            found = probes(task, workspace, host.initial_connection(workspace))
+        partial = found.get("partial")
+        if partial is not None and 0 < len(partial.steps) < len(task.reference) \
+                and task.reference[:len(partial.steps)] == partial.steps:
+            first = partial
+    played: dict[str, VerdictRow] = {}
+    before = None
+    if first is not None:
+        episode, played[first.name] = await _play(sandbox, first.steps, first.answer)
+        before = await _keep(sandbox, episode, first.steps)
+    ref, reference = await _play(sandbox, task.reference, task.reference_answer, after=before)
     ref_id = ref.id
-    kept = ref if await sandbox.keep(ref) else None  # probes that extend the reference begin where it ended
+    kept = await _keep(sandbox, ref, task.reference)  # probes that extend the reference begin where it ended
     probe = task.forbidden_probe or (
         ReferenceStep(tool=task.forbidden_tools[0]) if task.forbidden_tools else None
     )
@@ -136,7 +165,8 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
             problems.append(f"the world event {event.tool} failed: {event.error}")
     outcomes: dict[str, str] = {}
     if hack_probes and not problems:
-        outcomes = await play_probes(host, task, sandbox, found, after=kept)
+        assert found is not None
+        outcomes = await _play_probes(task, sandbox, found, kept, played)
         for name, outcome in outcomes.items():
             if outcome == "beaten":
                 problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
@@ -154,23 +184,29 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
 
 
 async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None = None,
-                      found: dict[str, Probe | None] | None = None, *, after: Episode | None = None) -> dict[str, str]:
+                      found: dict[str, Probe | None] | None = None) -> dict[str, str]:
     """Play each hack probe of ``task`` in an episode; ``beaten`` where the gate admits it.
     ``sandbox``: one held for the task's episodes (``EpisodeHost.hold_sandbox``); one is held here without it.
-    ``found``: the task's probes (``probes``), where the caller has them. ``after``: the reference's
-    episode, kept in ``sandbox`` (``HeldSandbox.keep``): a probe that extends the reference begins where it ended."""
+    ``found``: the task's probes (``probes``), where the caller has them."""
     if sandbox is None:
         async with host.hold_sandbox(task) as held:
             return await play_probes(host, task, held, found)
     if found is None:
         workspace = host.workspace(task.workspace_id)
         found = probes(task, workspace, host.initial_connection(workspace))
+    return await _play_probes(task, sandbox, found, None, {})
+
+
+async def _play_probes(task: Task, sandbox: HeldSandbox, found: dict[str, Probe | None], after: _Kept | None,
+                       played: dict[str, VerdictRow]) -> dict[str, str]:
+    """``after``: the reference's episode, kept in ``sandbox``: a probe that extends it begins where
+    it ended. ``played``: the verdicts of probes played already."""
     outcomes = {}
     for name, probe in found.items():
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        _, verdict = await _play(sandbox, probe.steps, probe.answer, after=after)
+        verdict = played.get(name) or (await _play(sandbox, probe.steps, probe.answer, after=after))[1]
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 

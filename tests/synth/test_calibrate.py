@@ -160,10 +160,11 @@ async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(hos
 
 
 async def test_probes_that_extend_the_reference_begin_where_it_ended(tmp_path, monkeypatch):
-    """The forbidden probe, ``spray`` and ``destructive`` begin where the reference's episode ended
-    (the sandbox keeps its final state and is restored to it): their records hold the reference's
-    calls and then their own, only their own run in the sandbox, and every task calibrates as it does
-    on a backend that cannot keep a state (where every call of every episode runs)."""
+    """The forbidden probe, ``spray`` and ``destructive`` begin where the reference's episode ended,
+    and the reference where the partial solution's ended (the sandbox keeps a final state and is
+    restored to it): their records hold the calls of the one they extend and then their own, only
+    their own run in the sandbox, and every task calibrates as it does on a backend that cannot keep
+    a state (where every call of every episode runs)."""
     from collections import Counter
 
     from coworkenv.episodes import EpisodeHost, EpisodeSettings
@@ -194,15 +195,19 @@ async def test_probes_that_extend_the_reference_begin_where_it_ended(tmp_path, m
                 host.store.put_task(task)
                 results[mode].append(await calibrate_task(host, task, record=False))
             if mode == "kept":
-                task = next(t for t in made.tasks if t.forbidden_tools and len(t.reference) >= 2)
-                reference, forbidden = sorted(host.store.episodes(source="calibration", task_id=task.id),
-                                              key=lambda e: e.started_at)[:2]
-                played = [(i.kind, i.tool, i.arguments, i.result) for i in host.store.interactions(reference.id)]
-                extended = [(i.kind, i.tool, i.arguments, i.result) for i in host.store.interactions(forbidden.id)]
+                task = next(t for t in made.tasks if t.forbidden_tools and len(t.reference) >= 3)
+                forbidden_tool = task.forbidden_probe.tool if task.forbidden_probe else task.forbidden_tools[0]
+                episodes = sorted(host.store.episodes(source="calibration", task_id=task.id), key=lambda e: e.started_at)
+                records = [[(i.kind, i.tool, i.arguments, i.result) for i in host.store.interactions(e.id)]
+                           for e in episodes]
+                # the partial solution (the reference without its last write) first, then the reference
+                # from where it ended, then the forbidden probe from where the reference ended
+                partial, played, extended = records[:3]
+                assert [tool for _, tool, _, _ in played[:-1]] == [step.tool for step in task.reference]
+                assert len(partial) < len(played) and partial[:-1] == played[:len(partial) - 1]
                 assert played[-1][1] == SUBMIT_TOOL.name and extended[-1][1] == SUBMIT_TOOL.name
                 assert extended[:len(played) - 1] == played[:-1]
-                assert [tool for _, tool, _, _ in extended[len(played) - 1:-1]] == [
-                    (task.forbidden_probe.tool if task.forbidden_probe else task.forbidden_tools[0])]
+                assert [tool for _, tool, _, _ in extended[len(played) - 1:-1]] == [forbidden_tool]
         finally:
             await host.close()
     assert all(r.admitted for r in results["kept"])
