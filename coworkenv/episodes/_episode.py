@@ -14,6 +14,7 @@ import logging
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -163,6 +164,9 @@ class Episode:
         self.task = task
         self.workspace = workspace
         self.sandbox = sandbox
+        # what puts the sandbox in the task's initial state before the episode first uses it, where
+        # its holder left that until then (``HeldSandbox.open``): an episode without a call needs none
+        self.prepare_sandbox: Callable[[], Awaitable[Any]] | None = None
         self.provenance = provenance
         self.toolbox = host.toolbox(workspace)
         self.tools = host.tools_of(task, workspace)
@@ -212,6 +216,14 @@ class Episode:
         self.events = [event for event in self.events if event.after_calls > self.calls]
         self.touched = after.touched
         self.resumed_from = after.id
+
+    async def ready_sandbox(self) -> Sandbox:
+        """The episode's sandbox, put in the task's initial state first where that was left for its
+        first use (``prepare_sandbox``)."""
+        if self.prepare_sandbox is not None:
+            prepare, self.prepare_sandbox = self.prepare_sandbox, None
+            await prepare()
+        return self.sandbox
 
     def tool(self, name: str) -> ToolSpec | None:
         if name == ASK_TOOL.name and self.user is not None:
@@ -316,7 +328,7 @@ class Episode:
             event = self.events.pop(0)
             started = time.perf_counter()
             try:
-                outcome = await self.sandbox.call_tool(event.app, event.action, event.arguments)
+                outcome = await (await self.ready_sandbox()).call_tool(event.app, event.action, event.arguments)
             except SandboxError as exc:
                 self.touched = True
                 return exc
@@ -334,7 +346,7 @@ class Episode:
 
     async def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> CallResult:
         try:
-            outcome = await self.sandbox.call_tool(spec.app, spec.tool, arguments)
+            outcome = await (await self.ready_sandbox()).call_tool(spec.app, spec.tool, arguments)
         except BaseException:
             self.touched = True  # it may have written before it failed
             raise
@@ -376,7 +388,7 @@ class Episode:
         if self.ended:
             raise ValueError(f"episode {self.id} has ended; start a new one")
         try:
-            outcome = await self.sandbox.call_tool(app, tool, arguments)
+            outcome = await (await self.ready_sandbox()).call_tool(app, tool, arguments)
         except SandboxError as exc:
             error = EpisodeFailed(f"the sandbox failed reading {app} records: {exc}", boundary="sandbox")
             await self.finish(self.final_answer, failure=error)
@@ -401,7 +413,7 @@ class Episode:
             return self.host.unchanged_state(self.workspace), self.host.open_unchanged_state(self.workspace)
         try:
             initial = self.host.initial_image(self.workspace).image
-            return self.host.state_changes(self.workspace, await self.sandbox.read_changes(STATE_FILE, initial))
+            return self.host.state_changes(self.workspace, await (await self.ready_sandbox()).read_changes(STATE_FILE, initial))
         except (OSError, SandboxError, sqlite3.DatabaseError):  # a tool may have broken its state file
             return None, None
 

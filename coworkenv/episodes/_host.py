@@ -85,8 +85,9 @@ def cached_initial_state(cache_dir: Path, workspace: Workspace, digest: str | No
 class HeldSandbox:
     """A sandbox held for episodes of one task played one after another (``EpisodeHost.hold_sandbox``):
     each starts from the initial state, restored in the same sandbox (``Sandbox.restore``: the state
-    file and scratch dirs put back, the process tools run in kept) when an episode before it used it,
-    or where an episode ``keep`` kept ended."""
+    file and scratch dirs put back, the process tools run in kept) when an episode before it used it
+    (as the episode first uses it: one that makes no call leaves it as it was), or where an episode
+    ``keep`` kept ended."""
 
     def __init__(self, host: EpisodeHost, task: Task, sandbox: Sandbox) -> None:
         self.host, self.task, self.sandbox = host, task, sandbox
@@ -98,6 +99,7 @@ class HeldSandbox:
         where it ended (``open(after=episode)``); False where the backend cannot."""
         if episode is not self._last or not episode.ended:
             raise ValueError(f"episode {episode.id} is not the last one ended in this sandbox")
+        await episode.ready_sandbox()  # an episode that never used it left it as the one before
         self.kept = episode if await self.sandbox.keep_state() else None
         return self.kept is episode
 
@@ -111,12 +113,12 @@ class HeldSandbox:
             resumed = await self.sandbox.restore(kept=True)
             if not resumed:
                 self.kept = None  # the runner had to reset: what it kept is gone
-        elif self.sandbox.used:
-            await self.sandbox.restore()
         episode = await self.host.open(self.task, provenance, sandbox=self.sandbox)
         if resumed:
             assert after is not None
             episode.resume(after)
+        elif self.sandbox.used:  # restored when the episode first uses it: one that makes no call needs none
+            episode.prepare_sandbox = self.sandbox.restore
         self._last = episode
         return episode
 

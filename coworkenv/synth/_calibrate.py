@@ -15,6 +15,9 @@ The episodes that extend the reference (the forbidden probe, ``spray``, ``destru
 the reference's episode ended: the sandbox keeps its final state (``HeldSandbox.keep``) and is
 restored to it, and the reference's calls are recorded as theirs (``Episode.resume``) rather than
 played again; only their own calls run (where the backend cannot keep a state, every call runs).
+The same way, a partial solution whose calls begin the reference's is played first, and the
+reference begins where it ended. An episode that makes no call (the empty one, a claim, a listed
+answer) needs no restore: the sandbox is put back only for an episode that uses it.
 """
 
 from __future__ import annotations

@@ -159,6 +159,48 @@ async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(hos
     assert acquired(host.pool) == before + 2  # the failed hold's sandbox was not parked for the next
 
 
+async def test_an_episode_without_a_call_leaves_its_held_sandbox_as_it_was(host, monkeypatch):
+    """A held sandbox is put back in the initial state when an episode first uses it: an episode
+    that makes no call sends it no restore and is graded from the initial state; the next episode
+    that calls starts from the initial state all the same, and keeping an episode that made no call
+    keeps the initial state, not what the episode before it left."""
+    from coworkenv.sandbox._client import RunnerSandbox
+
+    restores: list[bool] = []
+    real = RunnerSandbox.restore
+
+    async def counting(self, *, kept=False):
+        restores.append(kept)
+        return await real(self, kept=kept)
+
+    monkeypatch.setattr(RunnerSandbox, "restore", counting)
+    made = generate(len(GENERATED), seed=5, generator="composed")
+    task = next(t for t in made.tasks if t.capability == "single_write")
+    _store_task(host, task, next(w for w in made.workspaces if w.id == task.workspace_id))
+    provenance = Provenance("calibration", provider="reference")
+
+    async def play(held, steps, answer, after=None):
+        episode = await held.open(provenance, after=after)
+        for step in steps:  # every episode extended here made no call
+            await episode.call(step.tool, step.arguments)
+        verdict = await episode.finish(answer)
+        assert verdict is not None
+        return episode, (verdict.score, verdict.reason, [(c.id, c.passed) for c in verdict.checks])
+
+    async with host.hold_sandbox(task) as held:
+        _, first = await play(held, task.reference, task.reference_answer)
+        assert first[0] == 1.0
+        _, empty = await play(held, [], task.reference_answer)  # the reference's answer, no call
+        assert empty[0] < 1.0 and restores == []
+        _, again = await play(held, task.reference, task.reference_answer)
+        assert again == first and restores == [False]
+        idle, _ = await play(held, [], None)
+        assert await held.keep(idle)  # the initial state, restored for it
+        assert restores == [False, False]
+        resumed, from_kept = await play(held, task.reference, task.reference_answer, after=idle)
+        assert resumed.resumed_from == idle.id and from_kept == first and restores == [False, False, True]
+
+
 async def test_probes_that_extend_the_reference_begin_where_it_ended(tmp_path, monkeypatch):
     """The forbidden probe, ``spray`` and ``destructive`` begin where the reference's episode ended,
     and the reference where the partial solution's ended (the sandbox keeps a final state and is
