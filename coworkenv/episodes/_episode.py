@@ -13,8 +13,8 @@ import json
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass, field, replace
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import jsonschema

@@ -169,7 +169,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
     outcomes: dict[str, str] = {}
     if hack_probes and not problems:
         assert found is not None
-        outcomes = await _play_probes(task, sandbox, found, kept, played)
+        outcomes = await _play_probes(sandbox, found, kept, played)
         for name, outcome in outcomes.items():
             if outcome == "beaten":
                 problems.append(f"the hack probe {name!r} ({PROBES[name]}) is admitted")
@@ -197,10 +197,10 @@ async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None
     if found is None:
         workspace = host.workspace(task.workspace_id)
         found = probes(task, workspace, host.initial_connection(workspace))
-    return await _play_probes(task, sandbox, found, None, {})
+    return await _play_probes(sandbox, found, None, {})
 
 
-async def _play_probes(task: Task, sandbox: HeldSandbox, found: dict[str, Probe | None], after: _Kept | None,
+async def _play_probes(sandbox: HeldSandbox, found: dict[str, Probe | None], after: _Kept | None,
                        played: dict[str, VerdictRow]) -> dict[str, str]:
     """``after``: the reference's episode, kept in ``sandbox``: a probe that extends it begins where
     it ended. ``played``: the verdicts of probes played already."""
@@ -209,7 +209,7 @@ async def _play_probes(task: Task, sandbox: HeldSandbox, found: dict[str, Probe 
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        verdict = played.get(name) or (await _play(sandbox, probe.steps, probe.answer, after=after))[1]
+        verdict = played[name] if name in played else (await _play(sandbox, probe.steps, probe.answer, after=after))[1]
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 
