@@ -114,9 +114,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
     # a partial solution the reference extends is played first, and the reference begins where it ended
     first = None
     if hack_probes:
-        if found is None:
-            workspace = host.workspace(task.workspace_id)
-            found = probes(task, workspace, host.initial_connection(workspace))
+        found = found if found is not None else _probes_of(host, task)
         partial = found.get("partial")
         if partial is not None and 0 < len(partial.steps) < len(task.reference) \
                 and task.reference[:len(partial.steps)] == partial.steps:
@@ -194,10 +192,12 @@ async def play_probes(host: EpisodeHost, task: Task, sandbox: HeldSandbox | None
     if sandbox is None:
         async with host.hold_sandbox(task) as held:
             return await play_probes(host, task, held, found)
-    if found is None:
-        workspace = host.workspace(task.workspace_id)
-        found = probes(task, workspace, host.initial_connection(workspace))
-    return await _play_probes(sandbox, found, None, {})
+    return await _play_probes(sandbox, found if found is not None else _probes_of(host, task), None, {})
+
+
+def _probes_of(host: EpisodeHost, task: Task) -> dict[str, Probe | None]:
+    workspace = host.workspace(task.workspace_id)
+    return probes(task, workspace, host.initial_connection(workspace))
 
 
 async def _play_probes(sandbox: HeldSandbox, found: dict[str, Probe | None], after: _Kept | None,
