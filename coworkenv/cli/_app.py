@@ -17,7 +17,7 @@ from rich.table import Table
 from .. import __version__
 from ..agents import provider_help
 from ..gate import run_gate
-from ..server import ServeSettings, serve_conformance, serve_http, serve_stdio, unix_socket
+from ..server import ServeSettings, redact_url, serve_conformance, serve_http, serve_stdio, unix_socket
 from ..synth import ProfileError, WorkerError, load_profile, synthesize
 from ..workspace import PromptStyle
 from ._common import (
@@ -199,6 +199,10 @@ def serve(
     sandbox: SandboxOpt = "bwrap",
     token: Annotated[str | None, typer.Option(
         envvar="COWORKENV_TOKEN", help="Bearer token clients must send (required unless bound to loopback).")] = None,
+    operator_token: Annotated[str | None, typer.Option(
+        envvar="COWORKENV_OPERATOR_TOKEN", help="The operator's credential (X-Coworkenv-Operator header), not the "
+        "clients' token: only it opens teacher, eval, rl and calibration episodes, ends episodes as infrastructure "
+        "failures and reads others' verdicts (collect --url sends it).")] = None,
     allowed_host: Annotated[list[str] | None, typer.Option(
         "--allowed-host", help="A Host name clients may use besides the bind address (repeatable).")] = None,
     idle_timeout: Annotated[float, typer.Option(min=1, help="End an episode after this many idle seconds.")] = 1800,
@@ -230,6 +234,7 @@ def serve(
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
+                             operator_token=SecretStr(operator_token) if operator_token is not None else None,
                              allowed_hosts=allowed_host or [],
                              session_idle_timeout=idle_timeout, episode_idle_timeout=idle_timeout,
                              fresh_idle_timeout=min(fresh_idle_timeout, idle_timeout), max_episodes=max_episodes,
@@ -243,7 +248,7 @@ def serve(
     try:
         settings.check()
     except ValueError as exc:
-        raise fail(f"{exc} (--token or $COWORKENV_TOKEN)") from None
+        raise fail(f"{exc} (--token or $COWORKENV_TOKEN, --operator-token or $COWORKENV_OPERATOR_TOKEN)") from None
     if workers > 1 and stdio:
         raise fail("--workers serves HTTP; --stdio is one episode in one process")
     if workers > 1 and worker_socket is None:
@@ -286,7 +291,7 @@ def serve(
         err.print(f"serving MCP on http://{host}:{bound}/t/<task>/mcp (tasks: http://{host}:{bound}/tasks); "
                   "Ctrl-C stops it")
         if upstream:
-            err.print(f"recording model calls to {upstream} at http://{host}:{bound}/t/<task>/e/<key>/v1")
+            err.print(f"recording model calls to {redact_url(upstream)} at http://{host}:{bound}/t/<task>/e/<key>/v1")
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))
@@ -342,6 +347,9 @@ def collect_command(
         help="A running `coworkenv serve` on the same store to play through (default: an in-process one).")] = None,
     token: Annotated[str | None, typer.Option(
         envvar="COWORKENV_TOKEN", help="Bearer token of the server at --url.")] = None,
+    operator_token: Annotated[str | None, typer.Option(
+        envvar="COWORKENV_OPERATOR_TOKEN", help="Operator credential of the server at --url (its --operator-token): "
+        "teacher episodes open with it only.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many tasks.")] = None,
     episodes_per_task: Annotated[int, typer.Option(
         min=1, help="Admitted episodes wanted of each task from this provider (collect again for more).")] = 1,
@@ -394,7 +402,7 @@ def collect_command(
                 bar.update(job, total=summary.runs)
 
             if url is not None:
-                remote = RemoteEpisodes(url, token=token)
+                remote = RemoteEpisodes(url, token=token, operator_token=operator_token)
                 try:
                     return await collect(shared, remote, settings, limit=limit, on_run=lambda _: bar.advance(job),
                                          on_start=started)
@@ -455,11 +463,18 @@ StyleOpt = Annotated[PromptStyle, typer.Option(
 
 def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False,
             run_tag: str | None = None) -> None:
-    from ..trainer import export_dpo, export_rl, export_sft, sft_skipped
+    from ..trainer import SKIP_REASONS, dpo_skipped, export_dpo, export_rl, export_sft, sft_skipped
 
     opened = open_store(store)
     if out_path.is_dir():
         raise fail(f"--out {out_path} is a folder; give a file name, e.g. {out_path / (kind + '.jsonl')}")
+    # what the export leaves out, and why (a conversation that is not what was graded, say)
+    skipped = sft_skipped(opened, run_tag=run_tag) if kind == "sft" else dpo_skipped(opened) if kind == "dpo" else []
+    reasons: dict[str, list[str]] = {}
+    for episode_id, reason in skipped:
+        reasons.setdefault(reason, []).append(episode_id)
+    told = [f"skipped {len(ids)} episodes ({reason}: {SKIP_REASONS[reason]}): " + ", ".join(ids[:20])
+            + (" …" if len(ids) > 20 else "") for reason, ids in reasons.items()]
     try:
         if kind == "sft":
             rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision, run_tag=run_tag)
@@ -470,18 +485,17 @@ def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json:
     except OSError as exc:
         raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # nothing to export: no file is written
-        raise fail(str(exc), code=FAILED) from None
+        raise fail("\n".join([str(exc), *told]), code=FAILED) from None
     noun = "pairs" if kind == "dpo" else "rows"
-    skipped = sft_skipped(opened, run_tag=run_tag) if kind == "sft" else []
 
     def human() -> None:
         err.print(f"wrote {rows} {noun} to {out_path}")
-        if skipped:
-            err.print(f"skipped {len(skipped)} admitted episodes: {skipped[0][1]}: "
-                      + ", ".join(episode for episode, _ in skipped[:20]) + (" …" if len(skipped) > 20 else ""))
+        for line in told:
+            err.print(escape(line))
 
     emit(as_json, {"out": str(out_path), noun: rows, "style": style,
-                   **({"skipped": [{"episode_id": e, "reason": r} for e, r in skipped]} if kind == "sft" else {})},
+                   **({"skipped": [{"episode_id": e, "reason": r, "why": SKIP_REASONS[r]} for e, r in skipped]}
+                      if kind in ("sft", "dpo") else {})},
          human)
 
 

@@ -14,7 +14,7 @@ import httpx
 
 from .._errors import InfrastructureError, ProtocolError
 from ..episodes import EpisodeHost
-from ..server import OpenEpisode, build_server
+from ..server import OPERATOR_HEADER, OpenEpisode, build_server
 from ..store import Provenance
 
 
@@ -60,11 +60,18 @@ class ServerUnavailable(ProtocolError):
 
 
 class RemoteEpisodes:
-    """Episodes of a ``coworkenv serve`` at ``url`` (``POST /episodes``, ``POST /episodes/{id}/end``)."""
+    """Episodes of a ``coworkenv serve`` at ``url`` (``POST /episodes``, ``POST /episodes/{id}/end``).
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
+    ``token`` is the server's bearer token; ``operator_token`` its operator credential (``serve
+    --operator-token``), without which it opens no episode but ``live`` ones and ends none as an
+    infrastructure failure. Both go with the agent's MCP connection to the episode too."""
+
+    def __init__(self, url: str, *, token: str | None = None, operator_token: str | None = None,
+                 timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if operator_token:
+            self.headers[OPERATOR_HEADER] = operator_token
         self.http = httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=timeout)
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -4,10 +4,12 @@ fixture server."""
 
 from ._conformance import conformance_server, serve_conformance
 from ._front import Front, Workers, serve_front, unix_socket
-from ._mcp import HttpEpisodes, OpenEpisode, SingleEpisode, build_server
+from ._mcp import OPERATOR_HEADER, HttpEpisodes, OpenEpisode, SingleEpisode, build_server
+from ._proxy import redact_url
 from ._serve import ServeSettings, bind_socket, http_app, running_http_server, serve_http, serve_stdio
 
 __all__ = [
+    "OPERATOR_HEADER",
     "Front",
     "HttpEpisodes",
     "OpenEpisode",
@@ -22,6 +24,7 @@ __all__ = [
     "serve_http",
     "serve_front",
     "serve_stdio",
+    "redact_url",
     "Workers",
     "unix_socket",
 ]

@@ -12,11 +12,13 @@ import asyncio
 import base64
 import contextlib
 import contextvars
+import hmac
 import json
 import logging
 import re
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +34,7 @@ from .._errors import InfrastructureError
 from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
 from ..store import Provenance, VerdictRow
 from ..workspace import ResourceSpec, Task, ToolSpec, Workspace
+from ._proxy import NotRecorded
 
 Resolver = Callable[[Any], Awaitable[Episode]]
 TASK_PROMPT = "task"
@@ -400,6 +403,21 @@ class SingleEpisode:
 
 _ROUTE: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("coworkenv_route")
 
+OPERATOR_HEADER = "x-coworkenv-operator"
+"""The header that carries the operator credential (``serve --operator-token``)."""
+OPENERS_KEPT = 65536  # ended episodes whose opener is remembered (for their status); open ones are always kept
+
+
+@dataclass(frozen=True, slots=True)
+class Opener:
+    """Who opened an episode over HTTP. It decides who may read the episode's verdict or end it
+    (its opener, or the operator) and whose model calls the capture proxy records into it."""
+
+    address: str  # the client address it was opened from
+    operator: bool = False  # opened with the operator credential (``POST /episodes``)
+    keyed: bool = False  # opened at a key address (``/t/{task}/e/{key}``): its model calls go there
+    handed_to: str | None = None  # an operator's episode: the client address whose model calls it records
+
 
 class HttpEpisodes:
     """Resolver for HTTP: episodes by legacy session id or by the episode key in the URL path.
@@ -416,12 +434,20 @@ class HttpEpisodes:
     At most ``max_open`` episodes are open in the host, and this resolver opens at most
     ``max_open_per_client`` for one client address. Live clients get admitted tasks only (held-out
     ones too with ``serve_heldout``); see ``refusal``.
+
+    Provenance and grading are the operator's: a request bearing ``operator_token`` (header
+    ``X-Coworkenv-Operator``) may open episodes of any source, end them as infrastructure failures
+    and read any verdict; a plain client only its own (``Opener``, ``may_manage``). The capture proxy
+    records into an open episode only for the client that opened it (``for_model``).
     """
 
     def __init__(self, host: EpisodeHost, *, idle_timeout: float | None = 1800,
                  fresh_idle_timeout: float | None = None, max_open: int | None = None,
-                 max_open_per_client: int | None = None, serve_heldout: bool = False) -> None:
+                 max_open_per_client: int | None = None, serve_heldout: bool = False,
+                 operator_token: str | None = None) -> None:
         self.host = host
+        self.operator_token = operator_token.encode() if operator_token else None
+        self.openers: OrderedDict[str, Opener] = OrderedDict()  # episode id -> who opened it here
         self.idle_timeout = idle_timeout
         self.fresh_idle_timeout = fresh_idle_timeout if fresh_idle_timeout is not None else idle_timeout
         self.max_open = max_open
@@ -436,13 +462,14 @@ class HttpEpisodes:
     def refusal(self, task_id: str, source: str) -> str | None:
         """Why an episode of ``task_id`` may not be opened for ``source`` here, or None.
 
-        ``live``: admitted tasks (and held-out ones with ``serve_heldout``); ``teacher``: admitted;
-        ``eval``: admitted or held-out; ``calibration``: any stored task."""
+        ``live``: admitted tasks (and held-out ones with ``serve_heldout``); ``teacher`` and ``rl``:
+        admitted; ``eval``: admitted or held-out; ``calibration``: any stored task. Only the operator
+        opens episodes other than ``live`` (``POST /episodes``)."""
         row = self.host.store.task(task_id)
         if row is None:
             return f"no task {task_id!r} in the store"
         allowed = {"live": ("admitted", "heldout") if self.serve_heldout else ("admitted",),
-                   "teacher": ("admitted",), "eval": ("admitted", "heldout")}.get(source)
+                   "teacher": ("admitted",), "rl": ("admitted",), "eval": ("admitted", "heldout")}.get(source)
         if allowed is not None and row.status not in allowed:
             why = f": {row.reason}" if row.reason else ""
             return f"task {task_id!r} is {row.status}{why}; it is not served to {source} episodes"
@@ -459,6 +486,31 @@ class HttpEpisodes:
                 return (f"too many open episodes for {client} ({mine}, at most {self.max_open_per_client}); "
                         "end some (submit_answer or DELETE) or wait for idle ones to end")
         return None
+
+    def is_operator(self, request: Any) -> bool:
+        """Whether ``request`` bears the operator credential (never, when the server has none)."""
+        if self.operator_token is None or request is None:
+            return False
+        offered = request.headers.get(OPERATOR_HEADER, "").strip().encode("utf-8", "replace")
+        return hmac.compare_digest(offered, self.operator_token)
+
+    def may_manage(self, episode_id: str, request: Any) -> bool:
+        """Whether ``request`` may read the episode's verdict and end it: the operator always, a plain
+        client only an episode it opened itself (from the same address; the bearer token, where the
+        server has one, is checked for every request before)."""
+        if self.is_operator(request):
+            return True
+        opener = self.openers.get(episode_id)
+        return opener is not None and not opener.operator and opener.address == _client(request)
+
+    def _remember(self, episode_id: str, opener: Opener) -> None:
+        """Note who opened an episode; forget the longest-ended past ``OPENERS_KEPT`` (never an open one)."""
+        self.openers[episode_id] = opener
+        self.openers.move_to_end(episode_id)
+        for _ in range(len(self.openers) - OPENERS_KEPT):
+            oldest, who = self.openers.popitem(last=False)
+            if oldest in self.host.open_episodes:
+                self.openers[oldest] = who
 
     async def __call__(self, ctx: Any) -> Episode:
         request = ctx.request
@@ -561,23 +613,45 @@ class HttpEpisodes:
         return episode
 
     async def for_model(self, params: dict[str, str], client: str, request: Any = None) -> str:
-        """The id of the episode a capture-proxy request's path names (``/e/{episode}``, or a task's
-        key, whose episode opens here as its MCP address would open it); its model calls are
-        recorded on it even once it has ended. Raises ``LookupError`` saying why there is none."""
+        """The id of the open episode a capture-proxy request from ``client`` records into: the one its
+        path names (``/e/{episode}``, or a task's key, whose episode opens here as its MCP address
+        would open it). Raises ``LookupError`` when there is none, and ``NotRecorded`` when this
+        request may not write its conversation:
+
+        - an ended episode's conversation is frozen as it was graded (409);
+        - at a key address, only the client address that opened the key's episode is recorded;
+        - at ``/e/{episode}``, only the plain client that opened it through ``POST /episodes``, or the
+          client address an operator's episode was handed to (``handed_to``); an episode opened at a
+          key is written at its key address, and one opened in this process (the loop's) by no client;
+        - a request bearing the operator credential is recorded into any open episode (403 otherwise).
+        """
+        operator = self.is_operator(request)
         if "episode" in params:
-            row = self.host.store.episode(params["episode"])
-            if row is None:
-                raise LookupError(f"no episode {params['episode']!r}")
-            return row.id
-        key = ("key", params["task"], params["key"])
-        try:
-            episode = await self._keyed(key, params["task"], params.get("workspace"), client, lambda: Provenance(
-                "live", client=_client_name(None, request), key=params["key"],
-                run_tag=_run_tag(request) if request is not None else ""))
-        except MCPError as exc:
-            raise LookupError(exc.error.message) from None
-        if not episode.ended:  # a model call keeps its episode from ending idle
-            self.last_seen[episode.id] = time.monotonic()
+            episode_id = params["episode"]
+            episode = self.host.open_episodes.get(episode_id)
+            if episode is None and self.host.store.episode(episode_id) is None:
+                raise LookupError(f"no episode {episode_id!r}")
+            opener = self.openers.get(episode_id)
+            allowed = operator or (opener is not None and not opener.keyed and client == (
+                opener.handed_to if opener.operator else opener.address))
+        else:
+            key = ("key", params["task"], params["key"])
+            try:
+                episode = await self._keyed(key, params["task"], params.get("workspace"), client, lambda: Provenance(
+                    "live", client=_client_name(None, request), key=params["key"],
+                    run_tag=_run_tag(request) if request is not None else ""))
+            except MCPError as exc:
+                raise LookupError(exc.error.message) from None
+            episode_id = episode.id
+            opener = self.openers.get(episode_id)
+            allowed = operator or (opener is not None and opener.address == client)
+        if episode is None or episode.ended:
+            raise NotRecorded(409, f"episode {episode_id} has ended: its conversation is kept as it was graded "
+                                   "and nothing more is recorded (open a new episode for a new conversation)")
+        if not allowed:
+            raise NotRecorded(403, f"episode {episode_id} records the model calls of the client that opened it "
+                                   "only (at the address it was opened at); open your own episode")
+        self.last_seen[episode.id] = time.monotonic()  # a model call keeps its episode from ending idle
         return episode.id
 
     def _live_refusal(self, task_id: str, workspace_id: str | None) -> str | None:
@@ -599,6 +673,7 @@ class HttpEpisodes:
             if episode is None or (episode.ended and key[0] == "session"):
                 episode = await self._open(task_id, workspace_id, client, provenance())
                 self.by_key[key] = episode
+                self._remember(episode.id, Opener(client, keyed=key[0] == "key"))
         return episode
 
     async def _open(self, task_id: str, workspace_id: str | None, client: str, provenance: Provenance) -> Episode:
@@ -607,15 +682,20 @@ class HttpEpisodes:
             raise MCPError(code=INVALID_PARAMS, message=problem)
         return await self._track(await self.host.open(task_id, provenance), client)
 
-    async def open(self, task_id: str, provenance: Provenance, client: str = "") -> Episode:
-        """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``.
+    async def open(self, task_id: str, provenance: Provenance, client: str = "", *, operator: bool = False,
+                   handed_to: str | None = None) -> Episode:
+        """Open an episode with its provenance for a client that will reach it at ``/e/{id}/mcp``
+        (``operator``: opened with the operator credential, ``handed_to``: the client address whose
+        model calls it records; see ``for_model``).
 
         Raises ``ValueError`` saying why when the task is not served to that source or no more
         episodes may open."""
         problem = self.refusal(task_id, provenance.source) or self._capacity(client)
         if problem is not None:
             raise ValueError(problem)
-        return await self._track(await self.host.open(task_id, provenance), client)
+        episode = await self._track(await self.host.open(task_id, provenance), client)
+        self._remember(episode.id, Opener(client, operator=operator, handed_to=handed_to))
+        return episode
 
     async def _track(self, episode: Episode, client: str) -> Episode:
         self.last_seen[episode.id] = time.monotonic()
@@ -705,6 +785,11 @@ def _client_name(ctx: Any, request: Any) -> str:
         return f"{info.name} {info.version}".strip()[:200]
     agent = request.headers.get("user-agent", "") if request is not None else ""
     return agent[:200]
+
+
+def live_provenance(request: Any, key: str = "") -> Provenance:
+    """The provenance of a live episode a plain HTTP client opens: its name (User-Agent), key and run tag."""
+    return Provenance("live", client=_client_name(None, request), key=key, run_tag=_run_tag(request))
 
 
 def _run_tag(request: Any) -> str:

@@ -14,6 +14,13 @@ gets that response's conversation before its own turns) and ``GET v1/models`` (p
 On a server with a bearer token, proxy requests carry it in ``X-Coworkenv-Token``
 (``Authorization`` is the upstream's).
 
+A conversation is bound to the episode it describes: a request is recorded only while its episode
+is open and only for the client that opened it (``HttpEpisodes.for_model`` decides; a refusal is a
+``NotRecorded`` with its status, and nothing of the request goes upstream or into the store). A
+body with a key twice (two ``messages``) is refused: the upstream and the record would read
+different requests. Credentials in the upstream's URL (``https://user:secret@host/v1``, a key in
+its query) are never shown: errors and the stored ``upstream`` name it redacted.
+
 With a ``view`` (``serve --upstream-view compact``), a chat or Responses request reaches the model
 in the agent view it was trained on: its system prompt and tool list are replaced by that view's
 for the episode's task (the conversation itself is kept). An agent app that sends its own system
@@ -28,6 +35,7 @@ import asyncio
 import json
 import logging
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -59,7 +67,70 @@ RETURNED_HEADERS = ("content-type", "x-request-id", "request-id", "openai-proces
 
 EpisodeFor = Callable[[dict[str, str], str, Request], Awaitable[str]]
 """Finds (or opens, for a key) the episode a request's path names; returns its id, or raises
-``LookupError`` saying why there is none."""
+``LookupError`` saying why there is none, or ``NotRecorded`` when this request may not write it."""
+
+
+class NotRecorded(Exception):
+    """A model request the proxy must not record into the episode its path names: ``status`` 403
+    (not the client that opened it) or 409 (it has ended: its conversation is frozen as graded)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class DuplicateKey(ValueError):
+    """A JSON object with a key twice: parsers differ on which one counts."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKey(f"the key {key[:80]!r} appears twice in one object; send it once")
+        seen[key] = value
+    return seen
+
+
+def loads_unique(data: str | bytes) -> Any:
+    """``json.loads`` refusing an object with a key twice (``DuplicateKey``): the record and whoever
+    reads the request after us (an upstream that keeps the first, say) must see the same request."""
+    return json.loads(data, object_pairs_hook=_unique_pairs)
+
+
+REDACTED = "***"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its credentials hidden: the user information (``https://user:secret@host``) and
+    every query value (``?key=...``) become ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return REDACTED
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join(f"{name}={REDACTED}" if sep else name
+                     for name, sep, _ in (pair.partition("=") for pair in parts.query.split("&") if pair))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _secrets_of(url: str) -> list[str]:
+    """The parts of ``url`` that may be credentials (user information and its halves, query values),
+    longest first, for scrubbing them out of error texts that quote the URL in pieces."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return [url]
+    found = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        found += [userinfo, *userinfo.split(":", 1)]
+    for pair in parts.query.split("&"):
+        value = pair.partition("=")[2]
+        found += [value, urllib.parse.unquote(value)]
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -207,6 +278,8 @@ class CaptureProxy:
     def __init__(self, upstream: str, store: Store, episode_for: EpisodeFor, *, timeout_s: float = 600,
                  view: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
+        self.shown = redact_url(self.upstream)  # what errors and the record name: no credentials
+        self._secrets = [self.upstream, *_secrets_of(self.upstream)]
         self.store = store
         self.episode_for = episode_for
         self.view = check_style(view) if view else None
@@ -237,11 +310,23 @@ class CaptureProxy:
         headers["content-type"] = "application/json"
         return headers
 
+    def _at(self, path: str) -> str:
+        """The upstream URL of ``path`` (``chat/completions``), its query (a key, say) kept after it."""
+        base, sep, query = self.upstream.partition("?")
+        return f"{base.rstrip('/')}/{path}{sep}{query}"
+
+    def _unanswered(self, exc: Exception) -> JSONResponse:
+        """The 502 for an upstream that did not answer, its URL's credentials scrubbed from the error."""
+        text = str(exc)
+        for secret in self._secrets:
+            text = text.replace(secret, self.shown if secret == self.upstream else REDACTED)
+        return _error(502, f"the upstream {self.shown} did not answer: {text}")
+
     async def models(self, request: Request) -> Response:
         try:
-            upstream = await self.client.get(f"{self.upstream}/models", headers=self._headers(request))
+            upstream = await self.client.get(self._at("models"), headers=self._headers(request))
         except httpx.HTTPError as exc:
-            return _error(502, f"the upstream {self.upstream} did not answer: {exc}")
+            return self._unanswered(exc)
         return Response(upstream.content, status_code=upstream.status_code,
                         media_type=upstream.headers.get("content-type"))
 
@@ -254,7 +339,9 @@ class CaptureProxy:
         started = time.perf_counter()
         body = await request.body()
         try:
-            payload = json.loads(body)
+            payload = loads_unique(body)
+        except DuplicateKey as exc:
+            return _error(400, f"the request body is ambiguous: {exc}")
         except ValueError as exc:
             return _error(400, f"the request body is not JSON: {exc}")
         if not isinstance(payload, dict):
@@ -262,6 +349,8 @@ class CaptureProxy:
         client = request.client.host if request.client else ""
         try:
             episode_id = await self.episode_for(dict(request.path_params), client, request)
+        except NotRecorded as exc:
+            return _error(exc.status, str(exc))
         except LookupError as exc:
             return _error(404, str(exc.args[0]) if exc.args else "no episode here")
         if episode_id not in self._next:
@@ -271,13 +360,13 @@ class CaptureProxy:
         if self.view is not None and api in ("chat", "responses"):
             payload = self._in_view(episode_id, api, payload)
             body = json.dumps(payload).encode()
-        url = f"{self.upstream}/{path}"
+        url = self._at(path)
         stream = payload.get("stream") is True
         try:
             upstream = await self.client.send(
                 self.client.build_request("POST", url, content=body, headers=self._headers(request)), stream=True)
         except httpx.HTTPError as exc:
-            return _error(502, f"the upstream {self.upstream} did not answer: {exc}")
+            return self._unanswered(exc)
         headers = {k: v for k, v in upstream.headers.items() if k.lower() in RETURNED_HEADERS}
         done = asyncio.get_running_loop().create_future()  # resolved once the exchange is recorded
         _PENDING.add(done)
@@ -340,7 +429,7 @@ class CaptureProxy:
         loop taking turns at the interpreter). ``done`` resolves then."""
         try:
             self.store.add_model_call(episode_id, api=api, request=request, response=response, status=status,
-                                      stream=stream, duration_ms=duration, upstream=self.upstream, idx=idx)
+                                      stream=stream, duration_ms=duration, upstream=self.shown, idx=idx)
             conversation = self._conversation(api, request, response) if 200 <= status < 300 else None
             if conversation and idx > self._latest.get(episode_id, -1):  # the latest request's conversation wins
                 _keep(self._latest, episode_id, idx)

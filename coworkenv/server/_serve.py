@@ -1,6 +1,7 @@
 """Transports: stdio (one episode per process) and streamable HTTP (many episodes, tasks and
 workspaces per process), with the HTTP guards: bearer token, Host/Origin checks, body size and
-request-rate limits, and sessions pinned to the URL they were opened at."""
+request-rate limits, and sessions pinned to the URL they were opened at; and the episode API, where
+provenance and grading are the operator's (``--operator-token``), never a client's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import gc
 import hmac
 import json
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +19,7 @@ from typing import TypeVar
 import uvicorn
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, ValidationError, field_validator
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -29,8 +31,8 @@ from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost
 from ..store import TASK_STATUSES, Provenance, Source
 from ._front import INTERNAL_PREFIX, TrustedClient
-from ._mcp import HttpEpisodes, SingleEpisode, build_server
-from ._proxy import CaptureProxy
+from ._mcp import OPERATOR_HEADER, HttpEpisodes, SingleEpisode, build_server, live_provenance
+from ._proxy import CaptureProxy, DuplicateKey, loads_unique
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WILDCARD = ("0.0.0.0", "::", "")
@@ -50,6 +52,9 @@ class ServeSettings(BaseModel):
     bind: str = "127.0.0.1"
     port: int = 8765
     token: SecretStr | None = None  # required ("Authorization: Bearer ...") on every request when set
+    # the operator's ("X-Coworkenv-Operator: ..."): opens episodes other than live, ends them as infrastructure
+    # failures, reads any episode's verdict; without it no one can do these over HTTP
+    operator_token: SecretStr | None = None
     allowed_hosts: list[str] = Field(default_factory=list)  # extra Host names clients may use
     session_idle_timeout: float = 1800  # a 2025-11-25 session (and its episode) ends after this idle time
     episode_idle_timeout: float | None = 1800  # any episode ends after this long without a request
@@ -71,6 +76,14 @@ class ServeSettings(BaseModel):
         token must hold more than whitespace (``--token "$UNSET"`` is no token)."""
         if self.token is not None and not self.token.get_secret_value().strip():
             raise ValueError("the bearer token is empty; give a real one, or none on a loopback bind")
+        if self.operator_token is not None:
+            operator = self.operator_token.get_secret_value()
+            if not operator.strip():
+                raise ValueError("the operator token is empty; give a real one, or none (then only live episodes "
+                                 "open over HTTP)")
+            if self.token is not None and hmac.compare_digest(operator.encode(), self.token.get_secret_value().encode()):
+                raise ValueError("the operator token is the bearer token every client holds; give the operator "
+                                 "one of its own")
         if not is_loopback(self.bind) and self.token is None:
             raise ValueError(f"binding to {self.bind!r} (not loopback) needs a bearer token; set one or bind "
                              "to 127.0.0.1")
@@ -258,7 +271,11 @@ async def _request_id(receive: Receive, limit: int = 1 << 16) -> str | int | Non
 
 
 class OpenRequest(BaseModel):
-    """``POST /episodes``: open an episode of ``task`` with this provenance."""
+    """``POST /episodes``: open an episode of ``task`` with this provenance.
+
+    A plain client opens ``live`` episodes and names nothing else; the provenance fields and
+    ``handed_to`` (the client address whose model calls the capture proxy records into it, at
+    ``/e/{id}/v1``) are the operator's."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -268,6 +285,17 @@ class OpenRequest(BaseModel):
     attempt: int = Field(default=1, ge=1)
     repaired_from: str | None = None
     hint: str = ""
+    handed_to: str | None = None
+
+    def operator_fields(self) -> list[str]:
+        """The fields set here that only the operator may set."""
+        return [name for name in ("provider", "attempt", "repaired_from", "hint", "handed_to")
+                if getattr(self, name) != OpenRequest.model_fields[name].default]
+
+
+_UNSTORABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+"""Characters an answer may not hold: control characters but tab and line ends, and lone surrogates
+(neither is text a store, a grader or a chat template reads as the agent meant it)."""
 
 
 class EndRequest(BaseModel):
@@ -280,11 +308,27 @@ class EndRequest(BaseModel):
     error: str | None = None
     boundary: Boundary = "protocol"
 
+    @field_validator("answer", "error")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        found = _UNSTORABLE.search(value) if value is not None else None
+        if found is not None:
+            raise ValueError(f"holds U+{ord(found.group()):04X} at character {found.start()}, which cannot be "
+                             "stored as text; send it without control characters")
+        return value
+
 
 async def _json_body(request: Request, model: type[RequestModel]) -> RequestModel | Response:
-    """The request's JSON body as ``model``, or a 400 naming what was wrong."""
+    """The request's JSON body as ``model``, or a 400 naming what was wrong (a key given twice too)."""
+    body = await request.body() or b"{}"
     try:
-        return model.model_validate_json(await request.body() or b"{}")
+        loads_unique(body)
+    except DuplicateKey as exc:
+        return _error(400, f"bad {model.__name__}: {exc}")
+    except ValueError:
+        pass  # not JSON: pydantic names the problem below
+    try:
+        return model.model_validate_json(body)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
@@ -310,7 +354,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
     episodes = HttpEpisodes(host, idle_timeout=settings.episode_idle_timeout,
                             fresh_idle_timeout=settings.fresh_idle_timeout, max_open=settings.max_episodes,
                             max_open_per_client=settings.max_episodes_per_client,
-                            serve_heldout=settings.serve_heldout)
+                            serve_heldout=settings.serve_heldout,
+                            operator_token=settings.operator_token.get_secret_value() if settings.operator_token else None)
     manager = StreamableHTTPSessionManager(
         app=build_server(episodes, on_end=episodes.end, input_schema=episodes.input_schema,
                          describe=episodes.describe),
@@ -356,26 +401,47 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         return JSONResponse([{"id": r.id, "name": r.name, "tasks": f"/w/{r.id}/tasks"}
                              for r in host.store.workspaces()])
 
+    operator_needed = (f"needs the operator credential ({OPERATOR_HEADER.title()} header)" if settings.operator_token
+                       else "needs the operator credential, and this server has none (serve --operator-token)")
+
     async def open_episode(request: Request) -> Response:
         body = await _json_body(request, OpenRequest)
         if isinstance(body, Response):
             return body
+        operator = episodes.is_operator(request)
+        if not operator and body.source != "live":
+            return _error(403, f"opening a {body.source} episode {operator_needed}; clients open live ones")
+        if not operator and body.operator_fields():
+            return _error(403, f"setting {', '.join(body.operator_fields())} {operator_needed}; a live episode's "
+                               "provenance is its client's address, name and run tag")
         if host.store.task(body.task) is None:
             return _error(400, f"no task {body.task!r}")
         if body.repaired_from is not None and host.store.episode(body.repaired_from) is None:
             return _error(400, f"no episode {body.repaired_from!r} to repair")
-        provenance = Provenance(body.source, body.provider, body.attempt, body.repaired_from, body.hint)
+        provenance = (Provenance(body.source, body.provider, body.attempt, body.repaired_from, body.hint) if operator
+                      else live_provenance(request))
         try:
-            episode = await episodes.open(body.task, provenance, request.client.host if request.client else "")
+            episode = await episodes.open(body.task, provenance, request.client.host if request.client else "",
+                                          operator=operator, handed_to=body.handed_to)
         except ValueError as exc:  # not served to that source, or no more episodes may open
             return _error(403 if "not served" in str(exc) else 503, str(exc))
         return JSONResponse({"episode_id": episode.id, "url": f"/e/{episode.id}/mcp"}, status_code=201)
+
+    def _not_yours(episode_id: str) -> Response:
+        return _error(403, f"episode {episode_id} was not opened by this client: its status and verdict are for "
+                           f"the client that opened it, and reading another's {operator_needed}")
 
     async def end_episode(request: Request) -> Response:
         body = await _json_body(request, EndRequest)
         if isinstance(body, Response):
             return body
         episode_id = request.path_params["episode"]
+        if host.store.episode(episode_id) is None:
+            return _error(404, f"no episode {episode_id!r}")
+        if not episodes.may_manage(episode_id, request):
+            return _not_yours(episode_id)
+        if body.error is not None and not episodes.is_operator(request):
+            return _error(403, f"ending an episode as an infrastructure failure (error) {operator_needed}")
         episode = host.episode(episode_id)
         if episode is not None:
             failure = InfrastructureError(body.error, boundary=body.boundary) if body.error else None
@@ -383,7 +449,10 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         return _episode_status(episode_id)
 
     async def episode_status(request: Request) -> Response:
-        return _episode_status(request.path_params["episode"])
+        episode_id = request.path_params["episode"]
+        if host.store.episode(episode_id) is not None and not episodes.may_manage(episode_id, request):
+            return _not_yours(episode_id)
+        return _episode_status(episode_id)
 
     def _episode_status(episode_id: str) -> Response:
         row = host.store.episode(episode_id)

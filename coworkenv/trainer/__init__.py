@@ -14,7 +14,18 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._chat_template import CHAT_TEMPLATE
     from ._swaps import common_words, copied_words, swapped_rows
-    from ._export import dpo_rows, export_dpo, export_rl, export_sft, rl_rows, sft_rows, sft_skipped
+    from ._export import (
+        SKIP_REASONS,
+        Skipped,
+        dpo_rows,
+        dpo_skipped,
+        export_dpo,
+        export_rl,
+        export_sft,
+        rl_rows,
+        sft_rows,
+        sft_skipped,
+    )
     from ._model import (
         TinyConfig,
         TrainingUnavailable,
@@ -51,7 +62,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
     "_swaps": ("common_words", "copied_words", "swapped_rows"),
-    "_export": ("dpo_rows", "export_dpo", "export_rl", "export_sft", "rl_rows", "sft_rows", "sft_skipped"),
+    "_export": ("SKIP_REASONS", "Skipped", "dpo_rows", "dpo_skipped", "export_dpo", "export_rl", "export_sft",
+                "rl_rows", "sft_rows", "sft_skipped"),
     "_model": (
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",

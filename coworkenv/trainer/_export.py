@@ -5,6 +5,11 @@ of their graded episodes.
 All render what the model sees through the agent view (``coworkenv.workspace.agent_view``):
 ``style="compact"`` swaps in the compact system prompt and tool list that the agent uses when
 playing a task in that view; conversations are rendered by ``coworkenv.workspace.to_chat``.
+
+A conversation is exported only where it shows what the gate graded: its tool calls must be the
+calls the episode recorded, names and arguments in order (``conversation_matches``). A conversation
+a client rewrote, or one with calls that never ran, is left out and reported (``sft_skipped``,
+``dpo_skipped``) with a typed reason.
 """
 
 from __future__ import annotations
@@ -12,11 +17,23 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from ..gate import GRADER_VERSION
-from ..store import TRAINING_SOURCES, EpisodeRow, Store
-from ..workspace import AgentView, Message, PromptStyle, Task, agent_view, bundle_hash, check_style, clean, to_chat
+from ..store import TRAINING_SOURCES, EpisodeRow, Store, ToolCallRow
+from ..workspace import (
+    ASK_TOOL,
+    SUBMIT_TOOL,
+    AgentView,
+    Message,
+    PromptStyle,
+    Task,
+    agent_view,
+    bundle_hash,
+    check_style,
+    clean,
+    to_chat,
+)
 
 RL_REWARD_SOURCES: tuple[str, ...] = (*TRAINING_SOURCES, "rl")
 """The episodes whose verdicts an RL row carries: the teacher's, live agents' and earlier RL runs'
@@ -71,22 +88,82 @@ def _conversation(store: Store, episode_id: str) -> list[Message]:
     return clean(store.messages(episode_id))
 
 
-NO_CONVERSATION = ("a live episode without a captured conversation (its agent's model calls did not go "
-                   "through the capture proxy of `coworkenv serve --upstream`)")
+SkipReason = Literal["no_conversation", "conversation_mismatch"]
+SKIP_REASONS: dict[str, str] = {
+    "no_conversation": "a live episode without a captured conversation (its agent's model calls did not go "
+                       "through the capture proxy of `coworkenv serve --upstream`)",
+    "conversation_mismatch": "its conversation's tool calls are not the calls the episode made and was graded "
+                             "on (names and arguments, in order)",
+}
+"""What each reason an export leaves an episode out for means."""
+
+
+class Skipped(NamedTuple):
+    """An episode an export left out, and why."""
+
+    episode_id: str
+    reason: SkipReason
+
+
+def _same_call(name: str, arguments: dict[str, Any], recorded: ToolCallRow) -> bool:
+    """Whether a conversation's call is the recorded one (arguments past the store's bound are compared
+    by their size and their first KiB, all the store keeps of them)."""
+    if name != recorded.tool:
+        return False
+    stored = recorded.arguments
+    if set(stored) == {"_truncated", "head"}:
+        text = json.dumps(arguments)
+        return text[:1024] == stored["head"] and len(text.encode("utf-8", "replace")) == stored["_truncated"]
+    return arguments == stored
+
+
+def conversation_matches(conversation: list[Message], recorded: list[ToolCallRow], *, truncated: bool = False) -> bool:
+    """Whether the tool calls of ``conversation`` are ``recorded`` (an episode's calls), in order.
+
+    Questions to the user (``ask_user``) are left out on both sides: an agent asks as a tool call or
+    in plain words. A ``submit_answer`` recorded last may be missing from the conversation (a harness
+    submits the agent's last words for it). A ``truncated`` episode stopped at its step limit: the
+    calls of its last reply, which never ran, may be extra."""
+    asked = [(c.name, c.arguments) for m in conversation if m.role == "assistant" for c in m.tool_calls
+             if c.name != ASK_TOOL.name]
+    ran = [c for c in recorded if c.tool != ASK_TOOL.name]
+    if ran and ran[-1].tool == SUBMIT_TOOL.name and len(ran) == len(asked) + 1:
+        ran = ran[:-1]
+    if truncated and len(asked) > len(ran):
+        last = next((m for m in reversed(conversation) if m.role != "tool"), None)
+        unrun = len(asked) - len(ran)
+        if last is not None and last.role == "assistant" and unrun <= len(last.tool_calls):
+            asked = asked[:len(ran)]
+    return len(asked) == len(ran) and all(_same_call(name, args, row) for (name, args), row in zip(asked, ran, strict=True))
+
+
+def _problem(store: Store, episode: EpisodeRow, conversation: list[Message]) -> SkipReason | None:
+    """Why ``conversation`` (the episode's) may not be exported, or None."""
+    if not conversation:
+        return "no_conversation"
+    if not conversation_matches(conversation, store.tool_calls(episode.id), truncated=episode.truncated):
+        return "conversation_mismatch"
+    return None
 
 
 def sft_skipped(store: Store, *, grader_version: str = GRADER_VERSION, run_tag: str | None = None,
-                ) -> list[tuple[str, str]]:
-    """(episode id, reason) of the admitted episodes ``sft_rows`` leaves out."""
-    return [(e.id, NO_CONVERSATION) for e in store.admitted_episodes(grader_version)
-            if (run_tag is None or e.run_tag == run_tag) and not _conversation(store, e.id)]
+                ) -> list[Skipped]:
+    """The admitted episodes ``sft_rows`` leaves out, each with its reason (``SKIP_REASONS``)."""
+    skipped = []
+    for episode in store.admitted_episodes(grader_version):
+        if run_tag is None or episode.run_tag == run_tag:
+            problem = _problem(store, episode, _conversation(store, episode.id))
+            if problem is not None:
+                skipped.append(Skipped(episode.id, problem))
+    return skipped
 
 
 def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
              vision: bool = False, image_dir: Path | None = None, run_tag: str | None = None,
              without: Collection[str] = ()) -> list[dict[str, Any]]:
     """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance;
-    none of the tasks in ``without`` (held out of training).
+    none of the tasks in ``without`` (held out of training), and none whose conversation is missing
+    or does not show the calls the episode made (``sft_skipped`` lists those).
 
     ``images`` names the files of the images the agent was given, in order (written under
     ``image_dir`` when one is given); with ``vision``, the messages that carried them have the
@@ -98,9 +175,9 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
         if (run_tag is not None and episode.run_tag != run_tag) or episode.task_id in left_out:
             continue
         conversation = _conversation(store, episode.id)
+        if _problem(store, episode, conversation) is not None:
+            continue  # nothing to train on, or a conversation that is not what was graded
         messages = to_chat(conversation, images=vision)
-        if not messages:
-            continue  # a live episode without a recorded conversation has nothing to train on
         view = views.get(episode)
         rows.append({
             "messages": _in_view(messages, view.system),
@@ -134,13 +211,18 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
     ``prompt`` is the shared opening (system prompt and task instruction; the repair hint is
     provenance and is left out), ``chosen`` the admitted repaired continuation, ``rejected`` the
     failed attempt's continuation (a multi-turn task's simulated user replies in both, as user
-    turns). Pairs whose continuations are identical are skipped.
+    turns). Pairs whose continuations are identical are skipped, and pairs with a side whose
+    conversation does not show the calls its episode made (``dpo_skipped`` lists those).
     """
     views = _Views(store, style)
     rows = []
     for chosen_episode, rejected_episode, rejected_reason in store.repair_pairs(grader_version):
-        instruction, chosen_rest = _after_instruction(to_chat(_conversation(store, chosen_episode.id)))
-        _, rejected_rest = _after_instruction(to_chat(_conversation(store, rejected_episode.id)))
+        chosen, rejected = _conversation(store, chosen_episode.id), _conversation(store, rejected_episode.id)
+        if _problem(store, chosen_episode, chosen) == "conversation_mismatch" or \
+                _problem(store, rejected_episode, rejected) == "conversation_mismatch":
+            continue
+        instruction, chosen_rest = _after_instruction(to_chat(chosen))
+        _, rejected_rest = _after_instruction(to_chat(rejected))
         if instruction is None:
             continue
         view = views.get(chosen_episode)
@@ -160,6 +242,18 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             **_provenance(store, chosen_episode, grader_version),
         })
     return rows
+
+
+def dpo_skipped(store: Store, *, grader_version: str = GRADER_VERSION) -> list[Skipped]:
+    """The episodes of repair pairs whose conversation does not show the calls they made (``dpo_rows``
+    leaves their pairs out), once each."""
+    skipped: dict[str, Skipped] = {}
+    for pair in store.repair_pairs(grader_version):
+        for episode in pair[:2]:
+            if episode.id not in skipped and \
+                    _problem(store, episode, _conversation(store, episode.id)) == "conversation_mismatch":
+                skipped[episode.id] = Skipped(episode.id, "conversation_mismatch")
+    return list(skipped.values())
 
 
 def rl_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",

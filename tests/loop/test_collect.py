@@ -127,11 +127,12 @@ async def test_teacher_plays_in_the_compact_view(host, tasks):
 
 
 async def test_collect_through_a_servers_episode_api(host, tasks):
-    """``RemoteEpisodes``: the teacher opens episodes with their provenance over ``POST /episodes``."""
+    """``RemoteEpisodes``: the teacher opens episodes with their provenance over ``POST /episodes``,
+    with the server's operator credential."""
     store = host.store
     settings = TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0))
-    async with running_http_server(host) as url:
-        remote = RemoteEpisodes(url)
+    async with running_http_server(host, ServeSettings(operator_token="operator-s3cret")) as url:
+        remote = RemoteEpisodes(url, operator_token="operator-s3cret")
         try:
             with anyio.fail_after(120):
                 summary = await collect(store, remote, settings, limit=2)
@@ -158,10 +159,23 @@ async def test_a_wrong_token_fails_every_task_and_opens_nothing(host, tasks):
     assert not host.store.episodes(source="teacher")
 
 
+async def test_without_the_operator_credential_collect_opens_no_teacher_episode(host, tasks):
+    async with running_http_server(host, ServeSettings(operator_token="operator-s3cret")) as url:
+        for remote in (RemoteEpisodes(url), RemoteEpisodes(url, operator_token="wrong")):
+            try:
+                with anyio.fail_after(60):
+                    denied = await collect(host.store, remote, TeacherSettings(), limit=2)
+            finally:
+                await remote.aclose()
+            assert denied.succeeded == 0 and len(denied.failures) == 2
+            assert all("403" in why and "X-Coworkenv-Operator" in why for why in denied.failures.values())
+    assert not host.store.episodes(source="teacher") and _live_episodes(host.store) == 0
+
+
 async def test_collect_through_a_server_that_needs_a_token(host, tasks):
-    """The token goes with the episode API and with the agent's MCP connection."""
-    async with running_http_server(host, ServeSettings(token="s3cret")) as url:
-        remote = RemoteEpisodes(url, token="s3cret")
+    """The token and the operator credential go with the episode API and with the agent's MCP connection."""
+    async with running_http_server(host, ServeSettings(token="s3cret", operator_token="operator-s3cret")) as url:
+        remote = RemoteEpisodes(url, token="s3cret", operator_token="operator-s3cret")
         try:
             with anyio.fail_after(120):
                 summary = await collect(host.store, remote, TeacherSettings(), limit=2)

@@ -1,13 +1,18 @@
-"""Node tools for the server tests (installed by ``make node`` into ``.node/``) and a CLI server runner."""
+"""Node tools for the server tests (installed by ``make node`` into ``.node/``), a CLI server runner, and
+a scripted OpenAI-compatible model server (a real HTTP server) for the capture proxy."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -80,3 +85,55 @@ def inspector_cli() -> list[str]:
 def serve_cli():
     """``async with serve_cli(*args, ready_path=...) as base_url`` runs ``coworkenv serve`` in a subprocess."""
     return cli_server
+
+
+@dataclass
+class ScriptedModel:
+    """A model server at ``url`` (``http://127.0.0.1:PORT/v1``) that answers every chat request with
+    one assistant turn, ``reply``; ``received`` holds the (path, JSON body) of each request it got."""
+
+    url: str
+    reply: str = "done"
+    received: list[tuple[str, dict]] = field(default_factory=list)
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    model: ScriptedModel
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        self.model.received.append((self.path, body))
+        self._send(200, {"id": f"chatcmpl-{len(self.model.received)}", "object": "chat.completion", "model": "m",
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": self.model.reply}}]})
+
+    def log_message(self, format: str, *args) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def scripted_model() -> Iterator[ScriptedModel]:
+    """A running ``ScriptedModel``: a real OpenAI-compatible server on loopback, no model behind it."""
+    model = ScriptedModel("")
+    handler = type("Handler", (_ScriptedHandler,), {"model": model})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    model.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield model
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

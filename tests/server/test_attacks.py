@@ -204,19 +204,22 @@ async def test_made_up_sessions_buy_no_rate_and_reach_nothing(host: EpisodeHost,
 async def test_held_out_tasks_are_served_to_evaluation_only(host: EpisodeHost, tasks: list[str]):
     heldout = tasks[1]
     host.store.set_task_status(heldout, "heldout")
+    operator = {"X-Coworkenv-Operator": "operator-s3cret"}
     with anyio.fail_after(60):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
+        async with (running_http_server(host, ServeSettings(operator_token="operator-s3cret")) as base,
+                    httpx.AsyncClient(base_url=base, timeout=10) as http):
             assert (await http.get("/tasks", params={"status": "heldout"})).status_code == 403
             assert heldout not in [t["id"] for t in (await http.get("/tasks")).json()]
             with pytest.raises(BaseExceptionGroup) as refused:
                 async with modern(f"{base}/t/{heldout}/e/peek/mcp") as client:
                     await client.list_tools()
             assert refused.group_contains(Exception, match="heldout")
-            teacher = await http.post("/episodes", json={"task": heldout, "source": "teacher"})
+            teacher = await http.post("/episodes", headers=operator, json={"task": heldout, "source": "teacher"})
             assert teacher.status_code == 403 and "not served" in teacher.text
-            evaluation = await http.post("/episodes", json={"task": heldout, "source": "eval"})
+            assert (await http.post("/episodes", json={"task": heldout, "source": "eval"})).status_code == 403
+            evaluation = await http.post("/episodes", headers=operator, json={"task": heldout, "source": "eval"})
             assert evaluation.status_code == 201
-            await http.post(f"/episodes/{evaluation.json()['episode_id']}/end", json={})
+            await http.post(f"/episodes/{evaluation.json()['episode_id']}/end", headers=operator, json={})
         async with running_http_server(host, ServeSettings(serve_heldout=True)) as base:
             async with modern(f"{base}/t/{heldout}/e/allowed/mcp") as client:
                 assert (await client.list_tools()).tools

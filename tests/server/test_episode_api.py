@@ -1,8 +1,9 @@
 """The episode API over HTTP: ``POST /episodes`` opens an episode with its provenance (as the loop
-does for teacher, repair and eval episodes), any MCP client plays it at ``/e/{id}/mcp``, and
-``POST /episodes/{id}/end`` ends it; the runtime grades it once, as it ends, and ``GET
-/episodes/{id}`` tells its status and verdict. Bad requests are refused naming what is wrong, and
-the bearer token guards these routes like every other.
+does for teacher, repair and eval episodes, with the operator credential), any MCP client plays it at
+``/e/{id}/mcp``, and ``POST /episodes/{id}/end`` ends it; the runtime grades it once, as it ends, and
+``GET /episodes/{id}`` tells its status and verdict. Bad requests are refused naming what is wrong, and
+the bearer token guards these routes like every other. (What a client without the operator
+credential may do: ``test_provenance.py``.)
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from coworkenv.store import SOURCES, EpisodeRow, Provenance, Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.anyio]
 
+OPERATOR = "operator-s3cret"
+AS_OPERATOR = {"X-Coworkenv-Operator": OPERATOR}
+SETTINGS = ServeSettings(operator_token=OPERATOR)
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 EVENT = {"title": "Episode API sync", "date": "2026-03-27", "start": "08:00", "end": "08:30"}
@@ -36,7 +40,8 @@ async def test_an_opened_teacher_episode_is_played_over_mcp_then_ended_truncated
         host: EpisodeHost, tasks: list[str]):
     task = tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
+        async with (running_http_server(host, SETTINGS) as base,
+                    httpx.AsyncClient(base_url=base, timeout=10, headers=AS_OPERATOR) as http):
             opened = await http.post("/episodes", json={"task": task, "source": "teacher", "provider": "oracle",
                                                         "hint": "Look in the files."})
             assert opened.status_code == 201, opened.text
@@ -97,7 +102,8 @@ async def test_an_opened_teacher_episode_is_played_over_mcp_then_ended_truncated
 async def test_repairs_answers_and_failures_through_the_episode_api(host: EpisodeHost, tasks: list[str]):
     task = tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
+        async with (running_http_server(host, SETTINGS) as base,
+                    httpx.AsyncClient(base_url=base, timeout=10, headers=AS_OPERATOR) as http):
             first = (await http.post("/episodes", json={"task": task, "source": "eval"})).json()["episode_id"]
             assert episode_row(host.store, first).provenance == Provenance("eval")
 
@@ -132,7 +138,8 @@ async def test_repairs_answers_and_failures_through_the_episode_api(host: Episod
 async def test_bad_episode_requests_are_refused_naming_the_problem(host: EpisodeHost, tasks: list[str]):
     task = tasks[0]
     with anyio.fail_after(60):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
+        async with (running_http_server(host, SETTINGS) as base,
+                    httpx.AsyncClient(base_url=base, timeout=10, headers=AS_OPERATOR) as http):
             async def refused(path: str, *, status: int = 400, **request) -> str:
                 response = await http.post(path, **request)
                 assert response.status_code == status, (request, response.status_code, response.text)
@@ -148,6 +155,9 @@ async def test_bad_episode_requests_are_refused_naming_the_problem(host: Episode
             unknown_source = await refused("/episodes", json={"task": task, "source": "robot"})
             assert "'robot'" in unknown_source and all(source in unknown_source for source in SOURCES)
             assert "attempt" in await refused("/episodes", json={"task": task, "source": "teacher", "attempt": "two"})
+            # a key given twice: parsers disagree on which counts, so the request is refused
+            assert "'source' appears twice" in await refused(
+                "/episodes", content=b'{"task": "%s", "source": "live", "source": "teacher"}' % task.encode())
             assert host.open_episodes == {} and host.store.episodes(source="teacher") == []
 
             # Ending: an unknown episode, or an error at a boundary that does not exist.
@@ -159,6 +169,8 @@ async def test_bad_episode_requests_are_refused_naming_the_problem(host: Episode
             assert "truncated" in await refused(f"/episodes/{episode_id}/end", json={"truncated": "no"})
             bad_boundary = await refused(f"/episodes/{episode_id}/end", json={"error": "gone", "boundary": "moon"})
             assert "'moon'" in bad_boundary and "sandbox" in bad_boundary
+            assert "'answer' appears twice" in await refused(f"/episodes/{episode_id}/end",
+                                                             content=b'{"answer": "a", "answer": "b"}')
             # Refused requests change nothing: the episode is still open.
             assert episode_row(host.store, episode_id).status == "running"
             assert episode_id in host.open_episodes
@@ -172,12 +184,13 @@ def authorized_mcp(url: str, token: str) -> Client:
 
 async def test_the_episode_api_and_episode_urls_need_the_bearer_token(host: EpisodeHost, tasks: list[str]):
     task = tasks[0]
-    settings = ServeSettings(token="s3cret")
-    auth = {"authorization": "Bearer s3cret"}
+    settings = ServeSettings(token="s3cret", operator_token=OPERATOR)
+    auth = {"authorization": "Bearer s3cret", **AS_OPERATOR}
     with anyio.fail_after(60):
         async with running_http_server(host, settings) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
             for token in (None, "nope"):
                 headers = {"authorization": f"Bearer {token}"} if token else {}
+                headers.update(AS_OPERATOR)  # the operator credential is no bearer token
                 refused = await http.post("/episodes", headers=headers, json={"task": task, "source": "teacher"})
                 assert refused.status_code == 401 and "bearer" in refused.headers["www-authenticate"].lower()
             assert host.store.episodes(source="teacher") == []
@@ -185,8 +198,9 @@ async def test_the_episode_api_and_episode_urls_need_the_bearer_token(host: Epis
             opened = await http.post("/episodes", headers=auth, json={"task": task, "source": "teacher"})
             assert opened.status_code == 201, opened.text
             episode_id, url = opened.json()["episode_id"], base + opened.json()["url"]
-            assert (await http.get(f"/episodes/{episode_id}")).status_code == 401
-            assert (await http.post(f"/episodes/{episode_id}/end", json={"truncated": True})).status_code == 401
+            assert (await http.get(f"/episodes/{episode_id}", headers=AS_OPERATOR)).status_code == 401
+            assert (await http.post(f"/episodes/{episode_id}/end", headers=AS_OPERATOR,
+                                    json={"truncated": True})).status_code == 401
             assert (await http.delete(f"/e/{episode_id}/mcp")).status_code == 401
             assert episode_row(host.store, episode_id).status == "running"
 
@@ -206,7 +220,8 @@ async def test_the_episode_api_and_episode_urls_need_the_bearer_token(host: Epis
 
 async def test_an_unknown_repaired_episode_is_refused_naming_it(host: EpisodeHost, tasks: list[str]):
     with anyio.fail_after(30):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=10) as http:
+        async with (running_http_server(host, SETTINGS) as base,
+                    httpx.AsyncClient(base_url=base, timeout=10, headers=AS_OPERATOR) as http):
             response = await http.post("/episodes", json={"task": tasks[0], "source": "teacher", "attempt": 2,
                                                           "repaired_from": "ep-missing"})
             assert response.status_code == 400, response.text

@@ -23,7 +23,7 @@ from mcp import Client, MCPError
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.sandbox import BwrapSandbox, DockerSandbox, Sandbox
-from coworkenv.server import running_http_server
+from coworkenv.server import ServeSettings, running_http_server
 from coworkenv.store import EpisodeRow, Store
 
 pytestmark = pytest.mark.anyio
@@ -96,7 +96,9 @@ async def test_a_dead_sandbox_fails_the_episode_at_the_sandbox_boundary(store: S
     task = tasks[0]
     host = EpisodeHost(store, EpisodeSettings(backend=backend, cache_dir=tmp_path / backend))
     with anyio.fail_after(120):
-        async with running_http_server(host) as base, httpx.AsyncClient(base_url=base, timeout=30) as http:
+        async with (running_http_server(host, ServeSettings(operator_token="operator-s3cret")) as base,
+                    httpx.AsyncClient(base_url=base, timeout=30,
+                                      headers={"X-Coworkenv-Operator": "operator-s3cret"}) as http):
             opened = await http.post("/episodes", json={"task": task, "source": "teacher", "provider": "oracle"})
             assert opened.status_code == 201, opened.text
             episode_id, url = opened.json()["episode_id"], base + opened.json()["url"]

@@ -20,8 +20,7 @@ from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import ServeSettings, running_http_server
 from coworkenv.store import Provenance
-from coworkenv.trainer import sft_rows, sft_skipped
-from coworkenv.trainer._export import NO_CONVERSATION
+from coworkenv.trainer import Skipped, sft_rows, sft_skipped
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,8 +51,8 @@ async def test_a_live_episode_records_its_client_and_hears_its_grade(host: Episo
     assert (first.key, first.client, first.run_tag) == ("my-key", "desk-agent 2.1", "nightly-7")
     assert (second.key, second.run_tag) == ("other", "") and second.client  # the SDK's own name
     # admitted, but its agent's model calls did not go through the proxy: export says so and leaves it out
-    assert (first.id, NO_CONVERSATION) in sft_skipped(host.store)
-    assert sft_skipped(host.store, run_tag="nightly-7") == [(first.id, NO_CONVERSATION)]
+    assert Skipped(first.id, "no_conversation") in sft_skipped(host.store)
+    assert sft_skipped(host.store, run_tag="nightly-7") == [(first.id, "no_conversation")]
     assert sft_skipped(host.store, run_tag="another-run") == []
     assert first.id not in {r["episode_id"] for r in sft_rows(host.store)}
     lines = [r.getMessage() for r in caplog.records if r.name == "coworkenv.server.episodes"]

@@ -8,6 +8,9 @@ teacher's."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -303,3 +306,52 @@ async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, to
             assert [m["role"] for m in row["messages"]][:2] == ["system", "user"]
             assert [t["function"]["name"] for t in row["tools"]] == view.names  # exported in the asked view
     assert passed >= len(episodes) // 2  # the fixture model replays the oracle's compact trajectories of these tasks
+
+
+async def test_a_body_with_a_key_twice_is_refused_before_it_reaches_an_episode(host, tasks, scripted_model):
+    """Two ``messages`` keys: the upstream and the record would read different conversations."""
+    body = (b'{"model": "m", "messages": [{"role": "user", "content": "what the model sees"}], '
+            b'"messages": [{"role": "user", "content": "what the record keeps"}]}')
+    with anyio.fail_after(60):
+        async with (running_http_server(host, ServeSettings(upstream=scripted_model.url)) as base,
+                    httpx.AsyncClient(timeout=30) as http):
+            refused = await http.post(f"{base}/t/{tasks[0]}/e/k/v1/chat/completions", content=body,
+                                      headers={"content-type": "application/json"})
+            assert refused.status_code == 400 and "'messages' appears twice" in refused.json()["error"]["message"]
+            await settle(host)
+    assert scripted_model.received == [] and host.store.episodes(task_id=tasks[0], source="live") == []
+
+
+async def test_upstream_credentials_are_never_shown(host, tasks, scripted_model, store_path):
+    """A user name, password and query key in ``--upstream`` are used, and never echoed: not in a 502's
+    body, not in the recorded ``upstream``, not in the start-up line of ``coworkenv serve``."""
+    secrets = ("pa55word-secret", "query-key-secret", "ops-user")
+    port = scripted_model.url.split(":")[2].split("/")[0]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    dead = f"http://ops-user:pa55word-secret@127.0.0.1:{closed}/v1?key=query-key-secret"
+    alive = f"http://ops-user:pa55word-secret@127.0.0.1:{port}/v1?key=query-key-secret"
+    request = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+    with anyio.fail_after(60):
+        async with running_http_server(host, ServeSettings(upstream=dead)) as base, httpx.AsyncClient(timeout=30) as http:
+            for unanswered in (await http.post(f"{base}/t/{tasks[0]}/e/k/v1/chat/completions", json=request),
+                               await http.get(f"{base}/t/{tasks[0]}/e/k/v1/models")):
+                assert unanswered.status_code == 502 and f"127.0.0.1:{closed}" in unanswered.text
+                assert not any(s in unanswered.text for s in secrets) and "***" in unanswered.text
+        async with running_http_server(host, ServeSettings(upstream=alive)) as base, httpx.AsyncClient(timeout=30) as http:
+            assert (await http.post(f"{base}/t/{tasks[0]}/e/k2/v1/chat/completions", json=request)).status_code == 200
+            await settle(host)
+    assert scripted_model.received[-1][0] == "/v1/chat/completions?key=query-key-secret"  # used as given
+    [episode] = [e for e in host.store.episodes(task_id=tasks[0], source="live") if e.key == "k2"]
+    [call] = host.store.model_calls(episode.id)
+    assert call.upstream == f"http://***@127.0.0.1:{port}/v1?key=***"
+    process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", "--store", str(store_path), "--port", "0",
+                                "--upstream", alive], stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [process.stderr.readline() for _ in range(2)]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert "recording model calls to http://***@127.0.0.1" in lines[1], lines
+    assert not any(s in line for s in secrets for line in lines)

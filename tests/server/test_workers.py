@@ -39,7 +39,10 @@ async def test_episodes_spread_over_the_workers_and_each_keeps_its_own(host: Epi
                                                                         store_path, serve_cli):
     task = tasks[0]
     store = host.store
-    async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90) as base:
+    operator = {"X-Coworkenv-Operator": "operator-s3cret"}
+    env = {**os.environ, "COWORKENV_OPERATOR_TOKEN": "operator-s3cret"}  # the workers read it too
+    async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90,
+                         env=env) as base:
         with anyio.fail_after(120):
             # 2026-07-28: an episode per key; six keys, each writes its own event, reads it back from a new
             # connection (which must reach the same worker), and finds none of the others'
@@ -58,15 +61,25 @@ async def test_episodes_spread_over_the_workers_and_each_keeps_its_own(host: Epi
                 made = await client.call_tool("calendar_create_event", EVENT)
                 found = await client.call_tool("calendar_list_events", {"query": EVENT["title"]})
                 assert not made.is_error and found.structured_content["count"] == 1
-            # the episode API: open, play at /e/{id}/mcp, end, read the verdict, through the front
+            # the episode API: open, play at /e/{id}/mcp, end, read the verdict, through the front; the
+            # operator's evaluation episode is the operator's on whichever worker holds it
             async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-                opened = (await http.post("/episodes", json={"task": task, "source": "eval"})).json()
+                refused = await http.post("/episodes", json={"task": task, "source": "eval"})
+                assert refused.status_code == 403 and "X-Coworkenv-Operator" in refused.text
+                opened = (await http.post("/episodes", headers=operator, json={"task": task, "source": "eval"})).json()
                 async with Client(f"{base}{opened['url']}") as client:
                     assert not (await client.call_tool("calendar_list_events", {})).is_error
-                ended = await http.post(f"/episodes/{opened['episode_id']}/end", json={"answer": "nothing"})
+                assert (await http.get(f"/episodes/{opened['episode_id']}")).status_code == 403
+                assert (await http.post(f"/episodes/{opened['episode_id']}/end", json={})).status_code == 403
+                ended = await http.post(f"/episodes/{opened['episode_id']}/end", headers=operator,
+                                        json={"answer": "nothing"})
                 assert ended.status_code == 200 and ended.json()["status"] == "ended"
-                status = (await http.get(f"/episodes/{opened['episode_id']}")).json()
+                status = (await http.get(f"/episodes/{opened['episode_id']}", headers=operator)).json()
                 assert status["verdict"]["grader_version"] == GRADER_VERSION
+                # a client's own live episode: its status is its own to read, through the front too
+                live = (await http.post("/episodes", json={"task": task})).json()
+                assert (await http.get(f"/episodes/{live['episode_id']}")).json()["status"] == "running"
+                assert (await http.post(f"/episodes/{live['episode_id']}/end", json={"truncated": True})).status_code == 200
                 assert (await http.get("/_coworkenv/load")).status_code == 404  # the workers' own routes stay inside
 
     live = [e for e in store.episodes(task_id=task, source="live")]
@@ -113,12 +126,13 @@ async def test_a_killed_worker_is_started_again_and_collection_loses_and_repeats
     store = host.store
     sandboxes = tmp_path / "sandboxes"
     sandboxes.mkdir()
-    env = {**os.environ, "TMPDIR": str(sandboxes)}  # the workers' episode directories, where cleanup looks
+    # the workers' episode directories, where cleanup looks; the operator credential, which serve and collect share
+    env = {**os.environ, "TMPDIR": str(sandboxes), "COWORKENV_OPERATOR_TOKEN": "operator-s3cret"}
     async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90, env=env) as base:
         victim = _workers_of(store_path)[0]
         collect = subprocess.Popen([sys.executable, "-m", "coworkenv", "collect", "--store", str(store_path), "--url", base,
                                     "--error-rate", "0", "--concurrency", "4", "--retries", "4", "--json"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         with anyio.fail_after(120):
             while not any(e.owner and f":{victim.pid}:" in e.owner and e.status == "running"
                           for e in store.episodes(source="teacher")):
