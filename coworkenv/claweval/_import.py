@@ -8,7 +8,8 @@ peer task's grader), fixtures, and the services' code under ``mock_services/``. 
   services, the endpoints and every file the services read (their code, ``mock_services/_base.py``,
   the fixtures their environment names), so the services start inside each episode's sandbox;
 - a held-out task whose instruction is the prompt and whose one check (``ClawEvalCheck``) hands the
-  episode to the task's own grader in the checkout.
+  episode to the task's own grader; where that grader is (the checkout, the task's folder) and the
+  judge it asks are recorded in the store beside the task (``ClawEvalGraderRow``), never in its spec.
 
 A task is left out, with the reason, when coworkenv cannot run it as Claw-Eval does: another
 language than asked, media (multimodal), no service or tools without one (tasks played with
@@ -33,8 +34,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..store import Store
-from ..workspace import App, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace
+from ..store import ClawEvalGraderRow, Store
+from ..workspace import App, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace, load_yaml
 from ..workspace._spec import Effect
 
 MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together
@@ -251,7 +252,7 @@ def service_files(root: Path, spec: ClawTaskFile) -> list[Path]:
     return sorted(files)
 
 
-def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "") -> tuple[Workspace, Task]:
+def build_task(root: Path, spec: ClawTaskFile) -> tuple[Workspace, Task]:
     """The coworkenv workspace and held-out task of one Claw-Eval task."""
     bad = [t.name for t in spec.tools if not _TOOL_NAME.match(t.name)]
     if bad:
@@ -281,8 +282,7 @@ def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "
     workspace = Workspace(id=f"claw-{spec.task_id}", name=f"Claw-Eval {spec.task_id}: {spec.task_name}", seed=0,
                           apps=[App(name="claweval", description=f"Claw-Eval task {spec.task_id}'s services", tools=tools)],
                           overrides=overrides)
-    check = ClawEvalCheck(id="claw_eval", description=f"Claw-Eval's grader of {spec.task_id}", checkout=str(root),
-                          task_dir=str(task_dir), task_id=spec.task_id, judge=judge)
+    check = ClawEvalCheck(id="claw_eval", description=f"Claw-Eval's grader of {spec.task_id}", task_id=spec.task_id)
     user = None
     instruction = spec.prompt.text.strip()
     if spec.split == "multi_turn":  # the user agent's persona, played by coworkenv's model-backed simulator
@@ -300,7 +300,7 @@ def build_task(root: Path, task_dir: Path, spec: ClawTaskFile, *, judge: str = "
 
 def read_task_file(task_dir: Path) -> ClawTaskFile:
     try:
-        data = yaml.safe_load((task_dir / "task.yaml").read_text())
+        data = load_yaml((task_dir / "task.yaml").read_text())
     except yaml.YAMLError as exc:
         raise ClawEvalError(f"task.yaml is not valid YAML: {exc}") from None
     try:
@@ -361,12 +361,13 @@ def import_claw_eval(store: Store, directory: str | Path, *, task_ids: tuple[str
             summary.skipped[spec.task_id] = reason
             continue
         try:
-            workspace, task = build_task(root, task_dir, spec, judge=judge if needs_judge else "")
+            workspace, task = build_task(root, spec)
         except (ClawEvalError, ValidationError, OSError) as exc:
             summary.skipped[spec.task_id] = f"cannot be imported: {exc}"
             continue
         store.put_workspace(workspace)
         store.put_task(task, status="heldout", reason="claw-eval")
+        store.put_claw_eval_grader(ClawEvalGraderRow(spec.task_id, str(root), str(task_dir), judge if needs_judge else ""))
         summary.imported.append(ImportedTask(spec.task_id, task.id, spec.split, task.capability,
                                              judge if needs_judge else ""))
     missing = wanted - {d.name for d in task_dirs}

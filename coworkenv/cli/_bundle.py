@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from ..store import TASK_STATUSES
-from ..workspace import Bundle, SpecError
+from ..store import TASK_STATUSES, Store, TaskStatus
+from ..workspace import SAFE_NAME, Bundle, ClawEvalCheck, SpecError, Task
 from ..workspace import _bundle as bundles
 from ._common import DEFAULT_STORE, JsonOpt, SandboxOpt, StoreOpt, emit, err, fail, open_host, open_store, progress
 
@@ -65,22 +67,35 @@ def export_command(
     if statuses - set(TASK_STATUSES):
         raise fail(f"unknown --status {sorted(statuses - set(TASK_STATUSES))[0]!r}; one of: {', '.join(TASK_STATUSES)}")
     opened = open_store(store)
-    known = {row.id: row.spec for row in opened.workspaces()}
-    chosen = workspace or sorted(known)
+    known = opened.workspace_ids()  # ids only: a spec is read once its id is known to be a safe folder name
+    chosen = workspace or known
     unknown = [w for w in chosen if w not in known]
     if unknown:
-        raise fail(f"no workspace {unknown[0]!r} in {store} (it has {', '.join(sorted(known)) or 'none'})")
+        raise fail(f"no workspace {unknown[0]!r} in {store} (it has {', '.join(known) or 'none'})")
+    unsafe = [w for w in chosen if not re.fullmatch(SAFE_NAME, w)]
+    if unsafe:  # an older store took any id; as a folder name it would reach outside --out
+        raise fail(f"workspace {unsafe[0]!r} in {store} has an id that is no safe folder name (letters, digits, "
+                   "'_', '-', '.', not starting with '.'): it is not exported; name the others with --workspace")
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out} is a file; give a folder")
-    written = {}
+    loaded = {}
     for workspace_id in chosen:
-        tasks = [row.spec for row in opened.tasks() if row.workspace_id == workspace_id and row.status in statuses]
-        bundle = Bundle(known[workspace_id], tasks)
+        try:
+            loaded[workspace_id] = Bundle(opened.workspace(workspace_id),
+                                          [row.spec for row in opened.workspace_tasks(workspace_id, tuple(statuses))])
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise fail(f"workspace {workspace_id!r} in {store}, or one of its tasks, no longer validates: "
+                       f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}") from None
+    written = {}
+    for workspace_id, bundle in loaded.items():
         try:
             bundles.save(bundle, out / workspace_id)
+        except SpecError as exc:
+            raise fail(str(exc)) from None
         except OSError as exc:
             raise fail(f"cannot write {out / workspace_id}: {exc.strerror or exc}") from None
-        written[workspace_id] = {"dir": str(out / workspace_id), "hash": bundle.hash, "tasks": len(tasks)}
+        written[workspace_id] = {"dir": str(out / workspace_id), "hash": bundle.hash, "tasks": len(bundle.tasks)}
 
     def human() -> None:
         for info in written.values():
@@ -95,38 +110,57 @@ def import_command(
     store: StoreOpt = Path(DEFAULT_STORE),
     calibrate: Annotated[bool, typer.Option(
         "--calibrate", help="Calibrate the imported tasks (admit or quarantine them) in sandboxes.")] = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Store a workspace that differs from the stored one of its id although admitted or held-out "
+                          "tasks use it; those tasks are quarantined until calibrated again (--calibrate does it "
+                          "now).")] = False,
     sandbox: SandboxOpt = "bwrap",
     as_json: JsonOpt = False,
 ) -> None:
-    """Store bundles' workspaces and tasks (as pending, or calibrated with --calibrate)."""
+    """Store bundles' workspaces and tasks (as pending, or calibrated with --calibrate).
+
+    Refused before anything is stored: a task id stored with another spec; a workspace stored with
+    another spec under admitted or held-out tasks (their references were calibrated in the stored one;
+    --replace); a claw_eval check of a Claw-Eval task this store has no checkout for."""
     loaded = [(directory, _load(directory)) for directory in directories]
     host = open_host(store, sandbox, create=True) if calibrate else None
     opened = host.store if host is not None else open_store(store, create=True)
-    for directory, bundle in loaded:  # refuse before anything is stored: a task id must keep its spec
-        for task in bundle.tasks:
-            row = opened.task(task.id)
-            if row is not None and row.spec != task:
-                raise fail(f"{directory}/tasks/{task.id}.yaml: task {task.id!r} is stored already with another "
-                           "spec; give the new one another id")
+    replaced: dict[str, list[tuple[Task, TaskStatus]]] = {}  # workspace id -> its tasks set aside, former status
+    for directory, bundle in loaded:  # refuse before anything is stored
+        _refuse_conflicts(opened, store, directory, bundle)
+        in_use = _in_use_if_replaced(opened, bundle)
+        if in_use and not replace:
+            counts = [f"{len([t for t, s in in_use if s == status])} {status}" for status in ("admitted", "heldout")
+                      if any(s == status for _, s in in_use)]
+            raise fail(f"{directory}/workspace.yaml: workspace {bundle.workspace.id!r} is stored already with another "
+                       f"spec, and {' and '.join(counts)} tasks use it (their references were calibrated in the stored "
+                       "one); give the new workspace another id, or pass --replace to store it and quarantine those "
+                       "tasks until they are calibrated again")
+        if in_use:
+            replaced[bundle.workspace.id] = in_use
     report: dict[str, dict] = {}
     for directory, bundle in loaded:
         opened.put_workspace(bundle.workspace)
+        for task, _ in replaced.get(bundle.workspace.id, []):
+            opened.set_task_status(task.id, "quarantined", f"its workspace {bundle.workspace.id} was replaced by "
+                                                           f"bundle import of {directory}: calibrate it again")
         added = [t for t in bundle.tasks if opened.task(t.id) is None]
         for task in added:
             opened.put_task(task)
         report[str(directory)] = {"workspace": bundle.workspace.id, "hash": bundle.hash, "tasks": len(bundle.tasks),
-                                  "new": len(added)}
+                                  "new": len(added), "quarantined": len(replaced.get(bundle.workspace.id, []))}
     if host is not None:
         from ..synth import calibrate_task
 
-        pending = [row.spec for row in opened.tasks(status="pending")]
+        todo: list[tuple[Task, TaskStatus]] = [(row.spec, "admitted") for row in opened.tasks(status="pending")]
+        todo += [item for tasks in replaced.values() for item in tasks]
 
         async def run() -> None:
             with progress() as bar:
-                job = bar.add_task("calibrating tasks", total=len(pending))
+                job = bar.add_task("calibrating tasks", total=len(todo))
                 try:
-                    for task in pending:
-                        await calibrate_task(host, task)
+                    for task, status in todo:
+                        await calibrate_task(host, task, admit_as=status)
                         bar.advance(job)
                 finally:
                     await host.close()
@@ -141,3 +175,31 @@ def import_command(
         err.print("tasks in the store: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
     emit(as_json, {"imported": report, "task_counts": counts}, human)
+
+
+def _refuse_conflicts(opened: Store, store: Path, directory: Path, bundle: Bundle) -> None:
+    """A task id must keep its spec; a Claw-Eval check needs the checkout an operator imported here."""
+    for task in bundle.tasks:
+        row = opened.task(task.id)
+        if row is not None and row.spec != task:
+            raise fail(f"{directory}/tasks/{task.id}.yaml: task {task.id!r} is stored already with another "
+                       "spec; give the new one another id")
+        for number, check in enumerate(task.checks):
+            if isinstance(check, ClawEvalCheck) and opened.claw_eval_grader(check.task_id) is None:
+                raise fail(f"{directory}/tasks/{task.id}.yaml: checks.{number}: no Claw-Eval checkout was imported "
+                           f"into {store} for task {check.task_id}; run coworkenv claw-eval import CHECKOUT first "
+                           "(a grader never runs from a bundle)")
+
+
+def _in_use_if_replaced(opened: Store, bundle: Bundle) -> list[tuple[Task, TaskStatus]]:
+    """The admitted and held-out tasks of the stored workspace of the bundle's id, where the bundle's
+    workspace differs from it (nothing when it is the same, or new)."""
+    workspace_id = bundle.workspace.id
+    if workspace_id not in opened.workspace_ids():
+        return []
+    try:
+        if opened.workspace(workspace_id) == bundle.workspace:
+            return []
+    except ValidationError:  # a stored spec that no longer validates is another spec
+        pass
+    return [(row.spec, row.status) for row in opened.workspace_tasks(workspace_id, ("admitted", "heldout"))]

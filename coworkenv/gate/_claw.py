@@ -14,8 +14,13 @@ service, ``trace_end``), built from the recorded episode:
   unknown tool, 503 for a failure injected before the service);
 - audit snapshots: what each service's ``/audit`` returned after the last call (``claweval_audit``).
 
-The grader runs in a subprocess (``_claw_grader.py``) with the checkout's ``src`` first on its path,
-so that ``grader.py`` imports the checkout's own ``claw_eval`` package.
+The grader is code, so it runs only from the checkout the operator gave ``coworkenv claw-eval import``
+(recorded in the store, ``ClawEvalGraderRow``; a spec names the Claw-Eval task only), and never in this
+process: in a subprocess (``_claw_grader.py``) with the checkout's ``src`` first on its path, so that
+``grader.py`` imports the checkout's own ``claw_eval`` package, with an environment of its own (no
+variable of this process reaches it: no token, no key; the judge's key, when the import named a
+judge, goes to it in the request), in a session of its own that is killed whole after
+``GRADER_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -30,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..store import ToolCallRow, json_or_text
+from ..store import ClawEvalGraderRow, ToolCallRow, json_or_text
 from ..workspace import SUBMIT_TOOL, ClawEvalCheck, Task
 
 GRADER_SCRIPT = Path(__file__).with_name("_claw_grader.py")
@@ -107,28 +113,32 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
     return events
 
 
-def run_claw_grader(check: ClawEvalCheck, events: list[dict[str, Any]], *,
+def run_claw_grader(source: ClawEvalGraderRow, events: list[dict[str, Any]], *,
                     judge: dict[str, str] | None = None) -> dict[str, float]:
-    """Claw-Eval's dimension scores for a trace, from the task's own ``grader.py`` in a subprocess."""
-    checkout = Path(check.checkout)
+    """Claw-Eval's dimension scores for a trace, from the task's own ``grader.py`` in the operator's
+    checkout, in a subprocess with a clean environment and a time limit (see the module)."""
+    checkout = Path(source.checkout)
     if not (checkout / "src" / "claw_eval").is_dir():
         raise ClawGradingError(f"{checkout} is no Claw-Eval checkout (it has no src/claw_eval) any more")
     with tempfile.TemporaryDirectory(prefix="coworkenv-claw-") as tmp:
-        trace = Path(tmp) / f"{check.task_id}.jsonl"
+        trace = Path(tmp) / f"{source.task_id}.jsonl"
         trace.write_text("".join(json.dumps(event, ensure_ascii=False) + "\n" for event in events))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "src"), os.environ.get("PYTHONPATH", "")]),
-               "PYTHONDONTWRITEBYTECODE": "1"}
-        request = {"trace": str(trace), "task_dir": check.task_dir, "tasks_dir": str(checkout / "tasks"),
+        env = {"PATH": os.defpath, "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
+               "PYTHONPATH": str(checkout / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+        request = {"trace": str(trace), "task_dir": source.task_dir, "tasks_dir": str(checkout / "tasks"),
                    "judge": judge}
+        process = subprocess.Popen([sys.executable, str(GRADER_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=checkout, env=env, start_new_session=True)
         try:
-            done = subprocess.run([sys.executable, str(GRADER_SCRIPT)], input=json.dumps(request), text=True,
-                                  capture_output=True, cwd=checkout, env=env, timeout=GRADER_TIMEOUT_S)
+            stdout, stderr = process.communicate(json.dumps(request), timeout=GRADER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise ClawGradingError(f"Claw-Eval's grader of {check.task_id} ran past {GRADER_TIMEOUT_S}s") from None
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise ClawGradingError(f"Claw-Eval's grader of {check.task_id} failed (exit {done.returncode}): "
-                               f"{(done.stderr or done.stdout).strip()[-800:]}")
+            os.killpg(process.pid, signal.SIGKILL)  # the grader and whatever it started
+            process.communicate()
+            raise ClawGradingError(f"Claw-Eval's grader of {source.task_id} ran past {GRADER_TIMEOUT_S}s") from None
+    lines = stdout.strip().splitlines()
+    if process.returncode != 0 or not lines:
+        raise ClawGradingError(f"Claw-Eval's grader of {source.task_id} failed (exit {process.returncode}): "
+                               f"{(stderr or stdout).strip()[-800:]}")
     return json.loads(lines[-1])
 
 

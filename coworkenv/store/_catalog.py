@@ -123,6 +123,12 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     "blobs": ("Images and documents, stored once by content.", {
         "sha256": "content hash", "mime_type": "type", "size": "bytes", "data": "the content",
     }),
+    "claw_eval_graders": ("Where the grader of each imported Claw-Eval task is, as `coworkenv claw-eval import` was "
+                          "given it (never taken from a spec).", {
+        "id": "the Claw-Eval task id (a claw_eval check names it)", "checkout": "the Claw-Eval checkout",
+        "task_dir": "the task's folder in it", "judge": "the LLM judge its grader asks (empty for none)",
+        "created_at": "when it was imported (UTC)",
+    }),
     "_sqlite_migrations": ("The schema migrations applied to this store.", {}),
 }
 

@@ -311,6 +311,31 @@ def _episode_clients(db: sqlite_utils.Database) -> None:
     db.table("episodes").create_index(["run_tag"])
 
 
+@MIGRATIONS(name="0012_claw_eval_graders")
+def _claw_eval_graders(db: sqlite_utils.Database) -> None:
+    """Which checkout's grader scores an imported Claw-Eval task (and which judge it asks): what the
+    operator gave ``coworkenv claw-eval import``, kept apart from the specs, whose check now names the
+    Claw-Eval task only. Specs stored before named the checkout in their check: those of tasks that
+    ``claw-eval import`` stored (held out, reason ``claw-eval``) move here; every stored spec loses the
+    fields (a checkout named by any other spec, one a bundle brought, is not kept)."""
+    db.table("claw_eval_graders").create(
+        {"id": str, "checkout": str, "task_dir": str, "judge": str, "created_at": str}, pk="id")
+    for row in list(db.query("select id, spec, status, reason, created_at from tasks where spec like '%claw_eval%'")):
+        spec = json.loads(row["spec"])
+        changed = False
+        for check in spec.get("checks") or []:
+            if not isinstance(check, dict) or check.get("kind") != "claw_eval":
+                continue
+            named = {key: check.pop(key) for key in ("checkout", "task_dir", "judge") if key in check}
+            changed = changed or bool(named)
+            if row["status"] == "heldout" and row["reason"] == "claw-eval" and named.get("checkout"):
+                db.table("claw_eval_graders").upsert(
+                    {"id": check.get("task_id"), "checkout": named["checkout"], "task_dir": named.get("task_dir", ""),
+                     "judge": named.get("judge") or "", "created_at": row["created_at"]}, pk="id")
+        if changed:
+            db.execute("update tasks set spec = ? where id = ?", [json.dumps(spec, separators=(",", ":")), row["id"]])
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

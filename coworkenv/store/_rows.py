@@ -262,5 +262,17 @@ class TrainingRunRow:
     ended_at: str | None
 
 
+@dataclass(frozen=True)
+class ClawEvalGraderRow:
+    """Where the grader of an imported Claw-Eval task is, as the operator gave ``coworkenv claw-eval
+    import``: the checkout (its ``src`` holds the ``claw_eval`` package), the task's folder in it, and
+    the LLM judge it asks ("" for none). Never taken from a spec."""
+
+    task_id: str  # Claw-Eval's
+    checkout: str
+    task_dir: str
+    judge: str = ""
+
+
 def _json(text: str | None, default: Any) -> Any:
     return json.loads(text) if text else default

@@ -26,6 +26,7 @@ from ._migrations import MIGRATIONS, applied_migrations, apply_migrations
 from ._rows import (
     TRAINING_SOURCES,
     CalibrationRow,
+    ClawEvalGraderRow,
     DraftOutcome,
     EpisodeListing,
     EpisodeRow,
@@ -963,6 +964,37 @@ class Store:
     def training_runs(self, kind: str | None = None) -> list[TrainingRunRow]:
         where, params = _where(kind=kind)
         return [_training_run(r) for r in self.query(f"select * from training_runs{where} order by started_at", params)]
+
+    # --- Claw-Eval graders and what bundles check before they store or write -------------------
+
+    def put_claw_eval_grader(self, row: ClawEvalGraderRow) -> None:
+        """Record where the grader of a Claw-Eval task is (``coworkenv claw-eval import`` only)."""
+        with self.transaction() as db:
+            _upsert(db, "claw_eval_graders", {"id": row.task_id, "checkout": row.checkout, "task_dir": row.task_dir,
+                                              "judge": row.judge, "created_at": now()})
+
+    def claw_eval_grader(self, task_id: str) -> ClawEvalGraderRow | None:
+        """Where the grader of Claw-Eval task ``task_id`` is, if an import recorded it."""
+        rows = self.query("select * from claw_eval_graders where id = ?", (task_id,))
+        return ClawEvalGraderRow(rows[0]["id"], rows[0]["checkout"], rows[0]["task_dir"] or "",
+                                 rows[0]["judge"] or "") if rows else None
+
+    def workspace_ids(self) -> list[str]:
+        """The stored workspaces' ids, their specs unread (a store may hold one that no longer validates)."""
+        return [r["id"] for r in self.query("select id from workspaces order by id")]
+
+    def workspace_task_counts(self, workspace_id: str) -> dict[str, int]:
+        """How many tasks of the workspace have each status (their specs unread)."""
+        return {r["status"]: r["n"] for r in self.query(
+            "select status, count(*) as n from tasks where workspace_id = ? group by status", (workspace_id,))}
+
+    def workspace_tasks(self, workspace_id: str, statuses: tuple[str, ...] | None = None) -> list[TaskRow]:
+        """The tasks of one workspace (of these ``statuses``, when given), by id: only theirs are parsed."""
+        sql, params = "select * from tasks where workspace_id = ?", [workspace_id]
+        if statuses is not None:
+            sql += f" and status in ({', '.join('?' for _ in statuses)})"
+            params += list(statuses)
+        return [_task(r) for r in self.query(sql + " order by id", tuple(params))]
 
 
 def _where(**equal: Any) -> tuple[str, tuple]:

@@ -33,7 +33,7 @@ from .._errors import ModelError
 from ..agents import ProviderSettings, ProviderSpec, chat_model
 from ..episodes import EpisodeHost
 from ..store import DraftOutcome, Store, TaskDraftRow, new_id
-from ..workspace import SqlCheck, Task, Workspace, build_workspace, ordinary_tables
+from ..workspace import SqlCheck, Task, Workspace, build_workspace, load_yaml, ordinary_tables, run_check_query
 from ._calibrate import calibrate_task
 from ._generate import GENERATED
 from ._probes import harden
@@ -213,7 +213,7 @@ def parse_draft(text: str, workspace: Workspace, initial: sqlite3.Connection, *,
     fenced = _FENCED.search(text)
     source = fenced.group(1) if fenced else text
     try:
-        data = yaml.safe_load(source)
+        data = load_yaml(source)
     except yaml.YAMLError as exc:
         raise DraftError(f"the reply is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -232,7 +232,7 @@ def parse_draft(text: str, workspace: Workspace, initial: sqlite3.Connection, *,
     for check in task.checks:
         if isinstance(check, SqlCheck):
             try:
-                initial.execute(check.query, check.params).fetchone()
+                run_check_query(initial, check.query, check.params)
             except (sqlite3.Error, ValueError) as exc:
                 problems.append(f"check {check.id!r}: its query fails on the workspace's initial state: {exc}")
     if problems:

@@ -32,6 +32,9 @@ from ._spec import (
     SqlCheck,
     UnchangedCheck,
     ClawEvalCheck,
+    CheckQueryTimeout,
+    run_check_query,
+    SAFE_NAME,
     Faults,
     mentions,
     state_digest,
@@ -67,6 +70,7 @@ from ._state import (
     state_hashes,
     write_initial_state,
 )
+from ._yaml import YamlLimitError, load_yaml
 from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
 from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
 from ._world import World, build_world, load_world, write_world
@@ -114,6 +118,11 @@ __all__ = [
     "SqlCheck",
     "UnchangedCheck",
     "ClawEvalCheck",
+    "CheckQueryTimeout",
+    "run_check_query",
+    "SAFE_NAME",
+    "YamlLimitError",
+    "load_yaml",
     "Faults",
     "mentions",
     "state_digest",

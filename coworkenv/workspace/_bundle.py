@@ -16,6 +16,7 @@ import functools
 import hashlib
 import inspect
 import json
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _world
-from ._spec import SpecError, Task, Workspace, WorldEvent, load_task, load_workspace, save_task, save_workspace
+from ._spec import SAFE_NAME, SpecError, Task, Workspace, WorldEvent, load_task, load_workspace, save_task, save_workspace
 from ._state import app_module, event_problem, write_initial_state
 
 HASH_FORMAT = 1
@@ -90,7 +91,14 @@ class Bundle:
 
 
 def save(bundle: Bundle, directory: str | Path) -> Path:
-    """Write the bundle's files under ``directory`` (tasks of it that are no longer in it are removed)."""
+    """Write the bundle's files under ``directory`` (tasks of it that are no longer in it are removed).
+
+    The ids become file names, so each must be a safe one (``SAFE_NAME``; a spec from an older store
+    may not be): nothing is written or removed outside ``directory``."""
+    unsafe = [i for i in [bundle.workspace.id, *(t.id for t in bundle.tasks)] if not re.fullmatch(SAFE_NAME, i)]
+    if unsafe:
+        raise SpecError(f"id {unsafe[0]!r} is no safe file name (letters, digits, '_', '-', '.', not starting "
+                        "with '.'): the bundle is not written")
     directory = Path(directory)
     tasks_dir = directory / "tasks"
     tasks_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,19 @@
-"""The workspace spec: pydantic models that load from and save to YAML."""
+"""The workspace spec: pydantic models that load from and save to YAML.
+
+Specs come from data (bundles, a model's drafts, Claw-Eval task files), so what they may hold is
+bounded here, as constraints of the models, and refused with the field's name when passed:
+
+- ids of workspaces and tasks (and a Claw-Eval check's task id) are safe file names
+  (``SAFE_NAME``: letters, digits, ``_``, ``-``, ``.``, not starting with ``.``, at most 128
+  characters), since bundles use them as folder and file names;
+- an instruction, a reference answer and a user's persona prompt hold at most ``MAX_INSTRUCTION``
+  (65,536) characters; descriptions (of apps, tools, checks, events) and a user's replies at most
+  ``MAX_DESCRIPTION`` (8,192); names (a workspace's, a persona's name, role and tone, a shape) at most
+  ``MAX_NAME`` (256); a check's SQL at most ``MAX_QUERY`` (16,384);
+- a spec file holds at most ``MAX_SPEC_FILE_BYTES`` (64 MiB: a Claw-Eval workspace carries its
+  services' files) and its YAML is read with alias and size bounds (``coworkenv.workspace._yaml``);
+- a check's SQL runs for at most ``CHECK_QUERY_LIMIT_S`` seconds (``run_check_query``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +24,7 @@ import random
 import re
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -18,6 +34,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._yaml import YamlLimitError, load_yaml
+
 Effect = Literal["read", "write", "destructive"]
 """What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
 Capability = Literal["lookup", "single_write", "multi_step", "cross_app", "aggregation", "conditional", "safety",
@@ -25,6 +43,23 @@ Capability = Literal["lookup", "single_write", "multi_step", "cross_app", "aggre
 CAPABILITIES: tuple[str, ...] = ("lookup", "single_write", "multi_step", "cross_app", "aggregation", "conditional",
                                  "safety", "error_recovery", "noticing_change", "long_horizon", "multi_turn")
 """The capabilities a task can exercise (``coworkenv.synth.TAXONOMY`` describes each and its difficulty levels)."""
+
+
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+"""What an id that names a file or folder may be (a workspace's, a task's): no path separator, no leading dot."""
+MAX_NAME = 256
+MAX_DESCRIPTION = 8_192
+MAX_INSTRUCTION = 65_536
+MAX_QUERY = 16_384
+MAX_SPEC_FILE_BYTES = 64 << 20
+CHECK_QUERY_LIMIT_S = 2.0
+"""How long a check's SQL may run on a state (checks take milliseconds; a query that never ends must not
+hang grading or calibration)."""
+
+SafeId = Annotated[str, Field(pattern=SAFE_NAME)]
+Name = Annotated[str, Field(max_length=MAX_NAME)]
+Description = Annotated[str, Field(max_length=MAX_DESCRIPTION)]
+LongText = Annotated[str, Field(max_length=MAX_INSTRUCTION)]
 
 
 class SpecError(ValueError):
@@ -41,7 +76,7 @@ class ToolSpec(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     app: str
     tool: str
-    description: str
+    description: Description
     effect: Effect
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
@@ -65,7 +100,7 @@ class ResourceSpec(_Model):
 
 class App(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    description: str
+    description: Description
     tools: list[ToolSpec]
     resources: list[ResourceSpec] = Field(default_factory=list)
 
@@ -80,7 +115,7 @@ class WorldEvent(_Model):
     app: str
     action: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    description: str = ""
+    description: Description = ""
 
 
 class DataOverride(_Model):
@@ -116,8 +151,8 @@ class Workspace(_Model):
     changed by ``overrides`` (data of its own: a record a task needs, a row left out), and the
     events that happen in it during every episode."""
 
-    id: str
-    name: str
+    id: SafeId
+    name: Name
     seed: int
     apps: list[App]
     overrides: list[DataOverride] = Field(default_factory=list)
@@ -152,8 +187,8 @@ class CheckResult:
 
 
 class _CheckBase(_Model):
-    id: str
-    description: str
+    id: Name
+    description: Description
 
     def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
         """Whether the check holds for the final ``state`` (None when none was recorded) and ``answer``."""
@@ -171,7 +206,7 @@ class SqlCheck(_CheckBase):
     must equal ``expect``."""
 
     kind: Literal["sql"] = "sql"
-    query: str
+    query: str = Field(max_length=MAX_QUERY)
     params: list[Any] = Field(default_factory=list)
     expect: Any = None
 
@@ -186,13 +221,35 @@ class SqlCheck(_CheckBase):
         if state is None:
             return self._failed("no final state was recorded")
         try:
-            row = state.execute(self.query, self.params).fetchone()
+            row = run_check_query(state, self.query, self.params)
+        except CheckQueryTimeout as exc:
+            return self._failed(str(exc))
         except sqlite3.Error as exc:  # a broken check fails, with the reason
             return self._failed(f"check query failed: {exc}")
         got = row[0] if row else None
         if got != self.expect:
             return self._failed(f"expected {self.expect!r}, found {got!r}")
         return self._passed()
+
+
+class CheckQueryTimeout(sqlite3.OperationalError):
+    """A check's SQL ran over ``CHECK_QUERY_LIMIT_S`` and was interrupted."""
+
+
+def run_check_query(state: sqlite3.Connection, query: str, params: list[Any] | tuple = ()) -> Any:
+    """The first row of a check's ``query`` on ``state``, interrupted after ``CHECK_QUERY_LIMIT_S``
+    (SQLite's progress handler, asked every few thousand virtual-machine steps): a recursive query
+    that never ends raises ``CheckQueryTimeout`` instead of hanging whoever grades."""
+    deadline = time.monotonic() + CHECK_QUERY_LIMIT_S
+    state.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+    try:
+        return state.execute(query, params).fetchone()
+    except sqlite3.OperationalError:
+        if time.monotonic() > deadline:
+            raise CheckQueryTimeout(f"check query ran over {CHECK_QUERY_LIMIT_S:g} s") from None
+        raise
+    finally:
+        state.set_progress_handler(None, 0)
 
 
 class AnswerCheck(_CheckBase):
@@ -360,17 +417,28 @@ class UnchangedCheck(_CheckBase):
 
 
 class ClawEvalCheck(_CheckBase):
-    """A Claw-Eval task's own grader decides (``coworkenv claw-eval import``): after the episode, the
-    gate builds a trace in Claw-Eval's format from the recorded episode and the services' audit logs
-    (kept in the final state), and ``grader.py`` of ``task_dir`` in the ``checkout`` scores it, outside
-    the sandbox. Its completion, safety and robustness are the episode's. ``judge``: the provider of the
-    LLM judge the grader asks (empty for a programmatic grader)."""
+    """A Claw-Eval task's own grader decides: after the episode, the gate builds a trace in Claw-Eval's
+    format from the recorded episode and the services' audit logs (kept in the final state), and the
+    ``grader.py`` of Claw-Eval task ``task_id`` scores it, outside the sandbox. Its completion, safety
+    and robustness are the episode's.
+
+    The check names the task only: which checkout's grader runs (and which LLM judge it asks) is what
+    the operator gave ``coworkenv claw-eval import`` on the command line, kept in the store apart from
+    any spec. A spec that names a checkout, a folder or a judge is refused: a bundle or a drafted task
+    must not choose code to run on the host, nor where a key is sent."""
 
     kind: Literal["claw_eval"] = "claw_eval"
-    checkout: str
-    task_dir: str
-    task_id: str
-    judge: str = ""
+    task_id: str = Field(pattern=SAFE_NAME)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_no_code(cls, data: Any) -> Any:
+        named = sorted({"checkout", "task_dir", "judge"} & set(data)) if isinstance(data, dict) else []
+        if named:
+            raise ValueError(f"a claw_eval check names only its Claw-Eval task_id, not {', '.join(named)}: its grader "
+                             "runs from the checkout the operator imported (coworkenv claw-eval import DIR), never "
+                             "from a path in a spec")
+        return data
 
     def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
         return self._failed("Claw-Eval's grader needs the whole episode; the gate runs it (coworkenv.gate.grade)")
@@ -404,9 +472,9 @@ class Faults(_Model):
 class Persona(_Model):
     """Who the simulated user is: their name, role and the tone they write in."""
 
-    name: str
-    role: str
-    tone: str = "brief and friendly"
+    name: Name
+    role: Name
+    tone: Name = "brief and friendly"
 
 
 class HiddenFact(_Model):
@@ -417,8 +485,8 @@ class HiddenFact(_Model):
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     cues: list[str] = Field(min_length=1)
-    value: str = Field(min_length=1)
-    reply: str = Field(min_length=1)
+    value: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
+    reply: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
     alternatives: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -437,7 +505,7 @@ class Confirmation(_Model):
     cues: list[str] = Field(min_length=1)
     tools: list[str] = Field(min_length=1)
     confirm: bool
-    reply: str = Field(min_length=1)
+    reply: str = Field(min_length=1, max_length=MAX_DESCRIPTION)
 
 
 class User(_Model):
@@ -452,7 +520,7 @@ class User(_Model):
     facts: list[HiddenFact] = Field(default_factory=list)
     confirmations: list[Confirmation] = Field(default_factory=list)
     max_turns: int = Field(default=6, ge=1)
-    prompt: str = ""
+    prompt: LongText = ""
 
     @model_validator(mode="after")
     def _something_hidden(self) -> User:
@@ -472,20 +540,20 @@ class User(_Model):
 class Task(_Model):
     """A task with its checks, an executable reference solution and the tools it must not call."""
 
-    id: str
-    workspace_id: str
-    capability: str
+    id: SafeId
+    workspace_id: SafeId
+    capability: Name
     difficulty: int = Field(ge=1, le=5)
-    instruction: str
+    instruction: LongText
     checks: list[Check] = Field(min_length=1)
     reference: list[ReferenceStep]
-    reference_answer: str = ""
+    reference_answer: LongText = ""
     forbidden_tools: list[str] = Field(default_factory=list)
     forbidden_probe: ReferenceStep | None = None  # a plausible forbidden call, used by calibration
     max_steps: int = Field(default=12, ge=1)
     events: list[WorldEvent] = Field(default_factory=list)  # the world moving during this task's episodes
     faults: Faults | None = None  # transient failures injected into this task's tool calls
-    shape: str = ""  # the program shape or template it was made from (for reports and de-duplication)
+    shape: Name = ""  # the program shape or template it was made from (for reports and de-duplication)
     user: User | None = None  # a multi-turn task's simulated user, with the facts only they have
 
 
@@ -545,9 +613,14 @@ def _dump_yaml(model: BaseModel) -> str:
 
 def _load_yaml(path: Path, model: type[BaseModel]) -> Any:
     try:
-        data = yaml.safe_load(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_SPEC_FILE_BYTES:
+            raise SpecError(f"{path}: {size:,} bytes, more than the {MAX_SPEC_FILE_BYTES >> 20} MiB a spec file may have")
+        data = load_yaml(path.read_text())
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file") from None
+    except YamlLimitError as exc:
+        raise SpecError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {exc}") from None
     try:
