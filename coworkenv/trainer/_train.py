@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
 from ._chat_template import tojson
+from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
 from ._model import TrainingUnavailable, read_rows, require_training
 
@@ -67,6 +68,12 @@ class TrainSettings(BaseModel):
     # of the data, everywhere in the row (``swapped_rows``): answering them needs copying, not recall;
     # for a model trained from scratch, which must learn to copy values (benchmarks/loop.md)
     value_swaps: int = Field(default=0, ge=0)
+    # SFT: reading-and-copying exercises of the base's pretraining (``_pretrain_data``, over workspaces no
+    # task uses) mixed in, this many per task row: a pretrained base keeps what it was pretrained for
+    # while it learns the tools, instead of unlearning it in the first hundred steps (benchmarks/loop.md)
+    replay: float = Field(default=0.0, ge=0)
+    # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
+    group_by_length: bool = True
     # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
     # None: on for vocabularies of FUSED_HEAD_MIN_VOCAB tokens or more; a tiny model's logits are
     # small, and on a CPU the plain cross-entropy runs a step about 1.6x faster
@@ -457,7 +464,8 @@ def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: Prog
     """Supervised fine-tuning on ``messages`` + ``tools`` rows, loss on assistant tokens only."""
 
     return _run(store, "sft", settings, lambda rows: _sft_trainer(settings, rows), on_progress,
-                extra=lambda rows: swapped_rows(rows, settings.value_swaps, seed=settings.seed))
+                extra=lambda rows: swapped_rows(rows, settings.value_swaps, seed=settings.seed)
+                + replay_rows(round(len(rows) * settings.replay), seed=settings.seed))
 
 
 def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
@@ -468,7 +476,8 @@ def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
     if fused is None:
         fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
     trainer_class = SFTTrainer if fused else _plain_loss_trainer()
-    config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False)
+    config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False,
+                       train_sampling_strategy="group_by_length" if settings.group_by_length else "random")
     trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,
                             peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)
     return trainer, tokenizer

@@ -1,0 +1,387 @@
+"""``pretrain_base``: a PocketWorker base pretrained by the project, resumable, rebuilt bit for bit.
+
+The recipe (``PretrainSettings``) has three stages, each kept in the output folder so that a run
+interrupted at any point resumes where it stopped:
+
+1. **Tokenizer**: a byte-level BPE trained on the exercises of the first ``tokenizer_seeds``
+   pretraining workspaces and on every app's tool signatures (digits split one by one; dates, times
+   and record ids whole tokens, as ``init-tiny`` does), with the chat template that lists tools as
+   signatures (``POCKET_CHAT_TEMPLATE``).
+2. **Data**: ``seeds`` workspaces' exercises (``_pretrain_data``), tokenized and packed into
+   sequences of ``seq_len`` tokens, a shard per ``SHARD_SEEDS`` seeds (``data/shard-*.npz``: token ids
+   and the mask of learned tokens). Exercises longer than a sequence are left out.
+3. **Training**: a Qwen3 of the recipe's size from a seeded initialisation, AdamW with warm-up and a
+   cosine decay, ``batch_size`` sequences a step in an order drawn from the seed; a checkpoint
+   (weights, optimizer, step, losses, wall time) every ``save_every`` steps and at the end.
+
+The same recipe on the same software and thread count gives the same bytes: data and order come
+from seeds, the initialisation from ``seed``, the arithmetic is deterministic on a CPU for a fixed
+number of threads (``threads``, recorded), and a resumed run continues from exactly the state it
+saved. ``coworkenv_model.json`` records the recipe, the data's seeds and hash, the wall time and the
+hash of the weights; ``base_hash`` reads it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..workspace import app_spec, listed_apps
+from ._chat_template import EOS, IM_END, IM_START, POCKET_CHAT_TEMPLATE, TOOL_TOKENS
+from ._model import ENTITY_PATTERNS, parameter_count, require_training
+from ._pretrain_data import PRETRAIN_SEED_FROM, Sample, exercises, render
+
+SHARD_SEEDS = 25
+LOG_EVERY = 10  # steps between logged losses (the mean over them)
+RECIPE_FILE = "coworkenv_model.json"
+
+
+class PretrainSettings(BaseModel):
+    """The recipe of a pretrained PocketWorker base (stored with it)."""
+
+    out_dir: str
+    seeds: int = Field(default=600, ge=1)  # pretraining workspaces (seeds PRETRAIN_SEED_FROM onwards)
+    exercises_per_seed: int = Field(default=400, ge=1)
+    tokenizer_seeds: int = Field(default=40, ge=1)
+    vocab_size: int = Field(default=3072, ge=512)
+    hidden_size: int = Field(default=192, ge=16)
+    layers: int = Field(default=3, ge=1)
+    heads: int = Field(default=6, ge=1)
+    kv_heads: int = Field(default=2, ge=1)
+    head_dim: int = Field(default=32, ge=8)
+    intermediate_size: int = Field(default=768, ge=16)
+    seq_len: int = Field(default=1024, ge=64)
+    batch_size: int = Field(default=16, ge=1)
+    steps: int = Field(default=6000, ge=1)
+    learning_rate: float = Field(default=3e-3, gt=0)
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    warmup_steps: int = Field(default=200, ge=0)
+    weight_decay: float = Field(default=0.1, ge=0)
+    save_every: int = Field(default=100, ge=1)
+    threads: int = Field(default=2, ge=1)  # part of the recipe: the arithmetic's order depends on it
+    seed: int = 0
+    max_minutes: float | None = Field(default=None, gt=0)  # stop (checkpointed) at the first step past this
+
+    def data_seeds(self) -> range:
+        return range(PRETRAIN_SEED_FROM, PRETRAIN_SEED_FROM + self.seeds)
+
+
+@dataclass(frozen=True)
+class PretrainProgress:
+    stage: str  # tokenizer | data | train | done
+    step: int = 0
+    steps: int = 0
+    loss: float | None = None
+    seconds: float = 0.0
+    detail: str = ""
+
+
+ProgressHook = Callable[[PretrainProgress], None]
+
+
+def _quiet(progress: PretrainProgress) -> None:
+    pass
+
+
+# ---------------------------------------------------------------- tokenizer
+
+
+def tool_signatures() -> list[str]:
+    """Every app's tools as the pocket template lists them (the tokenizer learns their pieces)."""
+    lines = []
+    for app in sorted(listed_apps()):
+        for tool in app_spec(app).tools:
+            props = tool.input_schema.get("properties", {})
+            required = set(tool.input_schema.get("required", []))
+            params = ", ".join(f"{name}{'*' if name in required else ''}" for name in props)
+            lines.append(f"{tool.name}({params})")
+    return lines
+
+
+def _train_tokenizer(settings: PretrainSettings, out: Path):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    texts = ["system\nuser\nassistant\n", *tool_signatures()]
+    for seed in settings.data_seeds()[:settings.tokenizer_seeds]:
+        texts += [render(sample) for _, sample in exercises(seed, settings.exercises_per_seed)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=settings.vocab_size, min_frequency=2, special_tokens=[EOS, IM_START, IM_END],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    entities: dict[str, int] = {}
+    for text in texts:
+        for pattern in ENTITY_PATTERNS:
+            for found in pattern.findall(text):
+                entities[found] = entities.get(found, 0) + 1
+    whole = sorted((e for e, n in entities.items() if n >= 2), key=lambda e: (-entities[e], e))
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False, single_word=True) for t in whole])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=IM_END, pad_token=EOS, bos_token=None,
+                                   unk_token=None, additional_special_tokens=[IM_START])
+    fast.chat_template = POCKET_CHAT_TEMPLATE
+    fast.model_max_length = 4096
+    fast.save_pretrained(out)
+    return fast
+
+
+# ---------------------------------------------------------------- data
+
+
+def encode(tokenizer, sample: Sample) -> tuple[list[int], list[int]]:
+    """Token ids of ``sample`` and a 0/1 mask of the tokens learned (those within a learned piece)."""
+    text = render(sample)
+    spans, at = [], 0
+    for piece in sample:
+        if piece.learn:
+            spans.append((at, at + len(piece.text)))
+        at += len(piece.text)
+    encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    mask = [int(any(s <= start and end <= e for s, e in spans)) if end > start else 0
+            for start, end in encoded["offset_mapping"]]
+    return list(encoded["input_ids"]), mask
+
+
+def _pack(tokenizer, samples: list[Sample], seq_len: int):
+    """Whole samples packed into sequences of ``seq_len`` (separated by ``<|endoftext|>``, padded at the end)."""
+    import numpy as np
+
+    pad = tokenizer.convert_tokens_to_ids(EOS)
+    ids_rows, mask_rows = [], []
+    ids: list[int] = []
+    mask: list[int] = []
+    for sample in samples:
+        sample_ids, sample_mask = encode(tokenizer, sample)
+        sample_ids, sample_mask = sample_ids + [pad], sample_mask + [0]
+        if len(sample_ids) > seq_len:
+            continue
+        if len(ids) + len(sample_ids) > seq_len:
+            ids_rows.append(ids + [pad] * (seq_len - len(ids)))
+            mask_rows.append(mask + [0] * (seq_len - len(mask)))
+            ids, mask = [], []
+        ids += sample_ids
+        mask += sample_mask
+    if ids:
+        ids_rows.append(ids + [pad] * (seq_len - len(ids)))
+        mask_rows.append(mask + [0] * (seq_len - len(mask)))
+    return np.array(ids_rows, dtype=np.uint16), np.array(mask_rows, dtype=np.uint8)
+
+
+def _shards(settings: PretrainSettings, tokenizer, data_dir: Path, on_progress: ProgressHook) -> list[Path]:
+    import numpy as np
+
+    seeds = list(settings.data_seeds())
+    paths = []
+    for index, first in enumerate(range(0, len(seeds), SHARD_SEEDS)):
+        path = data_dir / f"shard-{index:04d}.npz"
+        paths.append(path)
+        if path.exists():
+            continue
+        samples = [sample for seed in seeds[first:first + SHARD_SEEDS]
+                   for _, sample in exercises(seed, settings.exercises_per_seed)]
+        ids, mask = _pack(tokenizer, samples, settings.seq_len)
+        partial = path.with_suffix(".partial.npz")
+        np.savez(partial, ids=ids, mask=mask)
+        os.replace(partial, path)
+        on_progress(PretrainProgress("data", index + 1, math.ceil(len(seeds) / SHARD_SEEDS),
+                                     detail=f"{len(ids)} sequences"))
+    return paths
+
+
+def _load_data(paths: list[Path]):
+    import numpy as np
+
+    loaded = [np.load(path) for path in paths]
+    return np.concatenate([d["ids"] for d in loaded]), np.concatenate([d["mask"] for d in loaded])
+
+
+def _digest(ids, mask) -> str:
+    digest = hashlib.sha256()
+    digest.update(ids.tobytes())
+    digest.update(mask.tobytes())
+    return digest.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- training
+
+
+def _model(settings: PretrainSettings, tokenizer):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(settings.seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size,
+        num_hidden_layers=settings.layers, num_attention_heads=settings.heads,
+        num_key_value_heads=settings.kv_heads, head_dim=settings.head_dim, max_position_embeddings=4096,
+        tie_word_embeddings=True, rope_theta=10000.0,  # pyright: ignore[reportCallIssue]
+        eos_token_id=tokenizer.convert_tokens_to_ids(IM_END), pad_token_id=tokenizer.convert_tokens_to_ids(EOS),
+        bos_token_id=None,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    return model
+
+
+def learning_rate(settings: PretrainSettings, step: int) -> float:
+    """Linear warm-up, then a cosine decay to ``min_lr_ratio`` of the peak at the last step."""
+    if step < settings.warmup_steps:
+        return settings.learning_rate * (step + 1) / settings.warmup_steps
+    progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
+    floor = settings.min_lr_ratio
+    return settings.learning_rate * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def batch_indices(settings: PretrainSettings, sequences: int, step: int) -> list[int]:
+    """The sequences of ``step``: passes over the data, each in an order drawn from the seed and the pass."""
+    import numpy as np
+
+    first = step * settings.batch_size
+    picked = []
+    for position in range(first, first + settings.batch_size):
+        epoch, offset = divmod(position, sequences)
+        order = np.random.default_rng([settings.seed, epoch]).permutation(sequences)
+        picked.append(int(order[offset]))
+    return picked
+
+
+def _save_checkpoint(path: Path, model, optimizer, state: dict[str, Any]) -> None:
+    import torch
+
+    partial = path.with_name(path.name + ".partial")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state}, partial)
+    os.replace(partial, path)
+
+
+def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _quiet) -> Path:
+    """Run (or resume) the recipe into ``settings.out_dir``; return the model folder (``OUT/model``)."""
+    require_training()
+    import torch
+    from transformers import AutoTokenizer
+
+    out = Path(settings.out_dir)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    recipe_path = out / "recipe.json"
+    recipe = settings.model_dump(exclude={"out_dir", "max_minutes"})
+    if recipe_path.exists() and json.loads(recipe_path.read_text()) != recipe:
+        raise ValueError(f"{out} holds a run of another recipe ({recipe_path}); use another folder")
+    recipe_path.write_text(json.dumps(recipe, indent=2))
+    torch.set_num_threads(settings.threads)
+    torch.use_deterministic_algorithms(True)
+
+    tokenizer_dir = out / "tokenizer"
+    if not (tokenizer_dir / "tokenizer.json").exists():
+        on_progress(PretrainProgress("tokenizer", detail=f"{settings.tokenizer_seeds} workspaces"))
+        _train_tokenizer(settings, tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+    ids, mask = _load_data(_shards(settings, tokenizer, out / "data", on_progress))
+    data_hash = _digest(ids, mask)
+
+    model = _model(settings, tokenizer)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    other = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
+                                   {"params": other, "weight_decay": 0.0}],
+                                  lr=settings.learning_rate, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    checkpoint = out / "checkpoint.pt"
+    state: dict[str, Any] = {"step": 0, "seconds": 0.0, "losses": [], "window": [], "data_hash": data_hash}
+    if checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved["state"]["data_hash"] != data_hash:
+            raise ValueError(f"{checkpoint} was trained on other data ({saved['state']['data_hash']}, now {data_hash})")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = {"window": [], **saved["state"]}
+    model.train()
+    started = time.perf_counter() - state["seconds"]
+    session = time.perf_counter()
+    while state["step"] < settings.steps:
+        step = state["step"]
+        rows = batch_indices(settings, len(ids), step)
+        input_ids = torch.from_numpy(ids[rows].astype("int64"))
+        labels = input_ids.masked_fill(torch.from_numpy(mask[rows]) == 0, -100)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(settings, step)
+        loss = model(input_ids=input_ids, labels=labels, use_cache=False).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        state["window"].append(loss.item())
+        state["step"] = step + 1
+        state["seconds"] = time.perf_counter() - started
+        logged = state["step"] % LOG_EVERY == 0 or state["step"] == settings.steps
+        if logged:
+            window = state["window"]
+            state["losses"].append({"step": state["step"], "loss": round(sum(window) / len(window), 4)})
+            state["window"] = []
+        out_of_time = settings.max_minutes is not None and time.perf_counter() - session > settings.max_minutes * 60
+        if state["step"] % settings.save_every == 0 or state["step"] == settings.steps or out_of_time:
+            _save_checkpoint(checkpoint, model, optimizer, state)
+        if logged:
+            on_progress(PretrainProgress("train", state["step"], settings.steps, state["losses"][-1]["loss"],
+                                         state["seconds"]))
+        if out_of_time:
+            return checkpoint
+    return _finish(settings, model, tokenizer, state, out)
+
+
+def snapshot_base(out_dir: str | Path) -> Path:
+    """The base as its last checkpoint holds it, as a model folder (``OUT/snapshot``): a run still
+    going (or stopped by ``max_minutes``) can be tried before it ends."""
+    require_training()
+    import torch
+    from transformers import AutoTokenizer
+
+    out = Path(out_dir)
+    if not (out / "checkpoint.pt").exists():
+        raise FileNotFoundError(f"{out} holds no pretraining checkpoint (checkpoint.pt)")
+    settings = PretrainSettings(out_dir=str(out), **json.loads((out / "recipe.json").read_text()))
+    tokenizer = AutoTokenizer.from_pretrained(out / "tokenizer", local_files_only=True)
+    model = _model(settings, tokenizer)
+    saved = torch.load(out / "checkpoint.pt", weights_only=False)
+    model.load_state_dict(saved["model"])
+    return _finish(settings, model, tokenizer, saved["state"], out, folder=out / "snapshot")
+
+
+def _finish(settings: PretrainSettings, model, tokenizer, state: dict[str, Any], out: Path,
+            folder: Path | None = None) -> Path:
+    folder = folder or out / "model"
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    meta = {
+        "kind": "pretrained-base",
+        "recipe": settings.model_dump(exclude={"out_dir", "max_minutes"}),
+        "data_seeds": [settings.data_seeds().start, settings.data_seeds().stop - 1],
+        "data_hash": state["data_hash"],
+        "steps": state["step"],
+        "wall_seconds": round(state["seconds"], 1),
+        "final_loss": state["losses"][-1]["loss"] if state["losses"] else None,
+        "losses": state["losses"][:: max(1, len(state["losses"]) // 50)],
+        "parameters": parameter_count(model),
+        "vocab_size": len(tokenizer),
+        "weights_sha256": weights_hash(folder),
+    }
+    (folder / RECIPE_FILE).write_text(json.dumps(meta, indent=2))
+    return folder
+
+
+def weights_hash(folder: str | Path) -> str:
+    """The sha256 of a model folder's weights (``model.safetensors``)."""
+    return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()

@@ -1,0 +1,88 @@
+"""The pretrained PocketWorker base: its exercises, its template, and a run that resumes and rebuilds
+bit for bit (at a size that trains in seconds)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from coworkenv.trainer import PretrainSettings, pretrain_base, snapshot_base, weights_hash
+from coworkenv.trainer._chat_template import POCKET_CHAT_TEMPLATE
+from coworkenv.trainer._pretrain_data import (
+    KINDS,
+    PRETRAIN_SEED_FROM,
+    as_messages,
+    exercises,
+    render,
+    replay_rows,
+    workspace_results,
+)
+
+pytest.importorskip("torch")
+
+TINY = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
+            kv_heads=1, head_dim=32, intermediate_size=64, seq_len=384, batch_size=2, steps=24, save_every=7,
+            warmup_steps=3)
+
+
+def test_exercises_copy_values_the_records_hold_and_never_show_a_tool_call():
+    seed = PRETRAIN_SEED_FROM + 7
+    values = set()
+    for result in workspace_results(seed):
+        for record in result.records:
+            values.update(str(v) for v in record.values() if isinstance(v, (str, int, float)))
+    made = list(exercises(seed, 200))
+    assert {kind for kind, _ in made} >= {"lookup", "json", "prose", "text"} and {k for k, _ in made} <= set(KINDS)
+    assert [render(s) for _, s in made] == [render(s) for _, s in exercises(seed, 200)]  # the same seed, the same text
+    for kind, sample in made:
+        text = render(sample)
+        assert "<tool_call>" not in text and "<tools>" not in text
+        if kind in ("lookup", "reverse"):
+            answers = [m["content"] for m in as_messages(sample) or [] if m["role"] == "assistant"]
+            assert answers and all(a in text.split("<|im_start|>assistant")[0] or a in values for a in answers)
+            assert all(a in values for a in answers), answers  # copied from a record, not made up
+        if kind == "json":
+            answer = json.loads([m for m in as_messages(sample) or [] if m["role"] == "assistant"][-1]["content"])
+            assert all(str(v) in values for v in answer.values())
+    assert replay_rows(5) == replay_rows(5) and all(r["messages"][-1]["role"] == "assistant" for r in replay_rows(5))
+
+
+def test_the_pocket_template_lists_tools_as_signatures_and_renders_calls_as_hermes(tmp_path):
+    from transformers import AutoTokenizer
+
+    pretrain_base(PretrainSettings(out_dir=str(tmp_path / "run"), **{**TINY, "steps": 1}))
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "model")
+    assert tokenizer.chat_template == POCKET_CHAT_TEMPLATE
+    tools = [{"name": "files_move_file", "description": "", "parameters": {
+        "properties": {"id": {}, "folder": {}, "count": {"type": "integer"}, "status": {"enum": ["open", "done"]}},
+        "required": ["id", "folder"]}}]
+    messages = [{"role": "system", "content": "Do the task."}, {"role": "user", "content": "Move f03 to Finance."},
+                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                    "name": "files_move_file", "arguments": {"id": "f03", "folder": "Finance"}}}]}]
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert "<tools>\nfiles_move_file(id*, folder*, count:integer, status:open|done)\n</tools>" in text
+    assert '<tool_call>\n{"name": "files_move_file", "arguments": {"id": "f03", "folder": "Finance"}}\n</tool_call>' in text
+
+
+def test_a_pretraining_run_resumes_where_it_stopped_and_rebuilds_bit_for_bit(tmp_path):
+    whole = pretrain_base(PretrainSettings(out_dir=str(tmp_path / "whole"), **TINY))
+
+    def interrupt(progress):
+        if progress.stage == "train" and progress.step == 20:  # saved at 7 and 14, not at 20
+            raise KeyboardInterrupt
+
+    broken = tmp_path / "broken"
+    with pytest.raises(KeyboardInterrupt):
+        pretrain_base(PretrainSettings(out_dir=str(broken), **TINY), on_progress=interrupt)
+    assert not (broken / "model").exists()
+    assert snapshot_base(broken).name == "snapshot"  # the run so far can be tried
+    resumed = pretrain_base(PretrainSettings(out_dir=str(broken), **TINY))
+    assert weights_hash(resumed) == weights_hash(whole)
+    meta = json.loads((resumed / "coworkenv_model.json").read_text())
+    assert meta["steps"] == 24 and meta["weights_sha256"] == weights_hash(whole)
+    assert meta["data_seeds"] == [PRETRAIN_SEED_FROM, PRETRAIN_SEED_FROM + 1] and re.fullmatch(r"[0-9a-f]{16}", meta["data_hash"])
+    assert meta["losses"][-1]["loss"] == json.loads((whole / "coworkenv_model.json").read_text())["losses"][-1]["loss"]
+    with pytest.raises(ValueError, match="another recipe"):
+        pretrain_base(PretrainSettings(out_dir=str(broken), **{**TINY, "steps": 30}))
