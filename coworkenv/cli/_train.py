@@ -227,6 +227,55 @@ ReportOpt = Annotated[list[str] | None, typer.Option(
     "under OUT/tensorboard).")]
 
 
+@model_app.command("pretrain-base")
+def pretrain_base_command(
+    out: Annotated[Path, typer.Option(help="The run folder: tokenizer/, data/, checkpoint.pt, then model/.")] = Path(
+        "runs/models/pretrain"),
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the whole run.")] = 3000,
+    seeds: Annotated[int, typer.Option(min=1, help="Pretraining workspaces (seeds from 1,000,000 on).")] = 600,
+    hidden_size: Annotated[int, typer.Option(min=16)] = 192,
+    layers: Annotated[int, typer.Option(min=1)] = 3,
+    threads: Annotated[int, typer.Option(min=1, help="Torch threads; part of the recipe (the arithmetic's order "
+                                         "depends on it), so a rebuild uses the same.")] = 2,
+    seed: Annotated[int, typer.Option()] = 0,
+    max_minutes: MinutesOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pretrain a PocketWorker base on reading-and-copying exercises over workspaces no task uses.
+
+    Resumable: run it again with the same recipe and it goes on from its last checkpoint (every 100
+    steps). The same recipe, software and --threads give the same weights, byte for byte."""
+    from ..trainer import PretrainSettings, pretrain_base
+
+    try:
+        settings = PretrainSettings(out_dir=str(out), steps=steps, seeds=seeds, hidden_size=hidden_size, layers=layers,
+                                    heads=max(1, hidden_size // 32), intermediate_size=4 * hidden_size,
+                                    threads=threads, seed=seed, max_minutes=max_minutes)
+    except ValueError as exc:
+        raise fail(_reason(exc)) from None
+    quiet_training_logs()
+    with spinner(f"pretraining a base into {out}") as stage:
+        def show(p) -> None:
+            if p.stage == "train":
+                stage(f"train: step {p.step}/{p.steps}, loss {p.loss:.4f}, {_clock(p.seconds)}")
+            else:
+                stage(f"{p.stage}: {p.detail}" + (f" ({p.step}/{p.steps})" if p.steps else ""))
+
+        try:
+            path = pretrain_base(settings, on_progress=show)
+        except USER_ERRORS as exc:
+            raise fail(_reason(exc)) from None
+    if path.name != "model":  # stopped by --max-minutes: checkpointed, not finished
+        state = {"out": str(out), "finished": False, "checkpoint": str(path)}
+        emit(as_json, state, lambda: err.print(f"stopped after --max-minutes; run it again to go on ({path})"))
+        return
+    meta = json.loads((path / "coworkenv_model.json").read_text())
+    emit(as_json, {"path": str(path), "finished": True, **{k: meta[k] for k in (
+        "steps", "wall_seconds", "final_loss", "parameters", "vocab_size", "weights_sha256")}}, lambda: err.print(
+        f"pretrained {meta['parameters']:,} parameters in {meta['steps']} steps ({_clock(meta['wall_seconds'])}), "
+        f"final loss {meta['final_loss']}; weights {meta['weights_sha256'][:16]} in {path}"))
+
+
 @train_app.command("sft")
 def train_sft_command(
     model: ModelOpt = Path("runs/models/tiny"),
