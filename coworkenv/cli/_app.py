@@ -231,6 +231,8 @@ def serve(
         min=1, max=256, help="Worker processes behind the one address (HTTP): each episode lives in one, and every "
         "request reaches the worker that holds its episode.")] = 1,
     worker_socket: Annotated[str | None, typer.Option(hidden=True, help="Serve as one of --workers' processes.")] = None,
+    caps_socket: Annotated[str | None, typer.Option(
+        hidden=True, help="As one of --workers' processes: where the front counts open episodes for all workers.")] = None,
 ) -> None:
     """Serve the stored tasks over MCP: one sandboxed episode per session (HTTP) or per process (stdio)."""
     settings = ServeSettings(bind=host, port=port, token=SecretStr(token) if token is not None else None,
@@ -252,7 +254,7 @@ def serve(
     if workers > 1 and stdio:
         raise fail("--workers serves HTTP; --stdio is one episode in one process")
     if workers > 1 and worker_socket is None:
-        _serve_with_workers(workers, host, port, max_episodes, "conformance fixtures at /mcp" if conformance else "")
+        _serve_with_workers(workers, settings, "conformance fixtures at /mcp" if conformance else "")
         return
     if conformance:
         if worker_socket is not None:
@@ -282,7 +284,8 @@ def serve(
         return
     if worker_socket is not None:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve_http(episodes, settings, sock=unix_socket(worker_socket), worker=True))
+            asyncio.run(serve_http(episodes, settings, sock=unix_socket(worker_socket), worker=True,
+                                   caps_socket=caps_socket))
         return
     sock = listen_or_fail(host, port)
     bound = sock.getsockname()[1]
@@ -297,10 +300,9 @@ def serve(
         asyncio.run(serve_http(episodes, settings, sock=sock, on_ready=ready))
 
 
-def _serve_with_workers(count: int, host: str, port: int, max_episodes: int, what: str) -> None:
-    """``serve --workers N``: N worker processes (this command's options, each with its share of
-    ``--max-episodes``) behind a front on the one address."""
-    import math
+def _serve_with_workers(count: int, settings: ServeSettings, what: str) -> None:
+    """``serve --workers N``: N worker processes (this command's options) behind a front on the one
+    address, which enforces the token, body size, client rate and episode caps for all of them."""
     import sys
     import tempfile
 
@@ -316,7 +318,7 @@ def _serve_with_workers(count: int, host: str, port: int, max_episodes: int, wha
             skip = True
         elif not arg.startswith("--workers="):
             args.append(arg)
-    args += ["--max-episodes", str(math.ceil(max_episodes / count))]
+    host, port = settings.bind, settings.port
     sock = listen_or_fail(host, port)
     bound = sock.getsockname()[1]
 
@@ -330,7 +332,7 @@ def _serve_with_workers(count: int, host: str, port: int, max_episodes: int, wha
     with tempfile.TemporaryDirectory(prefix="cw-workers-", dir=base) as directory, \
             Workers(args, count, Path(directory)) as running:
         try:
-            asyncio.run(serve_front(running, sock, on_ready=ready))
+            asyncio.run(serve_front(running, sock, settings=settings, on_ready=ready))
         except KeyboardInterrupt:
             pass
         except RuntimeError as exc:

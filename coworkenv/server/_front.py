@@ -16,10 +16,26 @@ does no MCP, JSON or ASGI work of its own, so it costs a fraction of a worker pe
   counts its own placements since);
 - anything else (task lists, listing at a task address) to the workers in turn.
 
-The workers run the same guards as a single server (token, Host/Origin, body size, rate, session
-pinning) on the client's own address, which the front passes in a header that only the front can set
-(it drops whatever a client sends under that name). Every worker writes to the one store file; an
-episode's calls are recorded in order by the one worker that holds it. A 2026-07-28 request state
+The front reads a request's head and decides before it reads any of the body:
+
+- the target is what the workers will route: an absolute-form target (``http://host/path``) is reduced
+  to its path (its host becomes the ``Host`` a worker checks), the path is percent-decoded and loses
+  its dot segments and empty segments, and a changed path is passed on re-encoded, so the front routes
+  by the very path the worker routes by. Anything that names the workers' own routes
+  (``INTERNAL_PREFIX``), however spelt, is refused 404; the workers answer those routes only to the
+  front's own requests, which carry no client address (``TrustedClient``);
+- the bearer token (when the server has one), the body's size (Content-Length, or a chunked body
+  counted as it arrives) and the client's rate (``--client-rate``) are checked here, so a client
+  without the token, or with a body over the limit, costs no buffer: the refusal is sent and the
+  connection closed with the body unread (what the client still sends meanwhile is dropped as it
+  comes, for ``LINGER_S`` at most, so that it reads the refusal before the connection goes);
+- the caps on open episodes and sessions are counted here, once for all workers (``CapsService``, see
+  ``coworkenv.server._limits``): a worker takes a slot from the front before it opens one.
+
+The workers then run the same guards as a single server (token, Host/Origin, body size, episode rate,
+session pinning) on the client's own address, which the front passes in a header that only the front
+can set (it drops whatever a client sends under that name). Every worker writes to the one store file;
+an episode's calls are recorded in order by the one worker that holds it. A 2026-07-28 request state
 signed by one worker is read by any (one key for all, from the front).
 """
 
@@ -41,9 +57,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote, unquote
 
 import httpx
 from starlette.types import Receive, Scope, Send
+
+from ._limits import MODEL_TOKEN_HEADER, Buckets, Caps, CapsService, credential_ok
+
+if TYPE_CHECKING:
+    from ._serve import ServeSettings
 
 log = logging.getLogger(__name__)
 CLIENT_HEADER = "x-coworkenv-client"  # the client's address, set by the front for its workers
@@ -55,7 +78,9 @@ _KEYED = re.compile(r"^((?:/w/[^/]+)?/t/[^/]+/e/[^/]+)(?:/|$)")
 _EPISODE = re.compile(r"^(?:/e/|/episodes/)([^/]+)(?:/|$)")
 _TASK = re.compile(r"^(?:/w/[^/]+)?/t/[^/]+/mcp$")
 MAX_HEAD = 64 * 1024  # a request or response head, at most
+LINGER_S = 2.0  # after a refusal, how long the front drops what the client still sends before it closes
 _HOP_REQUEST = {b"connection", b"keep-alive", b"proxy-connection", b"upgrade", b"expect", CLIENT_HEADER.encode()}
+_PATH_SAFE = "/!$&'()*+,;=:@~"  # what a re-encoded path keeps as it is (letters, digits and -._ always)
 
 
 class _Kept(OrderedDict[str, int]):
@@ -75,11 +100,16 @@ class _Kept(OrderedDict[str, int]):
 
 
 class Front:
-    """The ASGI app in front of the workers at ``sockets`` (see the module)."""
+    """The server in front of the workers at ``sockets`` (see the module), enforcing ``settings``' token,
+    body size and client rate itself (none of them without ``settings``)."""
 
-    def __init__(self, sockets: list[str], workers: Workers | None = None) -> None:
+    def __init__(self, sockets: list[str], workers: Workers | None = None, settings: ServeSettings | None = None) -> None:
         self.sockets = sockets
         self.workers = workers  # restarted when one dies (None: not supervised here)
+        self.token = settings.token.get_secret_value().encode() if settings and settings.token else None
+        self.max_body = settings.max_body_bytes if settings else None
+        self.client_rate = (settings.client_rate_per_s, settings.client_rate_burst) if settings else (None, 0)
+        self.buckets = Buckets()
         self.down: set[int] = set()  # workers that did not answer: no new episode goes there
         self.clients = [httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=path), base_url="http://worker",
                                           timeout=httpx.Timeout(None, connect=10.0)) for path in sockets]
@@ -183,24 +213,36 @@ class Front:
             return False
         line, headers = _parse(head)
         method, target, _version = line.split(b" ", 2)
-        path = target.split(b"?", 1)[0].decode("latin-1")
-        names = {name for name, _ in headers}
-        if path.startswith(INTERNAL_PREFIX):
-            await _read_body(reader, headers)  # read past it
-            writer.write(_plain(404, b"not found"))
-            return True
+        try:
+            path, target, authority = request_target(target)
+            length = _body_length(headers)
+        except ValueError as exc:
+            await _refuse_unread(reader, writer, _refusal(400, str(exc)))  # where its body ends is not known
+            return False
+        close = _value(headers, b"connection", b"").lower() == b"close"
+        refusal = self.refusal(path, headers, client, length)
+        if refusal is not None:
+            if length == 0:
+                writer.write(refusal)
+                return not close
+            await _refuse_unread(reader, writer, refusal)
+            return False
         if _value(headers, b"expect", b"").lower() == b"100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = await _read_body(reader, headers)
+        try:
+            body = await _read_body(reader, length, self.max_body)
+        except _TooLarge:
+            await _refuse_unread(reader, writer, _refusal(413, f"request body over {self.max_body} bytes"))
+            return False
         session = _value(headers, b"mcp-session-id", None)
         index, learn = await self.route(method.decode("latin-1"), path,
                                         session.decode("latin-1") if session is not None else None)
-        close = _value(headers, b"connection", b"").lower() == b"close"
         out = [method + b" " + target + b" HTTP/1.1"]
-        out += [name + b": " + value for name, value in headers if name not in _HOP_REQUEST]
+        out += [name + b": " + value for name, value in headers
+                if name not in _HOP_REQUEST and (authority is None or name != b"host")]
+        if authority is not None:  # RFC 9112, 3.2.2: an absolute-form target's host is the request's Host
+            out.append(b"host: " + authority)
         out.append(CLIENT_HEADER.encode() + b": " + client)
-        if b"content-length" not in names and b"transfer-encoding" not in names and body:
-            out.append(b"content-length: " + str(len(body)).encode())
         request = b"\r\n".join(out) + b"\r\n\r\n" + body
         for attempt in range(2):
             worker = await self._worker(index, fresh=attempt > 0)
@@ -223,6 +265,24 @@ class Front:
             return not close
         writer.write(_plain(502, f"worker {index} closed the connection".encode()))
         return False
+
+    def refusal(self, path: str, headers: list[tuple[bytes, bytes]], client: bytes, length: int | None) -> bytes | None:
+        """The response refusing a request from its head alone, or None: the workers' own routes, a
+        missing token, a body over the limit, a client over its rate (in that order)."""
+        if path.startswith(INTERNAL_PREFIX) or path == INTERNAL_PREFIX.rstrip("/"):
+            return _refusal(404, "not found")
+        if self.token is not None and not credential_ok(self.token, path, _value(headers, b"authorization", b""),
+                                                        _value(headers, MODEL_TOKEN_HEADER.encode(), b"")):
+            return _refusal(401, "missing or wrong bearer token (model requests send it as X-Coworkenv-Token)",
+                            b"www-authenticate: Bearer realm=\"coworkenv\"")
+        if self.max_body is not None and length is not None and length > self.max_body:
+            return _refusal(413, f"request body over {self.max_body} bytes")
+        rate, burst = self.client_rate
+        if rate is not None:
+            address = client.decode("latin-1")
+            if not self.buckets.spend(("client", address), time.monotonic(), rate, burst):
+                return _refusal(429, f"over {rate:g} requests/s from {address}", b"retry-after: 1")
+        return None
 
     async def _worker(self, index: int, *, fresh: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         idle = self.idle[index]
@@ -290,6 +350,7 @@ class Front:
         """Read the workers' loads; a worker that stopped answering takes no new episode, and one whose
         process died is started again on its socket (its episodes ended with it: the store marks them
         interrupted when the new process starts, and clients replay them as infrastructure failures)."""
+        pruned = time.monotonic()
         while True:
             for index, count in enumerate(await self.loads()):
                 if count is not None:
@@ -304,6 +365,9 @@ class Front:
                     for table in (self.sessions, self.keys, self.episodes):
                         for key in [k for k, v in table.items() if v == index]:
                             del table[key]
+            if time.monotonic() - pruned > 60:  # client buckets idle for a minute are full again
+                pruned = time.monotonic()
+                self.buckets.prune(pruned - 60)
             await asyncio.sleep(LOAD_EVERY_S)
 
 
@@ -328,22 +392,87 @@ def _value(headers: list[tuple[bytes, bytes]], name: bytes, default):
     return next((value for key, value in headers if key == name), default)
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: list[tuple[bytes, bytes]]) -> bytes:
-    """A request's body as it came (chunked framing kept)."""
-    if b"chunked" in _value(headers, b"transfer-encoding", b"").lower():
-        parts = []
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            parts.append(size_line)
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                while (trailer := await reader.readuntil(b"\r\n")) != b"\r\n":
-                    parts.append(trailer)
-                parts.append(b"\r\n")
-                return b"".join(parts)
-            parts.append(await reader.readexactly(size + 2))
-    length = _value(headers, b"content-length", None)
-    return await reader.readexactly(int(length)) if length else b""
+def request_target(target: bytes) -> tuple[str, bytes, bytes | None]:
+    """What a request target names, as a worker will route it: the path (an absolute-form target's
+    path, percent-decoded, without dot segments or empty segments), the target to pass on (the same
+    bytes when the path needed none of that, else the path re-encoded with the query), and the host of
+    an absolute-form target (None for a path). ``ValueError`` saying why for a target that is neither."""
+    authority = None
+    if target[:1] != b"/":
+        scheme, sep, rest = target.partition(b"://")
+        if not sep or scheme.lower() not in (b"http", b"https"):
+            raise ValueError(f"request target {target[:80]!r} is neither a path nor an http(s) URL")
+        cut = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0), default=len(rest))
+        authority, target = rest[:cut].rpartition(b"@")[2], rest[cut:]
+        if not authority:
+            raise ValueError(f"request target {target[:80]!r} names no host")
+        target = target if target[:1] == b"/" else b"/" + target
+    raw, sep, query = target.split(b"#", 1)[0].partition(b"?")
+    if not raw.isascii():
+        raise ValueError("the request target holds bytes that are not ASCII; percent-encode them")
+    if b"%" not in raw and b"//" not in raw and b"/." not in raw:
+        return raw.decode("ascii"), target, authority  # already what a worker routes by
+    decoded = unquote(raw.decode("ascii"))
+    kept: list[str] = []
+    for segment in decoded.split("/"):
+        if segment == "..":
+            if kept:
+                kept.pop()
+        elif segment not in ("", "."):
+            kept.append(segment)
+    path = "/" + "/".join(kept)
+    if kept and decoded.endswith(("/", "/.", "/..")):
+        path += "/"
+    return path, quote(path, safe=_PATH_SAFE).encode("ascii") + (b"?" + query if sep else b""), authority
+
+
+def _body_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """A request body's length from its head: bytes (0 without a body), or None for a chunked body.
+    ``ValueError`` for framing a front cannot pass on unambiguously (the worker could read another
+    body than the front counted)."""
+    lengths = [value for name, value in headers if name == b"content-length"]
+    codings = [value for name, value in headers if name == b"transfer-encoding"]
+    if codings:
+        if lengths:
+            raise ValueError("a request has Content-Length or Transfer-Encoding, not both")
+        if len(codings) > 1 or codings[0].lower() != b"chunked":
+            raise ValueError(f"Transfer-Encoding {b', '.join(codings)[:80]!r} is not served; send a "
+                             "Content-Length or a chunked body")
+        return None
+    if not lengths:
+        return 0
+    if len(set(lengths)) > 1 or not lengths[0].isdigit():
+        raise ValueError(f"Content-Length {b', '.join(lengths)[:80]!r} is not one number of bytes")
+    return int(lengths[0])
+
+
+class _TooLarge(Exception):
+    """A chunked request body grew over the limit."""
+
+
+async def _read_body(reader: asyncio.StreamReader, length: int | None, limit: int | None) -> bytes:
+    """A request's body as it came (chunked framing kept); a chunked one counted as it arrives, and
+    ``_TooLarge`` as soon as it (with its trailers) passes ``limit``."""
+    if length is not None:
+        return await reader.readexactly(length) if length else b""
+    parts = []
+    size = 0
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        chunk = int(size_line.split(b";", 1)[0].strip(), 16)
+        size += chunk
+        if limit is not None and size > limit:
+            raise _TooLarge()
+        parts.append(size_line)
+        if chunk == 0:
+            while (trailer := await reader.readuntil(b"\r\n")) != b"\r\n":
+                size += len(trailer)
+                if limit is not None and size > limit:
+                    raise _TooLarge()
+                parts.append(trailer)
+            parts.append(b"\r\n")
+            return b"".join(parts)
+        parts.append(await reader.readexactly(chunk + 2))
 
 
 async def _relay_chunks(source: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -373,6 +502,35 @@ async def _relay_chunks(source: asyncio.StreamReader, writer: asyncio.StreamWrit
         await writer.drain()
 
 
+async def _refuse_unread(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, refusal: bytes) -> None:
+    """Answer a request whose body is left unread, and end the connection without reading it: the
+    refusal, then the end of what the front writes; what the client still sends is dropped as it comes,
+    for ``LINGER_S`` at most, before the connection closes. (Closed at once, the connection would be
+    reset under data the front had not read, and the reset can reach the client before it reads the
+    refusal.)"""
+    writer.write(refusal)
+    with contextlib.suppress(ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+
+        async def drop() -> None:
+            while await reader.read(1 << 16):
+                pass
+
+        await asyncio.wait_for(drop(), LINGER_S)
+
+
+def _refusal(status: int, message: str, header: bytes = b"") -> bytes:
+    """A refusal as the workers' guards write one: a JSON-RPC error (no id) with the HTTP status."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    reason = {400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found", 413: b"Content Too Large",
+              429: b"Too Many Requests"}.get(status, b"Error")
+    return (b"HTTP/1.1 " + str(status).encode() + b" " + reason + b"\r\ncontent-type: application/json\r\n"
+            + (header + b"\r\n" if header else b"") + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n"
+            + body)
+
+
 def _plain(status: int, body: bytes) -> bytes:
     reason = {404: b"Not Found", 431: b"Request Header Fields Too Large", 502: b"Bad Gateway"}.get(status, b"Error")
     return (b"HTTP/1.1 " + str(status).encode() + b" " + reason + b"\r\ncontent-type: text/plain\r\ncontent-length: "
@@ -381,19 +539,21 @@ def _plain(status: int, body: bytes) -> bytes:
 
 class TrustedClient:
     """A worker's outermost layer: the client address is the one the front passed (``CLIENT_HEADER``),
-    and the front's own routes (``INTERNAL_PREFIX``) go to ``internal``, past the guards (only the front
-    reaches a worker's socket)."""
+    and the front's own routes (``INTERNAL_PREFIX``) go to ``internal``, past the guards, for the
+    front's own requests only: those carry no client address (only the front reaches a worker's socket,
+    and it gives every request it passes on the address of its client). A client's request for those
+    routes, however it got past the front, goes to ``app``, which has no such route."""
 
     def __init__(self, app: Callable, internal: Callable) -> None:
         self.app = app
         self.internal = internal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(INTERNAL_PREFIX):
-            await self.internal(scope, receive, send)
-            return
         if scope["type"] == "http":
             forwarded = next((v for k, v in scope["headers"] if k == CLIENT_HEADER.encode()), None)
+            if forwarded is None and scope["path"].startswith(INTERNAL_PREFIX):
+                await self.internal(scope, receive, send)
+                return
             if forwarded is not None:
                 scope = {**scope, "client": (forwarded.decode("latin-1"), 0),
                          "headers": [(k, v) for k, v in scope["headers"] if k != CLIENT_HEADER.encode()]}
@@ -404,12 +564,14 @@ class TrustedClient:
 
 
 class Workers:
-    """``count`` worker processes, each ``python -m coworkenv serve ARGS --worker-socket PATH``; stopped
+    """``count`` worker processes, each ``python -m coworkenv serve ARGS --worker-socket PATH
+    --caps-socket CAPS`` (``CAPS``: where the front counts open episodes for all of them); stopped
     (SIGTERM, then SIGKILL) when the block ends."""
 
     def __init__(self, args: list[str], count: int, directory: Path) -> None:
         self.args, self.count, self.directory = args, count, directory
         self.sockets = [str(directory / f"worker-{i}.sock") for i in range(count)]
+        self.caps_socket = str(directory / "caps.sock")
         self.processes: list[subprocess.Popen] = []
 
     def __enter__(self) -> Workers:
@@ -423,8 +585,8 @@ class Workers:
         return self
 
     def _start(self, path: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args, "--worker-socket", path],
-                                env=self.env, preexec_fn=_die_with_parent)
+        return subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", *self.args, "--worker-socket", path,
+                                 "--caps-socket", self.caps_socket], env=self.env, preexec_fn=_die_with_parent)
 
     def restart_if_dead(self, index: int) -> bool:
         """Start worker ``index`` again if its process has ended; whether it had."""
@@ -482,21 +644,27 @@ def unix_socket(path: str) -> socket.socket:
     return sock
 
 
-async def serve_front(workers: Workers, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
-    """Serve the front on ``sock`` (bound already) until interrupted, once every worker answers."""
-    await workers.ready()
-    front = Front(workers.sockets, workers)
-    server = await front.serve(sock)
-    serving = asyncio.ensure_future(server.serve_forever())
-    loop = asyncio.get_running_loop()
-    for stop in (signal.SIGTERM, signal.SIGINT):  # stop as Ctrl-C does: the workers are stopped after
-        loop.add_signal_handler(stop, serving.cancel)
-    if on_ready is not None:
-        on_ready()
+async def serve_front(workers: Workers, sock: socket.socket, *, settings: ServeSettings,
+                      on_ready: Callable[[], None] | None = None) -> None:
+    """Serve the front on ``sock`` (bound already) until interrupted, once every worker answers; it
+    enforces ``settings``' token, body size, client rate and caps on open episodes for all workers."""
+    caps = await CapsService(Caps(settings.max_episodes, settings.max_episodes_per_client)).serve(workers.caps_socket)
     try:
-        await serving
-    except asyncio.CancelledError:
-        pass
+        await workers.ready()
+        front = Front(workers.sockets, workers, settings)
+        server = await front.serve(sock)
+        serving = asyncio.ensure_future(server.serve_forever())
+        loop = asyncio.get_running_loop()
+        for stop in (signal.SIGTERM, signal.SIGINT):  # stop as Ctrl-C does: the workers are stopped after
+            loop.add_signal_handler(stop, serving.cancel)
+        if on_ready is not None:
+            on_ready()
+        try:
+            await serving
+        except asyncio.CancelledError:
+            pass
+        finally:
+            server.close()
+            await front.close()
     finally:
-        server.close()
-        await front.close()
+        caps.close()

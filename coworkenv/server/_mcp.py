@@ -34,6 +34,7 @@ from .._errors import InfrastructureError
 from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
 from ..store import Provenance, VerdictRow
 from ..workspace import ResourceSpec, Task, ToolSpec, Workspace
+from ._limits import EPISODE, Caps, Slots
 from ._proxy import NotRecorded
 
 Resolver = Callable[[Any], Awaitable[Episode]]
@@ -432,8 +433,10 @@ class HttpEpisodes:
     (``fresh_idle_timeout`` while it has made no call); the runtime grades it then.
 
     At most ``max_open`` episodes are open in the host, and this resolver opens at most
-    ``max_open_per_client`` for one client address. Live clients get admitted tasks only (held-out
-    ones too with ``serve_heldout``); see ``refusal``.
+    ``max_open_per_client`` for one client address: each opening takes a slot of ``caps`` before it
+    awaits anything and gives it back when its episode ends or fails to open (``caps``: the front's,
+    shared by every worker of ``serve --workers``; see ``coworkenv.server._limits``). Live clients
+    get admitted tasks only (held-out ones too with ``serve_heldout``); see ``refusal``.
 
     Provenance and grading are the operator's: a request bearing ``operator_token`` (header
     ``X-Coworkenv-Operator``) may open episodes of any source, end them as infrastructure failures
@@ -443,7 +446,7 @@ class HttpEpisodes:
 
     def __init__(self, host: EpisodeHost, *, idle_timeout: float | None = 1800,
                  fresh_idle_timeout: float | None = None, max_open: int | None = None,
-                 max_open_per_client: int | None = None, serve_heldout: bool = False,
+                 max_open_per_client: int | None = None, caps: Slots | None = None, serve_heldout: bool = False,
                  operator_token: str | None = None) -> None:
         self.host = host
         self.operator_token = operator_token.encode() if operator_token else None
@@ -452,10 +455,11 @@ class HttpEpisodes:
         self.fresh_idle_timeout = fresh_idle_timeout if fresh_idle_timeout is not None else idle_timeout
         self.max_open = max_open
         self.max_open_per_client = max_open_per_client
+        self.caps = caps if caps is not None else Caps(max_open, max_open_per_client)
         self.serve_heldout = serve_heldout
         self.by_key: dict[tuple[str, ...], Episode] = {}
         self.last_seen: dict[str, float] = {}
-        self.clients: dict[str, str] = {}  # open episode id -> the client address that opened it
+        self.clients: dict[str, str] = {}  # open episode id -> the client address whose slot it holds
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
         self._ended: dict[str, float] = {}  # episode id -> when it ended
 
@@ -475,17 +479,30 @@ class HttpEpisodes:
             return f"task {task_id!r} is {row.status}{why}; it is not served to {source} episodes"
         return None
 
-    def _capacity(self, client: str) -> str | None:
-        """Why no more episodes may open (for ``client``), or None."""
-        if self.max_open is not None and len(self.host.open_episodes) >= self.max_open:
+    async def _reserve(self, client: str) -> str | None:
+        """Take a slot for one more episode of ``client``'s, or say why no more episodes may open."""
+        if self.max_open is not None and len(self.host.open_episodes) >= self.max_open:  # the loop's too
             return (f"too many open episodes ({len(self.host.open_episodes)}, at most {self.max_open}); "
                     "end some (submit_answer or DELETE) or wait for idle ones to end")
-        if self.max_open_per_client is not None:
-            mine = sum(1 for c in self.clients.values() if c == client)
-            if mine >= self.max_open_per_client:
-                return (f"too many open episodes for {client} ({mine}, at most {self.max_open_per_client}); "
-                        "end some (submit_answer or DELETE) or wait for idle ones to end")
-        return None
+        return await self.caps.reserve(EPISODE, client)
+
+    async def _opened(self, task_id: str, provenance: Provenance, client: str) -> Episode:
+        """Open an episode in the slot ``client`` reserved; the slot goes back if it does not open."""
+        try:
+            episode = await self.host.open(task_id, provenance)
+        except BaseException:
+            self.caps.release(EPISODE, client)
+            raise
+        self.last_seen[episode.id] = time.monotonic()
+        self.clients[episode.id] = client
+        return episode
+
+    def _untrack(self, episode_id: str) -> None:
+        """An episode has ended: forget when it was seen, and give its slot back."""
+        self.last_seen.pop(episode_id, None)
+        client = self.clients.pop(episode_id, None)
+        if client is not None:
+            self.caps.release(EPISODE, client)
 
     def is_operator(self, request: Any) -> bool:
         """Whether ``request`` bears the operator credential (never, when the server has none)."""
@@ -677,10 +694,10 @@ class HttpEpisodes:
         return episode
 
     async def _open(self, task_id: str, workspace_id: str | None, client: str, provenance: Provenance) -> Episode:
-        problem = self._live_refusal(task_id, workspace_id) or self._capacity(client)
+        problem = self._live_refusal(task_id, workspace_id) or await self._reserve(client)
         if problem is not None:
             raise MCPError(code=INVALID_PARAMS, message=problem)
-        return await self._track(await self.host.open(task_id, provenance), client)
+        return await self._opened(task_id, provenance, client)
 
     async def open(self, task_id: str, provenance: Provenance, client: str = "", *, operator: bool = False,
                    handed_to: str | None = None) -> Episode:
@@ -690,23 +707,17 @@ class HttpEpisodes:
 
         Raises ``ValueError`` saying why when the task is not served to that source or no more
         episodes may open."""
-        problem = self.refusal(task_id, provenance.source) or self._capacity(client)
+        problem = self.refusal(task_id, provenance.source) or await self._reserve(client)
         if problem is not None:
             raise ValueError(problem)
-        episode = await self._track(await self.host.open(task_id, provenance), client)
+        episode = await self._opened(task_id, provenance, client)
         self._remember(episode.id, Opener(client, operator=operator, handed_to=handed_to))
-        return episode
-
-    async def _track(self, episode: Episode, client: str) -> Episode:
-        self.last_seen[episode.id] = time.monotonic()
-        self.clients[episode.id] = client
         return episode
 
     async def end(self, episode: Episode, *, truncated: bool = False, failure: InfrastructureError | None = None,
                   answer: str | None = None) -> None:
         """End ``episode`` (keeping its state; the runtime grades it), once; log a line about it."""
-        self.last_seen.pop(episode.id, None)
-        self.clients.pop(episode.id, None)
+        self._untrack(episode.id)
         if episode.id in self._ended:
             return
         self._ended[episode.id] = time.monotonic()
@@ -724,8 +735,7 @@ class HttpEpisodes:
         for episode_id, seen in list(self.last_seen.items()):
             episode = self.host.open_episodes.get(episode_id)
             if episode is None:  # ended elsewhere (the loop, submit_answer)
-                self.last_seen.pop(episode_id, None)
-                self.clients.pop(episode_id, None)
+                self._untrack(episode_id)
                 continue
             limit = self.idle_timeout if episode.calls else self.fresh_idle_timeout
             if limit is not None and now - seen > limit:

@@ -19,6 +19,7 @@ from typing import TypeVar
 import uvicorn
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, ValidationError, field_validator
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -31,6 +32,7 @@ from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost
 from ..store import TASK_STATUSES, Provenance, Source
 from ._front import INTERNAL_PREFIX, TrustedClient
+from ._limits import MODEL_TOKEN_HEADER, SESSION, Buckets, Caps, FrontCaps, Slots, credential_ok
 from ._mcp import OPERATOR_HEADER, HttpEpisodes, SingleEpisode, build_server, live_provenance
 from ._proxy import CaptureProxy, DuplicateKey, loads_unique
 
@@ -118,27 +120,23 @@ def _origin_host(origin: str) -> str | None:
 
 
 _OWS = (b" ", b"\t")
-MAX_BUCKETS = 65_536  # rate buckets kept at most (about 10 MB)
-
-
-class _Bucket:
-    __slots__ = ("tokens", "at")
-
-    def __init__(self, tokens: float, at: float) -> None:
-        self.tokens, self.at = tokens, at
 
 
 class Guard:
-    """ASGI middleware in front of every route: token, Host/Origin, body size, rate, session pinning."""
+    """ASGI middleware in front of every route: token, Host/Origin, body size, rate, session pinning,
+    and the cap on 2025-11-25 sessions (a slot of ``caps`` from the request that opens one until the
+    session ends; see ``coworkenv.server._limits``)."""
 
-    def __init__(self, app: ASGIApp, settings: ServeSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServeSettings, caps: Slots | None = None) -> None:
         self.app = app
         self.settings = settings
         self.hosts = settings.hosts()
         self.token = settings.token.get_secret_value().encode() if settings.token else None
-        self.buckets: dict[tuple[str, str], _Bucket] = {}
+        self.caps = caps if caps is not None else Caps(settings.max_episodes, settings.max_episodes_per_client)
+        self.buckets = Buckets()
         self.session_paths: dict[str, str] = {}  # legacy session id -> the URL path it was opened at
         self.session_seen: dict[str, float] = {}
+        self.session_clients: dict[str, str] = {}  # legacy session id -> the client whose slot it holds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -162,29 +160,52 @@ class Guard:
                        "open a new session at this URL")
             await _error(404, message, request_id=await _request_id(receive))(scope, receive, send)
             return
+        # A POST to an MCP address without a session, in the handshake era (no version header, or a
+        # 2025 one), is what opens a session in the SDK: its slot is taken before the SDK sees it.
+        version = headers.get("mcp-protocol-version")
+        opens = (session_id is None and scope["method"] == "POST" and path.endswith("/mcp")
+                 and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS))
+        client = (scope.get("client") or ("?", 0))[0]
+        if opens:
+            full = await self.caps.reserve(SESSION, client)
+            if full is not None:
+                await _error(503, full, request_id=await _request_id(receive))(scope, receive, send)
+                return
+        opened: list[str] = []
 
         async def pinning_send(message: Message) -> None:
-            if message["type"] == "http.response.start" and session_id is None:
+            # a session opens with a successful answer only (the SDK discards one refused, whose id it still sends)
+            if message["type"] == "http.response.start" and session_id is None and message["status"] < 400:
                 for name, value in message.get("headers", []):
                     if name.lower() == b"mcp-session-id":
                         self.session_paths[value.decode()] = path
                         self.session_seen[value.decode()] = time.monotonic()
+                        if opens and not opened:
+                            self.session_clients[value.decode()] = client
+                            opened.append(value.decode())
             await send(message)
 
-        await self.app(scope, receive, pinning_send)
+        try:
+            await self.app(scope, receive, pinning_send)
+        finally:
+            if opens and not opened:  # refused, failed or cancelled: no session holds the slot
+                self.caps.release(SESSION, client)
         if scope["method"] == "DELETE" and session_id is not None:
-            self.session_paths.pop(session_id, None)
-            self.session_seen.pop(session_id, None)
+            self._forget_session(session_id)
+
+    def _forget_session(self, session_id: str) -> None:
+        self.session_paths.pop(session_id, None)
+        self.session_seen.pop(session_id, None)
+        client = self.session_clients.pop(session_id, None)
+        if client is not None:
+            self.caps.release(SESSION, client)
 
     def _refuse(self, scope: Scope, headers: Headers) -> Response | None:
-        if self.token is not None:
-            if "/v1/" in scope["path"]:  # the capture proxy: Authorization is the upstream's
-                scheme, credential = "bearer", headers.get("x-coworkenv-token", "")
-            else:
-                scheme, _, credential = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
-                return _error(401, "missing or wrong bearer token (model requests send it as X-Coworkenv-Token)",
-                              {"www-authenticate": 'Bearer realm="coworkenv"'})
+        if self.token is not None and not credential_ok(
+                self.token, scope["path"], headers.get("authorization", "").encode("latin-1"),
+                headers.get(MODEL_TOKEN_HEADER, "").encode("latin-1")):
+            return _error(401, "missing or wrong bearer token (model requests send it as X-Coworkenv-Token)",
+                          {"www-authenticate": 'Bearer realm="coworkenv"'})
         if _host_name(headers.get("host", "")) not in self.hosts:
             return _error(421, f"Host {headers.get('host', '')!r} is not served here (DNS rebinding protection)")
         origin = headers.get("origin")
@@ -217,36 +238,21 @@ class Guard:
         episode = session_id if session_id is not None and session_id in self.session_paths else scope["path"]
         now = time.monotonic()
         settings = self.settings
-        if settings.client_rate_per_s is not None and not self._spend(
+        if settings.client_rate_per_s is not None and not self.buckets.spend(
                 ("client", client), now, settings.client_rate_per_s, settings.client_rate_burst):
             return f"over {settings.client_rate_per_s:g} requests/s from {client}"
-        if settings.rate_per_s is not None and not self._spend(
+        if settings.rate_per_s is not None and not self.buckets.spend(
                 (client, episode), now, settings.rate_per_s, settings.rate_burst):
             return f"over {settings.rate_per_s:g} requests/s for this episode"
         return None
 
-    def _spend(self, key: tuple[str, str], now: float, rate: float, burst: int) -> bool:
-        bucket = self.buckets.get(key)
-        if bucket is None:
-            if len(self.buckets) >= MAX_BUCKETS:
-                del self.buckets[next(iter(self.buckets))]
-            bucket = self.buckets[key] = _Bucket(float(burst), now)
-        bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at) * rate)
-        bucket.at = now
-        if bucket.tokens < 1:
-            return False
-        bucket.tokens -= 1
-        return True
-
     def prune(self, older_than_s: float = 60.0) -> None:
-        """Forget idle rate buckets, and pins of sessions the transport has timed out by now."""
+        """Forget idle rate buckets, and pins (and slots) of sessions the transport has timed out by now."""
         now = time.monotonic()
-        for key in [k for k, b in self.buckets.items() if b.at < now - older_than_s]:
-            del self.buckets[key]
+        self.buckets.prune(now - older_than_s)
         expired = now - self.settings.session_idle_timeout - older_than_s
         for session_id in [s for s, seen in self.session_seen.items() if seen < expired]:
-            self.session_paths.pop(session_id, None)
-            del self.session_seen[session_id]
+            self._forget_session(session_id)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None, *,
@@ -338,22 +344,26 @@ async def _json_body(request: Request, model: type[RequestModel]) -> RequestMode
 
 
 def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: str | None = None,
-             worker: bool = False) -> ASGIApp:
+             worker: bool = False, caps_socket: str | None = None) -> ASGIApp:
     """The HTTP server (an ASGI app): MCP endpoints per task, workspace and episode, JSON lists of
     tasks and workspaces, and the episode API (``POST /episodes`` opens an episode with its
     provenance, ``POST /episodes/{id}/end`` ends it, ``GET /episodes/{id}`` tells its status and verdict).
 
     ``worker``: one of ``serve --workers``' processes, behind its front (``coworkenv.server._front``):
     the client address is the one the front passes, and two routes answer the front only (which
-    worker holds an episode, how many episodes each holds).
+    worker holds an episode, how many episodes each holds). ``caps_socket``: the front's count of open
+    episodes and sessions, which every worker takes its slots from; the front also keeps the client
+    rate buckets, so a worker keeps none (see ``coworkenv.server._limits``).
     """
     settings = settings or ServeSettings()
     if bind is not None:
         settings = settings.model_copy(update={"bind": bind})
     settings.check()
+    caps: Slots = (FrontCaps(caps_socket) if caps_socket is not None
+                   else Caps(settings.max_episodes, settings.max_episodes_per_client))
     episodes = HttpEpisodes(host, idle_timeout=settings.episode_idle_timeout,
                             fresh_idle_timeout=settings.fresh_idle_timeout, max_open=settings.max_episodes,
-                            max_open_per_client=settings.max_episodes_per_client,
+                            max_open_per_client=settings.max_episodes_per_client, caps=caps,
                             serve_heldout=settings.serve_heldout,
                             operator_token=settings.operator_token.get_secret_value() if settings.operator_token else None)
     manager = StreamableHTTPSessionManager(
@@ -513,7 +523,7 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
         Route("/episodes/{episode}/end", endpoint=end_episode, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    guard = Guard(app, settings)
+    guard = Guard(app, settings.model_copy(update={"client_rate_per_s": None}) if worker else settings, caps)
     if not worker:
         return guard
     return TrustedClient(guard, Starlette(routes=[Route(f"{INTERNAL_PREFIX}owner", endpoint=owner),
@@ -584,12 +594,12 @@ def bind_socket(bind: str, port: int) -> socket.socket:
 
 async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *,
                      sock: socket.socket | None = None, on_ready: Callable[[], None] | None = None,
-                     worker: bool = False) -> None:
+                     worker: bool = False, caps_socket: str | None = None) -> None:
     """Serve until interrupted, on ``sock`` (bound already: see ``bind_socket``) or on the settings'
-    address; ``on_ready`` runs once connections are accepted. ``worker``: as one of ``serve
-    --workers``' processes (see ``http_app``)."""
+    address; ``on_ready`` runs once connections are accepted. ``worker``, ``caps_socket``: as one of
+    ``serve --workers``' processes (see ``http_app``)."""
     settings = settings or ServeSettings()
-    app = http_app(host, settings, worker=worker)
+    app = http_app(host, settings, worker=worker, caps_socket=caps_socket)
     sock = sock or bind_socket(settings.bind, settings.port)
     settle_heap()
     # a worker keeps the front's connections open between requests (the front reuses them)

@@ -264,3 +264,65 @@ async def test_bad_requests_are_refused_before_they_reach_the_protocol(host: Epi
             unknown = await http.post(path, json={}, headers={**HEADERS, "mcp-session-id": "nope"})
             assert unknown.status_code == 404 and "nope" in unknown.text
     assert host.store.episodes(task_id=tasks[0], source="live") == []  # neither opened an episode
+
+
+async def test_simultaneous_opens_never_pass_the_per_client_cap(host: EpisodeHost, tasks: list[str]):
+    """60 opens at once from one client, under a cap of 20, half at key addresses and half through the
+    episode API: exactly 20 open (each takes its slot before it waits for a sandbox)."""
+    task = tasks[0]
+    settings = ServeSettings(max_episodes_per_client=20, rate_per_s=None)
+    with anyio.fail_after(180):
+        async with running_http_server(host, settings) as base, httpx.AsyncClient(base_url=base, timeout=120) as http:
+            answers: list[str] = []
+
+            async def at_key(i: int) -> None:
+                headers = {**HEADERS, "mcp-protocol-version": VERSION, "mcp-method": "tools/call",
+                           "mcp-name": "mail_search_messages"}
+                answer = await http.post(f"/t/{task}/e/race-{i}/mcp", headers=headers, json={
+                    "jsonrpc": "2.0", "id": i, "method": "tools/call",
+                    "params": {"name": "mail_search_messages", "arguments": {"query": "x"}, "_meta": META}})
+                answers.append(answer.text)
+
+            async def through_api(i: int) -> None:
+                answers.append((await http.post("/episodes", json={"task": task})).text)
+
+            async with anyio.create_task_group() as group:
+                for i in range(30):
+                    group.start_soon(at_key, i)
+                    group.start_soon(through_api, i)
+            assert len(host.open_episodes) == 20
+            assert sum("too many open episodes for 127.0.0.1 (20, at most 20)" in a for a in answers) == 40
+            for episode in list(host.open_episodes.values()):  # each ended by its address gives its slot back
+                assert (await http.delete(f"/e/{episode.id}/mcp")).status_code == 204
+            assert (await http.post("/episodes", json={"task": task})).status_code == 201
+
+
+async def test_legacy_sessions_are_capped_from_initialize_and_give_their_slot_back(host: EpisodeHost,
+                                                                                    tasks: list[str]):
+    """2025-11-25 sessions hold a slot each from ``initialize`` (before any episode opens): eight at once
+    under a cap of 3 open three; a session ended (DELETE) lets one more open."""
+    settings = ServeSettings(max_episodes_per_client=3, rate_per_s=None)
+    path = f"/t/{tasks[0]}/mcp"
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    with anyio.fail_after(60):
+        async with running_http_server(host, settings) as base, httpx.AsyncClient(base_url=base, timeout=30) as http:
+            answers: list[httpx.Response] = []
+
+            async def open_one() -> None:
+                answers.append(await http.post(path, headers=HEADERS, json=initialize))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(8):
+                    group.start_soon(open_one)
+            opened = [a.headers["mcp-session-id"] for a in answers if a.status_code == 200]
+            refused = [a for a in answers if a.status_code != 200]
+            assert len(opened) == 3 and len(refused) == 5
+            assert all(a.status_code == 503 and "too many open sessions for 127.0.0.1" in a.text for a in refused)
+            await open_one()
+            assert answers[-1].status_code == 503
+            ended = await http.delete(path, headers={**HEADERS, "mcp-session-id": opened[0],
+                                                     "mcp-protocol-version": "2025-11-25"})
+            assert ended.status_code == 200
+            await open_one()
+            assert answers[-1].status_code == 200 and answers[-1].headers["mcp-session-id"] not in opened

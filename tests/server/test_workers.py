@@ -3,6 +3,8 @@ them, every request routed to the worker that holds its episode, in both protoco
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import anyio
 import httpx
 import psutil
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION
@@ -162,3 +164,139 @@ async def test_a_killed_worker_is_started_again_and_collection_loses_and_repeats
                                       "--store", str(store_path), "--no-docker", "--json"], check=False)
     assert result.returncode == 0, result.stdout
     assert not list(sandboxes.glob("coworkenv-ep-*"))
+
+
+AUTH = {"authorization": "Bearer client-s3cret"}
+INTERNAL_TARGETS = ["/%5Fcoworkenv/load", "/%5fcoworkenv/owner?path=/t/x/e/k/mcp", "//_coworkenv/load",
+                    "/t/../_coworkenv/load", "/./_coworkenv/load", "/%2E%2E/_coworkenv/load", "/_coworkenv%2Fload",
+                    "http://127.0.0.1/_coworkenv/load", "HTTP://localhost:1/%5Fcoworkenv/load"]
+
+
+def _front_of(store_path) -> psutil.Process:
+    """The front's process: ``coworkenv serve --workers`` itself, not one of its workers."""
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "--workers" in line and "--worker-socket" not in line and str(store_path) in line:
+            return process
+    raise LookupError("no front process")
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+async def _megabytes(count: int):
+    """``count`` MiB of body, streamed: one 1 MiB block sent again and again, never the whole in memory."""
+    block = b"x" * (1 << 20)
+    for _ in range(count):
+        yield block
+
+
+async def _raw(port: int, target: str, headers: str = "") -> tuple[int, bytes]:
+    """A GET with exactly this request target, bytes as written; the status and body of its answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {target} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{headers}connection: close\r\n\r\n".encode())
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+async def test_the_front_reads_no_body_it_refuses_and_no_target_reaches_the_workers_own_routes(
+        host: EpisodeHost, tasks: list[str], store_path, serve_cli):
+    """A 200 MiB body, with and without the token, declared or chunked: refused before the front reads
+    it, and the front's memory stays where it was. The workers' own routes, spelt with percent-encoding,
+    dot segments, doubled slashes or an absolute-form target: 404 from outside."""
+    env = {**os.environ, "COWORKENV_TOKEN": "client-s3cret"}
+    async with serve_cli("--store", str(store_path), "--workers", "2", ready_path="/tasks", timeout=90,
+                         env=env) as base:
+        port = int(base.rsplit(":", 1)[1])
+        front = _front_of(store_path)
+        with anyio.fail_after(120):
+            async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+                for _ in range(3):  # the front's buffers and the clients to its workers, as any request needs them
+                    assert (await http.get("/tasks", headers=AUTH)).status_code == 200
+                    assert (await http.post("/episodes", headers=AUTH, json={"task": "no-such-task"})).status_code == 400
+                before = _rss_mib(front.pid)
+                declared = {"content-length": str(200 << 20), "content-type": "application/json"}
+                refused = await http.post("/episodes", headers={**AUTH, **declared}, content=_megabytes(200))
+                assert refused.status_code == 413 and "request body over" in refused.text
+                refused = await http.post("/episodes", headers=declared, content=_megabytes(200))  # no token
+                assert refused.status_code == 401
+                grown = _rss_mib(front.pid) - before
+                assert grown < 8, f"the front grew by {grown:.1f} MiB"
+                refused = await http.post("/episodes", headers={**AUTH, "content-type": "application/json"},
+                                          content=_megabytes(200))  # chunked: counted as it comes
+                assert refused.status_code == 413 and "request body over" in refused.text
+                grown = _rss_mib(front.pid) - before
+                assert grown < 8, f"the front grew by {grown:.1f} MiB"
+                assert (await http.get("/tasks", headers=AUTH)).status_code == 200  # and serves on
+
+            token = "authorization: Bearer client-s3cret\r\n"
+            for target in INTERNAL_TARGETS:
+                status, body = await _raw(port, target, token)
+                assert status == 404 and b'"open"' not in body and b'"owns"' not in body, (target, status, body)
+            # the same spellings of an ordinary route reach it
+            for target in ["/%74asks", "//tasks", "/t/../tasks", f"http://127.0.0.1:{port}/tasks"]:
+                status, body = await _raw(port, target, token)
+                assert status == 200 and body.startswith(b"["), (target, status, body)
+            status, _ = await _raw(port, "http://evil.example/tasks", token)
+            assert status == 421  # an absolute-form target's host is the request's Host, checked as any
+
+
+async def test_caps_and_the_client_rate_hold_for_all_workers_together(host: EpisodeHost, tasks: list[str],
+                                                                      store_path, serve_cli):
+    """With ``--max-episodes-per-client 2`` and two workers one client holds two episodes, not two per
+    worker, and two 2025-11-25 sessions; a slot given back opens again. ``--client-rate`` counts the
+    client's requests to both workers in one bucket (burst 1,000)."""
+    task = tasks[0]
+    async with serve_cli("--store", str(store_path), "--workers", "2", "--max-episodes-per-client", "2",
+                         "--client-rate", "1", "--rate", "0", ready_path="/tasks", timeout=90) as base:
+        with anyio.fail_after(120):
+            async with contextlib.AsyncExitStack() as stack:
+                held, refused = [], []
+                for key in ("c0", "c1", "c2", "c3"):  # placed by load: one worker, the other, the first, ...
+                    client = await stack.enter_async_context(Client(f"{base}/t/{task}/e/{key}/mcp"))
+                    try:
+                        await client.call_tool("calendar_list_events", {})
+                        held.append(key)
+                    except MCPError as exc:
+                        assert "too many open episodes for" in str(exc)
+                        refused.append(key)
+                assert (len(held), len(refused)) == (2, 2)
+                async with Client(f"{base}/t/{task}/e/{held[0]}/mcp") as first:
+                    assert not (await first.call_tool("submit_answer", {"answer": "done"})).is_error
+                # the slot is back: one more opens, and then no more
+                async with Client(f"{base}/t/{task}/e/c4/mcp") as again:
+                    assert not (await again.call_tool("calendar_list_events", {})).is_error
+                async with Client(f"{base}/t/{task}/e/c5/mcp") as more:
+                    with pytest.raises(MCPError, match="too many open episodes"):
+                        await more.call_tool("calendar_list_events", {})
+
+                for _ in range(2):  # 2025-11-25 sessions, a slot each from initialize on
+                    legacy = await stack.enter_async_context(Client(f"{base}/t/{task}/mcp", mode="legacy"))
+                    assert (await legacy.list_tools()).tools
+                with pytest.raises(BaseExceptionGroup) as third:
+                    async with Client(f"{base}/t/{task}/mcp", mode="legacy") as legacy:
+                        await legacy.list_tools()
+                assert third.group_contains(MCPError, match="too many open sessions for", depth=2)
+
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                statuses = await _flood(http, 1500)
+            limited = statuses.count(429)
+            assert limited >= 400 and len(statuses) - limited <= 1000 + 60, (len(statuses) - limited, limited)
+
+
+async def _flood(http: httpx.AsyncClient, count: int, concurrency: int = 8) -> list[int]:
+    """``count`` GETs of a path no route has (each reaches a worker in turn), ``concurrency`` at a time."""
+    statuses: list[int] = []
+
+    async def one_after_another(n: int) -> None:
+        for _ in range(n):
+            statuses.append((await http.get("/nowhere")).status_code)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(concurrency):
+            group.start_soon(one_after_another, count // concurrency)
+    return statuses
