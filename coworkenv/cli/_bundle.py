@@ -62,7 +62,11 @@ def export_command(
         metavar="STATUS", help=f"Tasks of this status (repeatable; default: admitted): {', '.join(TASK_STATUSES)}.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write the store's workspaces and their tasks as bundles: OUT/<workspace id>/."""
+    """Write the store's workspaces and their tasks as bundles: OUT/<workspace id>/.
+
+    Only admitted tasks by default: held-out tasks are the evaluation set and leave the store only
+    when asked for (--status heldout). A workspace with no task of the chosen statuses is skipped
+    (named on stderr), not written as a bundle with no tasks."""
     statuses = set(status or ["admitted"])
     if statuses - set(TASK_STATUSES):
         raise fail(f"unknown --status {sorted(statuses - set(TASK_STATUSES))[0]!r}; one of: {', '.join(TASK_STATUSES)}")
@@ -78,8 +82,12 @@ def export_command(
                    "'_', '-', '.', not starting with '.'): it is not exported; name the others with --workspace")
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out} is a file; give a folder")
-    loaded = {}
+    loaded, skipped = {}, {}
     for workspace_id in chosen:
+        counts = opened.workspace_task_counts(workspace_id)
+        if not any(counts.get(s) for s in statuses):  # a bundle of a workspace alone would hold no task to play
+            skipped[workspace_id] = counts
+            continue
         try:
             loaded[workspace_id] = Bundle(opened.workspace(workspace_id),
                                           [row.spec for row in opened.workspace_tasks(workspace_id, tuple(statuses))])
@@ -96,12 +104,28 @@ def export_command(
         except OSError as exc:
             raise fail(f"cannot write {out / workspace_id}: {exc.strerror or exc}") from None
         written[workspace_id] = {"dir": str(out / workspace_id), "hash": bundle.hash, "tasks": len(bundle.tasks)}
+    wanted = " or ".join(sorted(statuses))
+    if not written:
+        raise fail(f"no workspace in {store} has {wanted} tasks: nothing exported"
+                   + (f" ({_skip_note(skipped)})" if skipped else ""))
 
     def human() -> None:
         for info in written.values():
             typer.echo(f"{info['dir']}: {info['tasks']} tasks, hash {info['hash']}")
+        for workspace_id, counts in skipped.items():
+            err.print(f"{workspace_id}: skipped, no {wanted} tasks ({_skip_note({workspace_id: counts})})")
 
-    emit(as_json, {"bundles": written}, human)
+    emit(as_json, {"bundles": written, "skipped": {w: {"tasks": counts} for w, counts in skipped.items()}}, human)
+
+
+def _skip_note(skipped: dict[str, dict[str, int]]) -> str:
+    """What the skipped workspaces hold instead, and how to export it (held-out tasks are the
+    evaluation set: they are exported only when asked for, with --status heldout)."""
+    held = {status: sum(c.get(status, 0) for c in skipped.values()) for status in TASK_STATUSES}
+    held = {status: n for status, n in held.items() if n}
+    if not held:
+        return "it has no tasks" if len(skipped) == 1 else "they have no tasks"
+    return ", ".join(f"{n} {status}" for status, n in held.items()) + "; --status STATUS exports those"
 
 
 @bundle_app.command("import")

@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _world
-from ._spec import SAFE_NAME, SpecError, Task, Workspace, WorldEvent, load_task, load_workspace, save_task, save_workspace
+from ._spec import (ASK_TOOL, SAFE_NAME, SUBMIT_TOOL, SpecError, Task, Workspace, WorldEvent, load_task, load_workspace,
+                    save_task, save_workspace)
 from ._state import app_module, event_problem, write_initial_state
 
 HASH_FORMAT = 1
@@ -118,7 +119,8 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
 
     Validated: every file parses as its spec; the workspace's data overrides apply to its seeded
     state; scheduled events name an app of the workspace and one of its actions; task ids are unique and match their file names;
-    every task belongs to the workspace and uses only tools the workspace has; and, when
+    every task belongs to the workspace and uses only tools its episodes offer (the workspace's, the
+    control tool ``submit_answer``, and ``ask_user`` where the task has a user); and, when
     ``bundle.json`` is there, the contents still hash to what it says."""
     directory = Path(directory)
     if not directory.is_dir():
@@ -127,7 +129,7 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
     if workspace.overrides:
         _check_overrides(workspace, directory / "workspace.yaml")
     _check_events(workspace, workspace.events, directory / "workspace.yaml")
-    tools = {tool.name for tool in workspace.tools} | {"submit_answer"}
+    tools = {tool.name for tool in workspace.tools} | {SUBMIT_TOOL.name}
     tasks = []
     for path in sorted((directory / "tasks").glob("*.yaml")):
         task = load_task(path)
@@ -135,8 +137,12 @@ def load(directory: str | Path, *, check_manifest: bool = True) -> Bundle:
             raise SpecError(f"{path}: id: the task's id is {task.id!r}; its file must be {task.id}.yaml")
         if task.workspace_id != workspace.id:
             raise SpecError(f"{path}: workspace_id: {task.workspace_id!r}, but the bundle's workspace is {workspace.id!r}")
+        callable_tools = tools | ({ASK_TOOL.name} if task.user is not None else set())  # what its episodes offer
         for n, step in enumerate(task.reference):
-            if step.tool not in tools:
+            if step.tool == ASK_TOOL.name and task.user is None:
+                raise SpecError(f"{path}: reference.{n}.tool: {ASK_TOOL.name!r} is offered only to a task with a "
+                                "user (a multi-turn task's persona); this task has none")
+            if step.tool not in callable_tools:
                 raise SpecError(f"{path}: reference.{n}.tool: {step.tool!r} is not a tool of workspace {workspace.id}")
         for name in task.forbidden_tools:
             if name not in tools:

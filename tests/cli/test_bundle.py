@@ -70,6 +70,10 @@ def test_a_malformed_or_edited_bundle_is_named(exported, tmp_path):
     task_file.write_text(yaml.safe_dump(spec))
     result = run("bundle", "hash", str(broken), "--write")
     assert result.exit_code == 2 and task_file.name in result.output and "reference.0.tool" in result.output
+    spec["reference"][0]["tool"] = "ask_user"  # a control tool, offered only where the task has a user
+    task_file.write_text(yaml.safe_dump({k: v for k, v in spec.items() if k != "user"}))
+    result = run("bundle", "validate", str(broken))
+    assert result.exit_code == 2 and "reference.0.tool: 'ask_user' is offered only to a task with a user" in result.output
     spec["reference"][0]["tool"] = "mail_search_messages"
     spec["events"] = [{"after_calls": 1, "app": "mail", "action": "teleport"}]
     task_file.write_text(yaml.safe_dump(spec))
@@ -107,3 +111,48 @@ def test_episodes_verdicts_and_exported_rows_carry_the_bundle_and_grader_hashes(
         assert (row["grader_version"], row["grader_hash"]) == (GRADER_VERSION, GRADER_HASH)
         assert opened.verdict(episode.id, GRADER_VERSION).grader_hash == GRADER_HASH
         assert task.id in manifest["tasks"]
+
+
+def test_bundles_of_every_capability_round_trip_and_no_workspace_is_exported_empty(tmp_path):
+    """A store with tasks of every capability (multi-turn ones call ask_user in their reference)
+    exports bundles that validate, hash and import into a fresh store as the same specs; a
+    workspace with only held-out tasks is skipped by default, named, and exported on request."""
+    from coworkenv.synth import GENERATED
+    from coworkenv.workspace import task_hash
+
+    store = tmp_path / "s.db"
+    synth = run("synth", "--store", str(store), "-n", str(len(GENERATED)), "--json")
+    assert synth.exit_code == 0, synth.output
+    opened = Store(store)
+    originals = {row.spec.id: row.spec for row in opened.tasks(status="admitted")}
+    assert {t.capability for t in originals.values()} == set(GENERATED)
+    assert any(step.tool == "ask_user" for t in originals.values() for step in t.reference)
+    first = next(iter(originals.values()))
+    opened.put_workspace(opened.workspace(first.workspace_id).model_copy(update={"id": "ws-heldout"}))
+    opened.put_task(first.model_copy(update={"id": "heldout-task", "workspace_id": "ws-heldout"}), status="heldout")
+    opened.close()
+
+    out = tmp_path / "B"
+    exported = run("bundle", "export", "--store", str(store), "--out", str(out), "--json")
+    assert exported.exit_code == 0, exported.output
+    report = json.loads(exported.stdout)
+    assert report["skipped"] == {"ws-heldout": {"tasks": {"heldout": 1}}} and not (out / "ws-heldout").exists()
+    assert run("bundle", "export", "--store", str(store), "--out", str(out)).stderr.strip() == \
+        "ws-heldout: skipped, no admitted tasks (1 heldout; --status STATUS exports those)"
+    fresh = tmp_path / "fresh.db"
+    for info in report["bundles"].values():
+        checked = run("bundle", "validate", info["dir"], "--json")
+        assert checked.exit_code == 0, checked.output
+        hashed = run("bundle", "hash", info["dir"])
+        assert hashed.exit_code == 0 and hashed.stdout.strip() == info["hash"] == json.loads(checked.stdout)["hash"]
+        imported = run("bundle", "import", info["dir"], "--store", str(fresh))
+        assert imported.exit_code == 0, imported.output
+    again = Store(fresh)
+    assert {t.id: task_hash(again.task_spec(t.id)) for t in again.tasks()} == \
+        {task_id: task_hash(spec) for task_id, spec in originals.items()}
+
+    held = run("bundle", "export", "--store", str(store), "--out", str(tmp_path / "H"), "--status", "heldout", "--json")
+    assert held.exit_code == 0 and list(json.loads(held.stdout)["bundles"]) == ["ws-heldout"]
+    assert run("bundle", "validate", str(tmp_path / "H" / "ws-heldout")).exit_code == 0
+    nothing = run("bundle", "export", "--store", str(store), "--out", str(tmp_path / "N"), "--status", "quarantined")
+    assert nothing.exit_code == 2 and "has quarantined tasks: nothing exported" in nothing.output
