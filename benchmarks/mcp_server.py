@@ -5,6 +5,7 @@ tool, measured in the same run.
     python benchmarks/mcp_server.py                       # HTTP closed 1, 8, 64, 256; open 64-512 @1/s; stdio 1, 8, 64
     python benchmarks/mcp_server.py --levels 1 --open 256 --runs 3 --stdio-levels
     python benchmarks/mcp_server.py --servers coworkenv --workers 1 2 --levels 64 --open 512   # serve --workers
+    python benchmarks/mcp_server.py --servers coworkenv coworkenv-sync --levels 1 --open --stdio-levels 1  # serve --sync
 
 Modes:
 - closed loop: each client (one episode each) calls again as soon as its answer arrives, for
@@ -160,6 +161,7 @@ class HttpTarget:
             workers = kind.partition(" x")[2] or "1"
             cmd = [sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(self.port),
                    "--rate", "0", "--idle-timeout", "86400", "--workers", workers]
+            cmd += ["--sync"] if kind.startswith("coworkenv-sync") else []
             self.paths = lambda i, era: (f"/t/{task}/e/bench-{i}-{random.random():.9f}/mcp" if era == "modern"
                                          else f"/t/{task}/mcp")
         else:
@@ -493,8 +495,9 @@ class StdioTarget:
 
     def __init__(self, kind: str, store: Path, task: str, pinning: Pinning) -> None:
         self.pinning = pinning
-        if kind == "coworkenv":
+        if kind.startswith("coworkenv"):
             self.cmd = [sys.executable, "-m", "coworkenv", "serve", "--stdio", "--task", task, "--store", str(store)]
+            self.cmd += ["--sync"] if kind == "coworkenv-sync" else []
         else:
             self.cmd = [sys.executable, __file__, "--bare-stdio"]
 
@@ -637,6 +640,11 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"{t} {load}: coworkenv / bare p50 {r['p50_ms'] / bare['p50_ms']:.2f}x, p99 "
                       f"{r['p99_ms'] / bare['p99_ms']:.2f}x, calls/s {r['calls_per_s'] / bare['calls_per_s']:.2f}x")
         for t, k, load, r in rows:
+            behind = by.get((t, "coworkenv", load)) if k == "coworkenv-sync" else None
+            if behind:
+                print(f"{t} {load}: --sync / write-behind calls/s {r['calls_per_s'] / behind['calls_per_s']:.2f}x, "
+                      f"p50 {r['p50_ms'] / behind['p50_ms']:.2f}x, p99 {r['p99_ms'] / behind['p99_ms']:.2f}x")
+        for t, k, load, r in rows:
             calm = by.get((t, k, load.split(", flood")[0])) if ", flood" in load else None
             if calm:
                 print(f"{t} {k} {load}: good calls/s {r['calls_per_s'] / calm['calls_per_s']:.2f}x, p99 "
@@ -668,7 +676,8 @@ if __name__ == "__main__":
         parser.add_argument("--sandbox-calls", type=int, default=500,
                             help="round trips of the sandbox alone (0: skip)")
         parser.add_argument("--duration", type=float, default=10.0)
-        parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv"])
+        parser.add_argument("--servers", nargs="+", default=["bare", "coworkenv"], choices=["bare", "coworkenv", "coworkenv-sync"],
+                            help="coworkenv-sync: `serve --sync` (each call committed before its result is sent)")
         parser.add_argument("--workers", type=int, nargs="+", default=[1], metavar="N",
                             help="coworkenv served by `serve --workers N`, one server per N, measured side by side")
         parser.add_argument("--runs", type=int, default=3)

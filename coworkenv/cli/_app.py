@@ -221,6 +221,9 @@ def serve(
     user_model: UserModelOpt = "",
     hide_grade: Annotated[bool, typer.Option(
         "--hide-grade", help="Do not tell live clients their score and failed checks when they submit.")] = False,
+    sync: Annotated[bool, typer.Option(
+        "--sync", help="Commit each tool call to the store before its result is sent: a killed server loses no "
+        "answered call (by default calls are written behind, at most 50 ms after their result).")] = False,
     upstream: Annotated[str | None, typer.Option(
         envvar="COWORKENV_UPSTREAM", help="A model server's base URL (…/v1): record what agents and their model say "
         "through OpenAI- and Anthropic-compatible endpoints at each episode's address (…/e/<key>/v1).")] = None,
@@ -270,7 +273,7 @@ def serve(
         raise fail("--stdio needs --task TASK_ID (one episode per process)")
     if not stdio and task:
         raise fail("--task goes with --stdio; over HTTP each task is at /t/{task}/mcp")
-    episodes = open_host(store, sandbox, user_model=user_model, reveal_grade=not hide_grade)
+    episodes = open_host(store, sandbox, user_model=user_model, reveal_grade=not hide_grade, sync=sync)
     if not is_quiet():  # one line per ended episode
         logging.getLogger("coworkenv.server.episodes").setLevel(logging.INFO)
     row = episodes.store.task(task) if task else None
@@ -367,7 +370,8 @@ def collect_command(
     """Run the LangGraph teacher on admitted tasks over MCP, repairing failed episodes.
 
     A task is done when it has --episodes-per-task admitted episodes from this provider: another
-    provider on the same store collects its own."""
+    provider on the same store collects its own. Collectors of one provider on one store share the
+    work: each claims a task before playing it and leaves the tasks another one holds."""
     from ..agents import ProviderError, ProviderSettings, parse_provider, provider_problem
     from ..loop import LocalEpisodes, RemoteEpisodes, TeacherSettings, collect
     from ..server import running_http_server
@@ -424,14 +428,16 @@ def collect_command(
     summary = on_cluster(lambda: asyncio.run(run()))
 
     def human() -> None:
-        err.print(f"tasks {summary.tasks} (already done: {summary.skipped}), episodes {summary.episodes}, "
+        elsewhere = f", left to another collector: {summary.elsewhere}" if summary.elsewhere else ""
+        err.print(f"tasks {summary.tasks} (already done: {summary.skipped}{elsewhere}), episodes {summary.episodes}, "
                   f"repaired {summary.repaired}, succeeded {summary.succeeded}")
         for task_id, why in sorted(summary.failures.items()):
             err.print(f"  [red]failed[/red] {task_id}: {escape(why)}")
 
     emit(as_json, {"store": str(store), "provider": spec.label, "tasks": summary.tasks, "skipped": summary.skipped,
-                   "episodes": summary.episodes, "repaired": summary.repaired, "succeeded": summary.succeeded,
-                   "infrastructure_failures": summary.infrastructure_failures, "failures": summary.failures}, human)
+                   "elsewhere": summary.elsewhere, "episodes": summary.episodes, "repaired": summary.repaired,
+                   "succeeded": summary.succeeded, "infrastructure_failures": summary.infrastructure_failures,
+                   "failures": summary.failures}, human)
     if summary.failures:
         raise fail(f"{len(summary.failures)} of {summary.tasks} tasks could not be collected "
                    f"({summary.infrastructure_failures} episodes ended by infrastructure failures); "

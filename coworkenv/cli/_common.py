@@ -204,14 +204,15 @@ def check_user_model(user_model: str) -> None:
 
 def open_host(store: Path, sandbox: str, cache_dir: Path | None = None, *, create: bool = False,
               user_model: str = "", reveal_grade: bool = True, service_env: dict[str, str] | None = None,
-              local: bool = True) -> EpisodeHost:
+              local: bool = True, sync: bool = False) -> EpisodeHost:
     """An episode host on the store; ``local=False`` for one whose episodes run on a Ray cluster's
     nodes (the backend is checked there, not here)."""
     check_sandbox(sandbox, here=local)
     check_user_model(user_model)
     return EpisodeHost(open_store(store, create=create),
                        EpisodeSettings(backend=sandbox, cache_dir=cache_dir or store.parent / "cache",
-                                       user_model=user_model, reveal_grade=reveal_grade, service_env=service_env or {}))
+                                       user_model=user_model, reveal_grade=reveal_grade, service_env=service_env or {},
+                                       sync=sync))
 
 
 def progress() -> Progress:

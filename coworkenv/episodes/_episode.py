@@ -284,6 +284,7 @@ class Episode:
             })
             if failure is None and spec is not SUBMIT_TOOL:
                 failure = await self._world_moves()
+        await self.host.settle()  # with ``sync``: in the store file before the caller sees the result
         if failure is not None:
             error = EpisodeFailed(f"the sandbox failed during {name}: {failure}", boundary="sandbox")
             await self.finish(self.final_answer, failure=error)
@@ -316,6 +317,7 @@ class Episode:
                 result = {"reply": reply.text, "done": reply.done}
                 self._record({**row, "result": json.dumps(result), "is_error": 0, "error_kind": None,
                                            "error": None, "duration_ms": _ms_since(started)})
+                await self.host.settle()
                 return CallResult(True, result)
         error = EpisodeFailed(f"the simulated user failed: {failure}", boundary=failure.boundary)
         await self.finish(self.final_answer, failure=error)

@@ -62,6 +62,10 @@ class EpisodeSettings(BaseModel):
     # an ended episode is graded on the event loop while its workspace's gradings take less than this
     # (a hand-off to a thread costs more than a quick one); 0: always in a worker thread
     inline_grading_ms: float = Field(default=5.0, ge=0.0)
+    # every call is committed to the store file before its result is returned (``serve --sync``): a
+    # killed process loses no acknowledged call; otherwise calls are written behind, up to
+    # ``RECORD_FLUSH_S`` after their result
+    sync: bool = False
 
 
 def cached_initial_state(cache_dir: Path, workspace: Workspace, digest: str | None = None) -> Path:
@@ -189,6 +193,19 @@ class EpisodeHost:
             await asyncio.to_thread(self.store.flush)
         except Exception:  # the rows stay queued: the next flush or the episode's end writes them
             log.exception("writing recorded tool calls failed; they stay queued")
+
+    async def settle(self) -> None:
+        """With ``settings.sync``, commit every call recorded so far before returning (the
+        write-behind rows of all episodes, in one transaction, on the event loop: a commit costs
+        less than a hand-off to a thread); without it, nothing (the periodic flush writes them)."""
+        if not self.settings.sync:
+            return
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._flushing:  # a periodic flush under way may hold rows recorded before this call's
+            await asyncio.gather(*self._flushing, return_exceptions=True)
+        self.store.flush()
 
     async def flush(self) -> None:
         """Write every recorded call now (the periodic flush does this on its own)."""

@@ -6,6 +6,9 @@ the hint of the next attempt, from a fresh workspace, up to ``max_repairs`` time
 ended by an infrastructure failure (the model server down, the sandbox gone) is recorded as such
 and played again, up to ``retries`` times; a task that still fails is reported, and the
 collection goes on with the others.
+
+Collectors on one store share the work: each claims a task when its turn comes (``TaskClaims``)
+and leaves one that another live collector holds, so no task is played by two.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..agents import ProviderSettings, chat_model, parse_provider, repair_hint
 from ..gate import GRADER_VERSION
 from ..store import Provenance, Store
 from ..workspace import PromptStyle, Task, check_style
+from ._claims import TaskClaims
 from ._episodes import EpisodeService
 from ._play import Played, play
 
@@ -68,6 +72,7 @@ class CollectSummary:
     repaired: int = 0
     succeeded: int = 0
     skipped: int = 0  # tasks that already have the admitted episodes asked for, from this provider
+    elsewhere: int = 0  # pending tasks left to another collector: it held them, or collected them meanwhile
     infrastructure_failures: int = 0  # episodes ended by one (retried)
     failures: dict[str, str] = field(default_factory=dict)  # task id -> why it could not be collected
 
@@ -126,38 +131,44 @@ class Teacher:
                                     repaired_from=played.episode_id, hint=repair_hint(feedback, verdict.reason))
 
     async def run_tasks(self, tasks: list[Task] | list[tuple[Task, int]], *,
-                        on_done: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
-        """Run each task (``(task, times)``: that many times, one after another), several tasks at once."""
+                        on_done: Callable[[TaskRun], None] | None = None,
+                        claim: Callable[[Task, int], int] | None = None) -> list[TaskRun]:
+        """Run each task (``(task, times)``: that many times, one after another; as many as ``claim``
+        allows, when given), several tasks at once."""
         jobs = [t if isinstance(t, tuple) else (t, 1) for t in tasks]
-        return await run_jobs(jobs, self.run_task, on_done=on_done, concurrency=self.settings.concurrency)
+        return await run_jobs(jobs, self.run_task, on_done=on_done, concurrency=self.settings.concurrency, claim=claim)
 
 
 async def run_jobs(jobs: list[tuple[Task, int]], run_task: Callable[[Task], Awaitable[TaskRun]], *,
                    on_done: Callable[[TaskRun], None] | None = None, concurrency: int | None = None,
-                   fatal: tuple[type[BaseException], ...] = ()) -> list[TaskRun]:
+                   fatal: tuple[type[BaseException], ...] = (),
+                   claim: Callable[[Task, int], int] | None = None) -> list[TaskRun]:
     """``run_task`` on each task ``times`` times, one run after another (a task stops at its first
     error), tasks at once up to ``concurrency`` (unbounded: ``run_task`` bounds itself). One task's
-    failure is its run's error and never ends the others; an exception of ``fatal`` ends them all."""
+    failure is its run's error and never ends the others; an exception of ``fatal`` ends them all.
+    ``claim(task, times)``, asked when a task's turn comes: how many of its runs to play (0: none)."""
     semaphore = asyncio.Semaphore(concurrency) if concurrency is not None else contextlib.nullcontext()
 
     async def one(task: Task) -> TaskRun:
-        async with semaphore:
-            try:
-                run = await run_task(task)
-            except fatal:
-                raise
-            except Exception as exc:  # one task's failure never ends the collection
-                run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
+        try:
+            run = await run_task(task)
+        except fatal:
+            raise
+        except Exception as exc:  # one task's failure never ends the collection
+            run = TaskRun(task.id, error=f"{type(exc).__name__}: {exc}")
         if on_done is not None:
             on_done(run)
         return run
 
     async def repeated(task: Task, times: int) -> list[TaskRun]:
         runs = []
-        for _ in range(times):
-            runs.append(await one(task))
-            if runs[-1].error is not None:
-                break
+        async with semaphore:  # a task's runs one after another in its slot
+            if claim is not None:
+                times = claim(task, times)
+            for _ in range(times):
+                runs.append(await one(task))
+                if runs[-1].error is not None:
+                    break
         return runs
 
     results = await asyncio.gather(*(repeated(task, times) for task, times in jobs))
@@ -172,12 +183,30 @@ async def collect(store: Store, episodes: EpisodeService | None, settings: Teach
     (started; each task run whole on one node, its episodes written here); every failure is in the summary.
 
     A task is pending until it has ``settings.episodes_per_task`` admitted episodes from this
-    provider: another provider on the same store collects its own."""
+    provider: another provider on the same store collects its own. Each task is claimed in the
+    store when its turn comes: one that another collector of this provider holds is left to it
+    (``summary.elsewhere``), and so is one that another collector finished meanwhile. ``on_start``
+    is called when the plan is known, and again whenever it shrinks so."""
     provider = parse_provider(settings.provider).label
     tasks, done = pending_tasks(store, limit, provider=provider, episodes_per_task=settings.episodes_per_task)
     summary = CollectSummary(tasks=len(tasks), skipped=done, runs=sum(times for _, times in tasks))
     if on_start is not None:  # what is planned is known now: progress can show a total
         on_start(summary)
+    claims = TaskClaims(store, f"collect:{provider}")
+
+    def claim(task: Task, times: int) -> int:
+        """How many runs of ``task`` this collector plays: none unless it holds the task now, and
+        no more than the task still lacks (another collector may have played it meanwhile)."""
+        wanted = 0
+        if claims.take(task.id):
+            have = store.admitted_counts("teacher", GRADER_VERSION, provider=provider, task_id=task.id)
+            wanted = min(times, settings.episodes_per_task - have.get(task.id, 0))
+        if wanted < times:
+            summary.runs -= times - max(wanted, 0)
+            summary.elsewhere += wanted <= 0
+            if on_start is not None:
+                on_start(summary)
+        return max(wanted, 0)
 
     def record(run: TaskRun) -> None:
         summary.episodes += len(run.attempts) + len(run.failed)
@@ -189,11 +218,13 @@ async def collect(store: Store, episodes: EpisodeService | None, settings: Teach
         if on_run is not None:
             on_run(run)
 
-    if cluster is not None:  # each run whole on one node; the cluster bounds how many at once
-        from ._ray import ClusterError
+    async with claims.held():
+        if cluster is not None:  # each run whole on one node; the cluster bounds how many at once
+            from ._ray import ClusterError
 
-        await run_jobs(tasks, lambda task: cluster.collect(task, settings), on_done=record, fatal=(ClusterError,))
-    else:
-        assert episodes is not None, "collect needs episodes or a cluster"
-        await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record)
+            await run_jobs(tasks, lambda task: cluster.collect(task, settings), on_done=record,
+                           fatal=(ClusterError,), claim=claim)
+        else:
+            assert episodes is not None, "collect needs episodes or a cluster"
+            await Teacher(store, episodes, settings).run_tasks(tasks, on_done=record, claim=claim)
     return summary

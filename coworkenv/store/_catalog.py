@@ -129,6 +129,12 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "task_dir": "the task's folder in it", "judge": "the LLM judge its grader asks (empty for none)",
         "created_at": "when it was imported (UTC)",
     }),
+    "task_claims": ("Which process is working on a task (two `coworkenv collect`s on one store never play the same "
+                    "task): one claim per task and purpose, until released, expired or its process is gone.", {
+        "task_id": "the task", "scope": "what it is claimed for (collect:PROVIDER)",
+        "claimant": "the process holding it (host:pid:start/run)", "claimed_at": "when it was taken (UTC)",
+        "expires_at": "when it lapses unless its holder renews it (seconds since the epoch)",
+    }),
     "_sqlite_migrations": ("The schema migrations applied to this store.", {}),
 }
 

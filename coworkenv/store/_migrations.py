@@ -336,6 +336,18 @@ def _claw_eval_graders(db: sqlite_utils.Database) -> None:
             db.execute("update tasks set spec = ? where id = ?", [json.dumps(spec, separators=(",", ":")), row["id"]])
 
 
+@MIGRATIONS(name="0013_task_claims")
+def _task_claims(db: sqlite_utils.Database) -> None:
+    """Which process is working on a task, so that two of them (two ``collect``s on one store) never
+    play the same task: one claim per task and purpose (``scope``), held by a ``claimant`` until it
+    is released, expires (``expires_at``, seconds since the epoch, pushed on by the holder's heartbeat)
+    or its process is found gone."""
+    db.table("task_claims").create(
+        {"task_id": str, "scope": str, "claimant": str, "claimed_at": str, "expires_at": float},
+        pk=("task_id", "scope"), not_null={"claimant", "expires_at"})
+    db.table("task_claims").create_index(["claimant"])
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -274,5 +274,16 @@ class ClawEvalGraderRow:
     judge: str = ""
 
 
+@dataclass(frozen=True)
+class TaskClaim:
+    """A claim on a task for one purpose (``scope``, e.g. ``collect:oracle``): who holds it and until when."""
+
+    task_id: str
+    scope: str
+    claimant: str
+    claimed_at: str
+    expires_at: float  # seconds since the epoch
+
+
 def _json(text: str | None, default: Any) -> Any:
     return json.loads(text) if text else default

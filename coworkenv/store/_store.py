@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from ._rows import (
     ModelCallRow,
     Provenance,
     Source,
+    TaskClaim,
     TaskDraftRow,
     TaskRow,
     TaskStatus,
@@ -445,15 +447,17 @@ class Store:
         """How many tasks have each status."""
         return {r["status"]: r["n"] for r in self.query("select status, count(*) as n from tasks group by status")}
 
-    def admitted_counts(self, source: Source, grader_version: str, *, provider: str | None = None) -> dict[str, int]:
-        """Task id -> how many of its episodes of ``source`` (and ``provider``) the verdict of
-        ``grader_version`` admits (tasks with none are left out)."""
+    def admitted_counts(self, source: Source, grader_version: str, *, provider: str | None = None,
+                        task_id: str | None = None) -> dict[str, int]:
+        """Task id -> how many of its episodes of ``source`` (and ``provider``; of ``task_id`` only,
+        when given) the verdict of ``grader_version`` admits (tasks with none are left out)."""
         sql = ("select e.task_id, count(*) as n from episodes e join verdicts v on v.episode_id = e.id"
                " where e.source = ? and v.admitted = 1 and v.grader_version = ?")
         params: list[Any] = [source, grader_version]
-        if provider is not None:
-            sql += " and e.provider = ?"
-            params.append(provider)
+        for column, value in (("e.provider", provider), ("e.task_id", task_id)):
+            if value is not None:
+                sql += f" and {column} = ?"
+                params.append(value)
         return {r["task_id"]: r["n"] for r in self.query(sql + " group by e.task_id", tuple(params))}
 
     def add_calibration(self, row: CalibrationRow) -> None:
@@ -473,6 +477,45 @@ class Store:
             empty_score=row["empty_score"], forbidden_safety=row["forbidden_safety"],
             deterministic=bool(row["deterministic"]), admitted=bool(row["admitted"]), reason=row["reason"],
             probes=json.loads(row["probes"] or "{}"))
+
+    # --- task claims ----------------------------------------------------------------------
+
+    def claim_task(self, task_id: str, scope: str, claimant: str, ttl_s: float, *,
+                   replacing: str | None = None) -> TaskClaim:
+        """Claim ``task_id`` for ``scope`` (``collect:PROVIDER``) as ``claimant``, for ``ttl_s``
+        seconds, in one statement (two processes claiming at once: one gets it). Taken when nobody
+        holds it, when its claim has expired, or when its holder is ``replacing`` (a claimant the
+        caller found gone); renewed when ``claimant`` holds it already. Returns the claim as it stands
+        after: ``claimant``'s when it was taken, its holder's otherwise."""
+        at = time.time()
+        with self.transaction() as db:
+            db.execute(
+                "insert into task_claims (task_id, scope, claimant, claimed_at, expires_at) values (?, ?, ?, ?, ?)"
+                " on conflict (task_id, scope) do update set claimant = excluded.claimant, expires_at = excluded.expires_at,"
+                " claimed_at = case when task_claims.claimant = excluded.claimant then task_claims.claimed_at"
+                " else excluded.claimed_at end"
+                " where task_claims.claimant = excluded.claimant or task_claims.claimant = ? or task_claims.expires_at <= ?",
+                [task_id, scope, claimant, now(), at + ttl_s, replacing, at])
+            row = db.execute("select task_id, scope, claimant, claimed_at, expires_at from task_claims"
+                             " where task_id = ? and scope = ?", [task_id, scope]).fetchone()
+        return TaskClaim(*row)
+
+    def renew_claims(self, claimant: str, ttl_s: float) -> int:
+        """Push every claim ``claimant`` holds on to ``ttl_s`` seconds from now; how many it holds."""
+        with self.transaction() as db:
+            return db.execute("update task_claims set expires_at = ? where claimant = ?",
+                              [time.time() + ttl_s, claimant]).rowcount
+
+    def release_claims(self, claimant: str) -> int:
+        """Give up every claim ``claimant`` holds; how many there were."""
+        with self.transaction() as db:
+            return db.execute("delete from task_claims where claimant = ?", [claimant]).rowcount
+
+    def task_claims(self, scope: str | None = None) -> list[TaskClaim]:
+        """The claims held (of ``scope``, when given), expired ones included, by task."""
+        where, params = _where(scope=scope)
+        return [TaskClaim(r["task_id"], r["scope"], r["claimant"], r["claimed_at"], r["expires_at"]) for r in
+                self.query(f"select * from task_claims{where} order by task_id, scope", params)]
 
     # --- task drafts ----------------------------------------------------------------------
 
