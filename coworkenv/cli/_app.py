@@ -61,10 +61,12 @@ from ._inspect import register as register_inspect
 from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
 from ._train import model_app, train_app
+from ._terminal import CoworkGroup
 from ._view import view_command
 
 app = typer.Typer(
     name="coworkenv",
+    cls=CoworkGroup,  # commands in the loop's order, plain usage lines, Ctrl-C as one line
     help="Synthesize executable workspaces for tool-using agents, serve them over MCP in sandboxes, "
     "collect and gate trajectories, and export training data.",
     no_args_is_help=True,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -30,8 +30,27 @@ from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
 from ..store import Store, StoreError
 from ..synth import GENERATED, Generator
 
-err = Console(stderr=True, soft_wrap=True)  # progress, summaries for people, errors (lines are not wrapped)
-out = Console()  # a command's output (tables); JSON and plain lines go through typer.echo
+PIPE_WIDTH = 100_000  # characters a line may have when the output is not a terminal: tables are not cut
+
+
+class _Console(Console):
+    """A console as wide as a terminal when it writes to one, and unbounded when it writes to a pipe
+    or a file (unless $COLUMNS says otherwise): ``coworkenv tasks list | cat`` keeps every column
+    and every value whole. Decided at each print, so that it follows where output goes now."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if self._width is None and not self.is_terminal and "COLUMNS" not in os.environ:
+            return ConsoleDimensions(PIPE_WIDTH, super().size.height)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+err = _Console(stderr=True, soft_wrap=True)  # progress, summaries for people, errors (lines are not wrapped)
+out = _Console()  # a command's output (tables); JSON and plain lines go through typer.echo
 DEFAULT_STORE = "runs/coworkenv.db"
 USAGE = 2  # exit code: the command was given something it cannot use (an option, a file, a store)
 FAILED = 1  # exit code: the work was tried and did not succeed (failed episodes, a crashed run)

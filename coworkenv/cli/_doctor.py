@@ -32,7 +32,9 @@ from ._common import DEFAULT_STORE, FAILED, JsonOpt, emit, err, out
 Status = Literal["ok", "missing", "broken", "note"]
 NODE_MAJOR = 22  # the MCP Inspector and the MCP conformance suite need Node 22
 TRAIN_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets")
-PROVIDER_PACKAGES = ("langchain-openai", "langchain-anthropic")
+# each provider that needs a package, checked on its own: one missing does not make the other look missing
+PROVIDER_PACKAGES = {"openai": ("langchain-openai", "openai:MODEL and OpenAI-compatible servers, openai:MODEL@URL"),
+                     "anthropic": ("langchain-anthropic", "anthropic:MODEL")}
 
 
 @dataclass
@@ -185,7 +187,8 @@ def doctor_command(
                     required=True)]
     checks += _sandbox_checks()
     checks.append(_package_check("training", TRAIN_PACKAGES, "train", "train sft|dpo|grpo|gdpo, model init-tiny"))
-    checks.append(_package_check("providers", PROVIDER_PACKAGES, "providers", "openai: and anthropic: models"))
+    checks += [_package_check(f"provider {name}", (package,), "providers", what)
+               for name, (package, what) in PROVIDER_PACKAGES.items()]
     checks.append(_package_check("ray", ("ray",), "ray", "synth, collect and eval --ray on a Ray cluster"))
     checks.append(_vllm_check(vllm_python))
     checks.append(_node_check())

@@ -82,7 +82,9 @@ def eval_command(
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (n).")] = 3,
     k: Annotated[int | None, typer.Option("-k", min=1, help="k of pass@k and pass^k (default: --trials).")] = None,
     style: Annotated[PromptStyle, typer.Option("--style", help="The agent view the model was trained on.")] = "full",
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0: greedy).")] = 0.7,
+    temperature: Annotated[float | None, typer.Option(
+        min=0.0, show_default=False, help="Sampling temperature (0: greedy).  [default: 0.7 with several "
+        "--trials, so that pass@k and pass^k measure samples; 0 with --trials 1]")] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once (on each node, with --ray).")] = 4,
@@ -116,7 +118,8 @@ def eval_command(
         settings = EvalSettings.model_validate(dict(
             model=model, tasks=tasks, seed=seed, capabilities=capabilities, apps=apps, generator=generator,
             trials=trials, k=k, prompt_style=style,
-            temperature=temperature, max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
+            temperature=temperature if temperature is not None else 0.7 if trials > 1 else 0.0,
+            max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
             retries=retries, api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
             suite=suite, suite_tasks=list(task) if task else None,

@@ -8,7 +8,6 @@ does not hold is a usage error (exit 2) naming it.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -25,11 +24,10 @@ from ..gate import GRADER_VERSION
 from ..store import (EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow,
                      VerdictRow, json_or_text)
 from ..workspace import Capability
-from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, err, fail, open_store
+from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, err, fail, open_store, out
 
 RunKind = Literal["sft", "dpo", "eval"]
 
-PIPE_WIDTH = 240  # characters of a table's line when the output is not a terminal
 MIN_SQUEEZED = 16  # characters at least of the column a listing cuts to fit
 SECRET_KEYS = ("api_key", "token", "secret", "password")  # settings shown as <redacted>
 CELL = 160  # characters shown of a long value (arguments, results, error text; --json has it whole)
@@ -67,12 +65,9 @@ def _compact(value: Any) -> str:
 
 
 def _out() -> Console:
-    """The console of the command's output: the terminal's width, or one line per row when the
-    output goes to a file or a pipe (unless $COLUMNS says otherwise)."""
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=PIPE_WIDTH)
-    return console
+    """The console of the command's output: the terminal's width, or lines as long as their content
+    when the output goes to a file or a pipe (unless $COLUMNS says otherwise): nothing is cut."""
+    return out
 
 
 def _table(*headers: str) -> Table:
@@ -192,7 +187,7 @@ def tasks_show(
     if as_json:
         _print_json(doc)
         return
-    console = Console()
+    console = _out()
     _fields(console, [
         ("task", row.id), ("capability", row.capability), ("difficulty", row.difficulty),
         ("status", row.status + (f" ({row.reason})" if row.reason else "")),
@@ -311,7 +306,7 @@ def episodes_show(
     if as_json:
         _print_json(doc)
         return
-    console = Console()
+    console = _out()
     fields: list[tuple[str, Any]] = [
         ("episode", row.id), ("task", row.task_id), ("source", row.source), ("provider", row.provider or "—"),
         ("status", row.status), ("attempt", row.attempt)]
@@ -461,7 +456,7 @@ def runs_show(
     if as_json:
         _print_json(doc)
         return
-    console = Console()
+    console = _out()
     fields: list[tuple[str, Any]] = [("run", doc["id"]), ("kind", doc["kind"]), ("status", doc["status"]),
                                      ("model", doc["model"]), ("started", _when(doc["started_at"])),
                                      ("ended", _when(doc["ended_at"]) or "—")]

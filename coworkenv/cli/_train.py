@@ -31,8 +31,11 @@ from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, ope
 if TYPE_CHECKING:
     from ..trainer import RLKind, TrainProgress
 
-model_app = typer.Typer(help="Create PocketWorker base models.", no_args_is_help=True)
-train_app = typer.Typer(help="Train PocketWorker models with TRL.", no_args_is_help=True)
+model_app = typer.Typer(help="Base models of a PocketWorker (a small tool-calling model trained on the store's "
+                        "episodes): a tiny Qwen3 from a config, a pretrained base, or a local checkpoint.",
+                        no_args_is_help=True)
+train_app = typer.Typer(help="Train a PocketWorker (a small tool-calling model) on exported episodes with TRL.",
+                        no_args_is_help=True)
 
 
 def quiet_training_logs() -> None:
@@ -138,13 +141,13 @@ def init_tiny_command(
         "runs/export/sft.jsonl"),
     out: Annotated[Path, typer.Option(help="Where the model folder goes.")] = Path("runs/models/tiny"),
     vocab_size: Annotated[int, typer.Option(min=300, help="BPE vocabulary size (before entity tokens).")] = 2048,
-    hidden_size: Annotated[int, typer.Option(min=16)] = 128,
-    intermediate_size: Annotated[int, typer.Option(min=16)] = 512,
-    layers: Annotated[int, typer.Option(min=1)] = 2,
-    heads: Annotated[int, typer.Option(min=1)] = 4,
-    kv_heads: Annotated[int, typer.Option(min=1)] = 2,
-    head_dim: Annotated[int, typer.Option(min=8)] = 32,
-    seed: Annotated[int, typer.Option()] = 0,
+    hidden_size: Annotated[int, typer.Option(min=16, help="Width of the model (its hidden state).")] = 128,
+    intermediate_size: Annotated[int, typer.Option(min=16, help="Width of each layer's feed-forward block.")] = 512,
+    layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 2,
+    heads: Annotated[int, typer.Option(min=1, help="Attention heads.")] = 4,
+    kv_heads: Annotated[int, typer.Option(min=1, help="Key/value heads (grouped-query attention; divides --heads).")] = 2,
+    head_dim: Annotated[int, typer.Option(min=8, help="Width of each attention head.")] = 32,
+    seed: Annotated[int, typer.Option(help="Seed of the random initial weights.")] = 0,
     base: Annotated[Path | None, typer.Option(
         help="Instead of a tiny model, prepare this local checkpoint folder (e.g. a Qwen3-0.6B download).")] = None,
     as_json: JsonOpt = False,
@@ -207,17 +210,18 @@ ModelOpt = Annotated[Path, typer.Option("--model", help="The model folder to sta
 OutOpt = Annotated[Path, typer.Option("--out", help="Run folder: checkpoints/, model/ (and adapter/ with --lora, "
                                       "tensorboard/ with --report-to tensorboard).")]
 StepsOpt = Annotated[int, typer.Option("--steps", min=1, help="Optimizer steps.")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1)]
-LrOpt = Annotated[float, typer.Option("--lr", min=0.0)]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="Rows per optimizer step.")]
+LrOpt = Annotated[float, typer.Option("--lr", min=0.0, help="Peak learning rate (cosine schedule); near 1e-4 for "
+                                      "--lora on a real base.")]
 MaxLenOpt = Annotated[int, typer.Option("--max-length", min=16, help="Longer rows are truncated.")]
 SaveOpt = Annotated[int, typer.Option("--save-steps", min=1, help="Checkpoint every this many steps.")]
 LoggingOpt = Annotated[int, typer.Option("--logging-steps", min=1, help="Log the loss every this many steps "
                                          "(and at the first).")]
 LoraOpt = Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (peft) instead of all weights.")]
-LoraROpt = Annotated[int, typer.Option("--lora-r", min=1)]
+LoraROpt = Annotated[int, typer.Option("--lora-r", min=1, help="Rank of the LoRA adapter (with --lora).")]
 CapOpt = Annotated[list[str] | None, typer.Option("--capability", help="Train only on rows of this capability (repeatable).")]
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Resume from the last checkpoint in --out.")]
-SeedOpt = Annotated[int, typer.Option("--seed")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the run (data order, new weights, sampling).")]
 MinutesOpt = Annotated[float | None, typer.Option(
     "--max-minutes", min=0.0, help="Stop at the end of the first step past this many minutes of "
     "training (checkpointed and saved as at --steps; --steps still caps the run).")]
@@ -233,11 +237,11 @@ def pretrain_base_command(
         "runs/models/pretrain"),
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the whole run.")] = 3000,
     seeds: Annotated[int, typer.Option(min=1, help="Pretraining workspaces (seeds from 1,000,000 on).")] = 600,
-    hidden_size: Annotated[int, typer.Option(min=16)] = 192,
-    layers: Annotated[int, typer.Option(min=1)] = 3,
+    hidden_size: Annotated[int, typer.Option(min=16, help="Width of the model (its hidden state).")] = 192,
+    layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 3,
     threads: Annotated[int, typer.Option(min=1, help="Torch threads; part of the recipe (the arithmetic's order "
                                          "depends on it), so a rebuild uses the same.")] = 2,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the initial weights and of the batches' order.")] = 0,
     max_minutes: MinutesOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -388,7 +392,8 @@ RLDataOpt = Annotated[Path | None, typer.Option(
 GenerationsOpt = Annotated[int, typer.Option("--num-generations", min=2, help="Episodes per prompt (a GRPO group).")]
 RLBatchOpt = Annotated[int, typer.Option("--batch-size", min=2, help="Episodes per step, played concurrently "
                                          "(a multiple of --num-generations).")]
-RLLrOpt = Annotated[float, typer.Option("--lr", "--learning-rate", min=0.0)]
+RLLrOpt = Annotated[float, typer.Option("--lr", "--learning-rate", min=0.0, help="Learning rate of the policy's "
+                                        "updates.")]
 EpisodeStepsOpt = Annotated[int | None, typer.Option(
     "--max-steps-per-episode", min=1, help="Policy turns per episode (default: each task's own limit).")]
 NewTokensOpt = Annotated[int, typer.Option("--max-new-tokens", min=1, help="Tokens per policy turn (a turn that "

@@ -473,8 +473,9 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
 
     try:
         results = await asyncio.gather(*(one(item, n) for item in heldout for n in range(settings.trials)))
-    except BaseException:
-        store.end_eval_run(run_id, status="failed")
+    except BaseException as exc:  # Ctrl-C cancels the trials: interrupted, not failed
+        stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+        store.end_eval_run(run_id, status="interrupted" if stopped else "failed")
         raise
     trials = [t for t in results if t is not None]
     summary = claw_report(trials, k) if settings.suite == "claw-eval" else report(trials, k)

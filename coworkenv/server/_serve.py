@@ -13,7 +13,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 import uvicorn
@@ -612,6 +612,17 @@ async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *
     await task
 
 
+class _InProcessServer(uvicorn.Server):
+    """A server inside another command's event loop (``collect``'s own server): Ctrl-C belongs to
+    that command, whose cancellation stops this server. A uvicorn server would take the signal for
+    itself and drain: the command's episodes then failed one after another against a closing
+    server (each counted as done), or waited on it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 @contextlib.asynccontextmanager
 async def running_http_server(host: EpisodeHost, settings: ServeSettings | None = None, *,
                               bind: str = "127.0.0.1") -> AsyncIterator[str]:
@@ -620,7 +631,7 @@ async def running_http_server(host: EpisodeHost, settings: ServeSettings | None 
     sock = bind_socket(bind, 0)
     port = sock.getsockname()[1]
     app = http_app(host, settings)
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    uv = _InProcessServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
     task = asyncio.create_task(uv.serve(sockets=[sock]))
     try:
         while not uv.started:

@@ -238,7 +238,7 @@ class EvalRunRow:
     id: str
     model: str
     settings: dict[str, Any]
-    status: str  # running | done | failed
+    status: str  # running | done | failed | interrupted
     summary: dict[str, Any] | None
     profile_path: str | None
     started_at: str
@@ -254,7 +254,7 @@ class TrainingRunRow:
     data_hash: str
     rows: int
     config: dict[str, Any]
-    status: str  # running | done | failed
+    status: str  # running | done | failed | interrupted
     metrics: dict[str, Any]
     output_dir: str
     error: str

@@ -20,6 +20,7 @@ would merge differing argument dicts into one struct (and the template would the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib.util
 import json
@@ -415,8 +416,10 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
         if metrics["final_loss"] is not None and not math.isfinite(metrics["final_loss"]):
             raise FloatingPointError(f"the {record.kind} loss diverged ({metrics['final_loss']})")
     except BaseException as exc:
-        if store is not None and run_id is not None:
-            store.end_training_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+        if store is not None and run_id is not None:  # Ctrl-C: interrupted (the same --out resumes it)
+            stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+            store.end_training_run(run_id, status="interrupted" if stopped else "failed",
+                                   error=f"{type(exc).__name__}: {exc}")
         raise
     if store is not None and run_id is not None:
         store.end_training_run(run_id, status="done", metrics=metrics)

@@ -129,3 +129,23 @@ def test_the_vllm_environment_is_found_where_it_is_and_named_where_it_is_not(sto
     _, report, _ = doctor("--store", str(store), "--vllm-python", sys.executable)  # the training stack has no vLLM
     check = by_name(report)["vllm"]
     assert check["status"] == "missing" and "install-vllm.sh" in check["fix"] and report["ok"] is True
+
+
+
+def test_each_provider_is_checked_on_its_own(store):
+    """openai: models work with langchain-openai alone: the doctor said "providers missing" for them
+    when langchain-anthropic was not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(package: str) -> bool:
+        try:
+            return bool(version(package))
+        except PackageNotFoundError:
+            return False
+
+    _, report, _ = doctor("--store", str(store))
+    checks = by_name(report)
+    assert "providers" not in checks
+    assert checks["provider openai"]["status"] == "ok"  # the test extra installs langchain-openai
+    for name, package in (("openai", "langchain-openai"), ("anthropic", "langchain-anthropic")):
+        assert checks[f"provider {name}"]["status"] == ("ok" if installed(package) else "missing"), checks

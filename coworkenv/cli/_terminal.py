@@ -1,0 +1,77 @@
+"""How the ``coworkenv`` command meets a person at a terminal: the commands listed in the loop's
+order, usage lines that name arguments plainly, and Ctrl-C answered with one line.
+
+``CoworkGroup`` is the class of the top-level command (``typer.Typer(cls=CoworkGroup)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperArgument, TyperGroup
+
+from ._common import err
+
+# ``coworkenv --help`` lists the commands as the loop runs: make and play tasks, grade, train,
+# serve and evaluate, then look at the store, then the tools around it. Commands not named here
+# follow in the order they were added.
+LOOP_ORDER = ("demo", "synth", "draft", "serve", "collect", "gate", "export", "model", "train", "serve-model",
+              "eval", "tasks", "episodes", "runs", "view", "report", "browse", "apps", "bundle", "claw-eval",
+              "doctor", "check-sandbox", "sandbox", "compose")
+
+# Commands that pick up where they stopped when run again (what they committed stays in the store)
+RESUMABLE = ("synth", "collect", "demo", "gate", "draft", "train sft", "train dpo", "train grpo", "train gdpo",
+             "model pretrain-base")
+
+
+class _PlainArgument(TyperArgument):
+    """An argument shown in usage lines as its name (``TASK_ID``, ``[NAME]`` when optional), not
+    Typer's ``{TASK_ID}``."""
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.display_name_raw
+        if self.nargs != 1 and not name.endswith("..."):
+            name += "..."
+        return [name if self.required else f"[{name}]"]
+
+
+def _plain_arguments(command: Any) -> None:
+    for param in getattr(command, "params", []):
+        if type(param) is TyperArgument:
+            param.__class__ = _PlainArgument
+    for sub in getattr(command, "commands", {}).values():
+        _plain_arguments(sub)
+
+
+class CoworkGroup(TyperGroup):
+    """The top-level command. Besides ordering and usage lines, it answers Ctrl-C (which stops
+    a command between two things it stores) with one line and exit status 130; a command that is
+    a server (``serve``, ``view``, ``serve-model``) stops on Ctrl-C by itself and exits 0."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        _plain_arguments(self)
+        self._invoked = ""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = list(self.commands)
+        rank = {name: i for i, name in enumerate(LOOP_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), names.index(name)))
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        group: dict[str, Any] = getattr(command, "commands", {})
+        sub = rest[0] if rest and rest[0] in group else ""
+        self._invoked = f"{name} {sub}".strip()
+        return name, command, rest
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            what = f"coworkenv {self._invoked}".strip()
+            resume = " (resume with the same command)" if self._invoked in RESUMABLE else ""
+            err.print(f"interrupted: {what} stopped; what it stored is kept{resume}", highlight=False,
+                      markup=False)
+            raise typer.Exit(130) from None

@@ -1,0 +1,156 @@
+"""The command as a person meets it at a terminal: Ctrl-C answered with one line and status 130, the
+run stored as interrupted and the bar left at the real count; full-width tables off a terminal; the
+commands in the loop's order; plain usage lines; every word of help defined where it first appears."""
+
+import json
+import os
+import queue
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from coworkenv.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, "queue.Queue[str | None]"]:
+    """``coworkenv ARGS`` in a session of its own (as a terminal's foreground job is), its stderr lines
+    read into a queue as they come (None at the end)."""
+    process = subprocess.Popen([sys.executable, "-m", "coworkenv", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "COLUMNS": "200"})
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return process, lines
+
+
+def _interrupt(process: subprocess.Popen, lines: "queue.Queue[str | None]", seen: list[str]) -> list[str]:
+    """Ctrl-C to the process's group (what a terminal sends); its stderr to the end."""
+    os.killpg(process.pid, signal.SIGINT)
+    while (line := lines.get(timeout=120)) is not None:
+        seen.append(line)
+    process.wait(timeout=60)
+    return seen
+
+
+def _wait_for_line(lines: "queue.Queue[str | None]", pattern: str) -> list[str]:
+    seen = []
+    while True:
+        line = lines.get(timeout=300)
+        assert line is not None, "the command ended before: " + "".join(seen)
+        seen.append(line)
+        if pattern in line:
+            return seen
+
+
+def _rows(store: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(store) as db:
+        return db.execute(sql).fetchall()
+
+
+@pytest.mark.bwrap
+def test_ctrl_c_stops_collect_with_one_line_and_the_bar_at_the_real_count(six_tasks, copy_store, tmp_path):
+    """The in-process server must not take Ctrl-C for itself: it used to drain while the teacher's
+    remaining tasks failed one after another against it (the bar jumped to the total), or hang."""
+    store = tmp_path / "s.db"
+    copy_store(six_tasks, store)
+    process, lines = _start("-v", "collect", "--store", str(store), "--concurrency", "1")
+    seen = _wait_for_line(lines, "ended after")  # the first teacher episode is graded
+    err = "".join(_interrupt(process, lines, seen))
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last == ("interrupted: coworkenv collect stopped; what it stored is kept (resume with the same "
+                    "command)"), err
+    done, total = map(int, re.findall(r"collecting trajectories .*?(\d+)/(\d+)", err)[-1])
+    assert done < total, err  # stopped where it was, not at the total
+    finished = _rows(store, "select count(distinct task_id) from episodes where source = 'teacher' and status != "
+                            "'running'")[0][0]
+    assert done <= finished  # every task the bar counted has its episodes in the store
+    assert not _rows(store, "select id from episodes where status = 'running'")
+    assert not _rows(store, "select id from episodes where source = 'teacher' and status = 'failed'"), \
+        "no teacher episode failed against a closing server"
+
+
+@pytest.mark.bwrap
+def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_path):
+    """And several trials sample (temperature 0.7), while --trials 1 decodes greedily."""
+    store = tmp_path / "s.db"
+    copy_store(six_tasks, store)
+    process, lines = _start("eval", "--store", str(store), "--model", "oracle", "-n", "6", "--trials", "3",
+                            "--concurrency", "1")
+
+    async def first_trial() -> None:
+        with anyio.fail_after(300):
+            while not (store.exists() and _rows(store, "select count(*) from sqlite_master where name = "
+                                                       "'eval_trials'")[0][0]
+                       and _rows(store, "select count(*) from eval_trials")[0][0]):
+                assert process.poll() is None, "eval ended before its first trial"
+                await anyio.sleep(0.05)
+
+    anyio.run(first_trial)
+    err = "".join(_interrupt(process, lines, []))
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted: coworkenv eval stopped; what it stored is kept", err
+    (status, settings), = _rows(store, "select status, settings from eval_runs")
+    assert status == "interrupted"
+    assert json.loads(settings)["temperature"] == 0.7
+
+    greedy = runner.invoke(app, ["eval", "--store", str(store), "--model", "oracle", "-n", "1", "--trials", "1",
+                                 "--json"])
+    assert greedy.exit_code == 0, greedy.output
+    run = json.loads(runner.invoke(app, ["runs", "show", json.loads(greedy.stdout)["run_id"], "--store", str(store),
+                                         "--json"]).stdout)
+    assert run["settings"]["temperature"] == 0.0 and run["status"] == "done"
+
+
+def test_the_commands_are_listed_in_the_loops_order():
+    listed = re.findall(r"^  ([a-z-]+) ", runner.invoke(app, ["--help"]).stdout.split("Commands:")[1], re.M)
+    loop = ["demo", "synth", "draft", "serve", "collect", "gate", "export", "model", "train", "serve-model", "eval"]
+    assert listed[:len(loop)] == loop
+    assert set(listed) == {"tasks", "episodes", "runs", "view", "report", "browse", "apps", "bundle", "claw-eval",
+                           "doctor", "check-sandbox", "sandbox", "compose", *loop}
+
+
+def test_usage_lines_name_arguments_plainly():
+    assert "Usage: coworkenv tasks show [OPTIONS] TASK_ID\n" in runner.invoke(app, ["tasks", "show", "--help"]).stdout
+    assert "Usage: coworkenv bundle import [OPTIONS] DIR...\n" in runner.invoke(
+        app, ["bundle", "import", "--help"]).stdout
+    missing = runner.invoke(app, ["tasks", "show"])
+    assert missing.exit_code == 2 and "{" not in missing.output
+
+
+def test_pocketworker_is_defined_where_the_help_first_names_it():
+    listing = runner.invoke(app, ["--help"]).stdout
+    first = listing.index("PocketWorker")
+    assert listing[first:first + 40].startswith("PocketWorker (a small tool-calling")
+    for group in ("model", "train"):
+        assert "PocketWorker (a small tool-calling model" in runner.invoke(app, [group, "--help"]).stdout
+
+
+def test_tables_off_a_terminal_are_not_cut():
+    """`coworkenv apps | cat`: one line per row, every value whole however long (the table was cut at 80
+    columns, its long values wrapped over several lines or elided)."""
+    done = subprocess.run([sys.executable, "-m", "coworkenv", "apps"], cwd=ROOT, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "COLUMNS"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("│ spreadsheets ")]
+    assert row.rstrip(" │").endswith("create workbooks, delete sheets, view charts."), row
+    assert "…" not in done.stdout
