@@ -13,14 +13,17 @@ demo: install
 test: install node vllm browser
 	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
 
-# Static checks (CI runs them): ruff's lint rules over the package, tests and benchmarks; pyright in basic mode over the package
+# Static checks (CI runs them): ruff's lint rules over the package, tests and benchmarks; pyright in basic mode over the
+# package; the documentation site (README + docs/) built with MkDocs in strict mode (a broken link or anchor fails)
 check: install
 	$(VENV)/bin/ruff check coworkenv tests benchmarks
 	$(VENV)/bin/pyright
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir runs/site
 
-# The README's command reference, generated from the CLI
+# The generated parts of the docs: the command reference (docs/reference.md) from the CLI, and the counts and the apps
+# table the pages show, from the code
 docs: install
-	$(PY) -m coworkenv.cli._docs README.md
+	$(PY) -m coworkenv.cli._docs .
 
 install: $(VENV)/.installed
 
@@ -29,7 +32,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
-	$(PY) -m pip install -q -e '.[test,train]'
+	$(PY) -m pip install -q -e '.[test,train,docs]'
 	touch $@
 
 # vLLM in an environment of its own (it pins its own torch and transformers); serve-model runs it from there.

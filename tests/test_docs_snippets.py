@@ -1,5 +1,6 @@
-"""The README's client snippets run as written: the Python ones as programs against a `coworkenv
-serve` at the address they name, the Claude Desktop configuration as the stdio server it starts."""
+"""The documentation's client snippets run as written, wherever they live (the README or a page under
+docs/): the Python ones as programs against a `coworkenv serve` at the address they name, the Claude
+Desktop configuration as the stdio server it starts."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from mcp import Client, StdioServerParameters
 from coworkenv.gate import GRADER_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOCS = "\n".join(page.read_text() for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
 TASK = "multi_step-0-schedule_sync-000"
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+    return re.findall(rf"```{language}\n(.*?)```", DOCS, re.S)
 
 
 def env() -> dict[str, str]:
@@ -63,7 +64,7 @@ def server(store: Path):
 
 def test_the_python_snippets_run_as_written(server: str, tmp_path: Path):
     snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code and "base_url" not in code]
-    assert len(snippets) == 2, "the README's MCP SDK and Agents SDK snippets"
+    assert len(snippets) == 2, "the MCP SDK (README) and Agents SDK (docs/clients.md) snippets"
     for number, code in enumerate(snippets):
         program = tmp_path / f"snippet{number}.py"
         program.write_text(code)
@@ -77,12 +78,13 @@ def test_the_python_snippets_run_as_written(server: str, tmp_path: Path):
 
 def test_the_proxy_snippets_run_as_written(store: Path, tool_model_server: str, tmp_path: Path):
     """The capture proxy's snippets (Agents SDK and LangGraph agents on a served model, the Anthropic SDK) against
-    `coworkenv serve --upstream` in front of a real vLLM server; only the port and the model's name differ."""
+    `coworkenv serve --upstream` in front of a real vLLM server; only the port differs (each snippet asks the
+    server for its model's name, so the name vLLM serves it under is the one used)."""
     from coworkenv.store import Store
     from coworkenv.trainer._serve import free_port
 
     snippets = [code for code in blocks("python") if "127.0.0.1:8765" in code and "base_url" in code]
-    assert len(snippets) == 3, "the README's Agents SDK, LangGraph and Anthropic SDK snippets for the proxy"
+    assert len(snippets) == 3, "the Agents SDK, LangGraph and Anthropic SDK snippets of docs/proxy.md"
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "coworkenv", "serve", "--store", str(store), "--port", str(port),
                                 "--upstream", tool_model_server, "--upstream-view", "compact"],
@@ -97,8 +99,7 @@ def test_the_proxy_snippets_run_as_written(store: Path, tool_model_server: str, 
                 anyio.run(anyio.sleep, 0.1)
         for number, code in enumerate(snippets):
             program = tmp_path / f"proxy{number}.py"
-            program.write_text(code.replace("127.0.0.1:8765", f"127.0.0.1:{port}").replace('model="model"',
-                                                                                           'model="tool-model"'))
+            program.write_text(code.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
             out = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300, env=env())
             assert out.returncode == 0, f"proxy snippet {number}:\n{code}\n{out.stderr}"
     finally:
