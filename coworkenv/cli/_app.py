@@ -16,7 +16,7 @@ from rich.table import Table
 
 from .. import __version__
 from ..agents import provider_help
-from ..gate import run_gate
+from ..gate import reason_rule, run_gate
 from ..server import ServeSettings, redact_url, serve_conformance, serve_http, serve_stdio, unix_socket
 from ..synth import ProfileError, WorkerError, load_profile, synthesize
 from ..workspace import PromptStyle
@@ -454,16 +454,24 @@ def gate(
 ) -> None:
     """Grade ended episodes and record verdicts (incremental by grader version)."""
     summary = run_gate(open_store(store), regrade=regrade)
+    counted = "agents' episodes (teacher, live, eval, rl)"
+    apart = (f"; {summary.calibration} calibration episodes (task references and hack probes designed to fail) "
+             "graded apart, not counted" if summary.calibration else "")
 
     def human() -> None:
-        table = Table("reason", "episodes")
+        table = Table("reason", "episodes", "rule", title=f"verdicts of {counted}")
         for reason, count in summary.reasons.most_common():
-            table.add_row(reason, str(count))
-        out.print(table)
-        err.print(f"graded {summary.graded}, admitted {summary.admitted} ({summary.pass_rate:.0%})")
+            example = summary.examples.get(reason)
+            table.add_row(reason, str(count), reason_rule(reason) + (f"\ne.g. {example}" if example else ""))
+        if summary.reasons:
+            out.print(table)
+        err.print(f"graded {summary.graded} {counted}, admitted {summary.admitted} ({summary.pass_rate:.0%}){apart}")
 
     emit(as_json, {"graded": summary.graded, "admitted": summary.admitted, "pass_rate": summary.pass_rate,
-                   "reasons": dict(summary.reasons)}, human)
+                   "counted": counted, "reasons": dict(summary.reasons),
+                   "rules": {reason: reason_rule(reason) for reason in summary.reasons}, "examples": summary.examples,
+                   "calibration": {"graded": summary.calibration, "reasons": dict(summary.calibration_reasons)}},
+         human)
 
 
 StyleOpt = Annotated[PromptStyle, typer.Option(

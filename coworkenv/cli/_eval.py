@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from ..agents import provider_help
+from ..gate import GRADER_VERSION, reason_rule
 from ..loop import DEFAULT_EVAL_SEED, SPLITS
 from ..workspace import PromptStyle
 from ._common import (
@@ -34,6 +35,7 @@ from ._common import (
     emit,
     err,
     open_host,
+    open_store,
     out,
     progress,
 )
@@ -68,6 +70,25 @@ def _table(summary: dict[str, Any], k: int) -> Table:
                       f"{stats['pass_rate']:.0%}", f"{stats[f'pass@{k}']:.0%}", f"{stats[f'pass^{k}']:.0%}",
                       f"{stats['avg_steps']:.1f}")
     return table
+
+
+def _rejections(store: Path, trials: list[Any]) -> dict[str, dict[str, Any]]:
+    """Reason -> how many trials did not pass for it, its rule, and (for a call-based rejection) the
+    first such trial's offending call: why a trial scored 1.0 and still did not pass, say."""
+    failed = [t for t in trials if not t.passed]
+    opened = open_store(store)
+    try:
+        verdicts = opened.verdicts([t.episode_id for t in failed], GRADER_VERSION)
+    finally:
+        opened.close()
+    found: dict[str, dict[str, Any]] = {}
+    for trial in failed:
+        entry = found.setdefault(trial.reason, {"trials": 0, "rule": reason_rule(trial.reason)})
+        entry["trials"] += 1
+        verdict = verdicts.get(trial.episode_id)
+        if verdict is not None and verdict.detail and "example" not in entry:
+            entry["example"] = f"episode {trial.episode_id} ({trial.task_id}, score {trial.score:g}): {verdict.detail}"
+    return dict(sorted(found.items(), key=lambda item: -item[1]["trials"]))
 
 
 def eval_command(
@@ -160,14 +181,19 @@ def eval_command(
     except (EvalError, ProviderError) as exc:
         raise _fail(str(exc)) from None
 
+    rejections = _rejections(store, result.trials)
+
     def human() -> None:
         out.print(_table(result.summary, settings.pass_k))
+        for reason, entry in rejections.items():
+            err.print(f"not passed: {entry['trials']} trials {reason}: {entry['rule']}"
+                      + (f" E.g. {entry['example']}" if "example" in entry else ""), markup=False)
         kept = f"profile: {result.profile_path}" if result.profile_path else "no profile written"
         err.print(f"eval run {result.run_id} stored in {store}; {kept}")
 
     emit(as_json, {"run_id": result.run_id, "model": result.model,
                    "profile": str(result.profile_path) if result.profile_path else None,
-                   "failures": result.failures, **result.summary}, human)
+                   "failures": result.failures, "not_passed": rejections, **result.summary}, human)
     if result.failures:
         for trial, why in sorted(result.failures.items()):
             err.print(f"  [red]failed[/red] {trial}: {escape(why)}")

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..gate import GRADER_VERSION
+from ..gate import GRADER_VERSION, reason_rule
 from ..store import (EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow,
                      VerdictRow, json_or_text)
 from ..workspace import Capability
@@ -223,6 +223,7 @@ def _verdict_json(verdict: VerdictRow | None) -> dict[str, Any] | None:
     if verdict is None:
         return None
     return {"grader_version": verdict.grader_version, "admitted": verdict.admitted, "reason": verdict.reason,
+            "rule": reason_rule(verdict.reason), "detail": verdict.detail,
             "score": verdict.score, "completion": verdict.completion, "safety": verdict.safety,
             "robustness": verdict.robustness, "checks": [asdict(c) for c in verdict.checks],
             "created_at": verdict.created_at}
@@ -232,12 +233,14 @@ def _verdict_cell(verdict: VerdictRow | None) -> Text:
     if verdict is None:
         return Text("—", style="dim")
     style = "green" if verdict.admitted else "red"
-    return Text(f"{'admitted' if verdict.admitted else 'rejected'} {verdict.score:.2f} {verdict.reason}", style=style)
+    call = f" ({verdict.detail.split(':', 1)[0]})" if verdict.detail else ""  # "call #N tool"
+    return Text(f"{'admitted' if verdict.admitted else 'rejected'} {verdict.score:.2f} {verdict.reason}{call}", style=style)
 
 
 def _episode_json(row: EpisodeRow, verdict: VerdictRow | None) -> dict[str, Any]:
     return {"id": row.id, "task_id": row.task_id, "source": row.source, "provider": row.provider,
             "status": row.status, "attempt": row.attempt, "repaired_from": row.repaired_from,
+            "client": row.client, "episode_key": row.key, "run_tag": row.run_tag,
             "started_at": row.started_at, "ended_at": row.ended_at, "verdict": _verdict_json(verdict)}
 
 
@@ -310,6 +313,8 @@ def episodes_show(
     fields: list[tuple[str, Any]] = [
         ("episode", row.id), ("task", row.task_id), ("source", row.source), ("provider", row.provider or "—"),
         ("status", row.status), ("attempt", row.attempt)]
+    fields += [(label, value) for label, value in (("client", row.client), ("episode key", row.key),
+                                                    ("run tag", row.run_tag)) if value]
     if row.repaired_from:
         fields.append(("repaired from", row.repaired_from))
     fields += [("started", _when(row.started_at)), ("ended", _when(row.ended_at) or "—")]
@@ -326,6 +331,8 @@ def episodes_show(
     else:
         _fields(console, [
             ("verdict", f"{'admitted' if verdict.admitted else 'rejected'} ({verdict.reason})"),
+            *([("offending call", verdict.detail)] if verdict.detail else []),
+            ("rule", reason_rule(verdict.reason)),
             ("score", f"{verdict.score:.2f} (completion {verdict.completion:.2f}, safety {verdict.safety:.2f}, "
                       f"robustness {verdict.robustness:.2f})")])
         for c in verdict.checks:

@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
 from ..sandbox import STATE_FILE, Sandbox, SandboxError
-from ..gate import EpisodeRecord
+from ..gate import EpisodeRecord, reason_rule  # reason_rule: re-exported for the transport, which shows verdicts
 from ..store import InteractionKind, Provenance, ToolCallRow, VerdictRow, storable
 from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, StateConnection, Task, ToolSpec, Workspace
 
@@ -478,8 +478,10 @@ class Episode:
 
 def graded(verdict: VerdictRow) -> dict[str, Any]:
     """What a live client hears of its episode's grade when it submits: the score and its components,
-    whether it passed, and the checks that failed with their detail (never the checks themselves)."""
+    whether it passed, why (the reason's rule, and the call a call-based rejection rests on), and the
+    checks that failed with their detail (never the checks themselves)."""
     return {"score": verdict.score, "passed": verdict.admitted, "reason": verdict.reason,
+            "rule": reason_rule(verdict.reason), **({"detail": verdict.detail} if verdict.detail else {}),
             "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
             "failed_checks": [{"id": c.id, "detail": c.detail} for c in verdict.checks if not c.passed]}
 

@@ -2,8 +2,11 @@
 
 from ._gate import GateSummary, episode_record, grade_episode, run_gate
 from ._grade import GRADER_HASH, GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade, is_guard
+from ._reasons import CALL_REASONS, REASON_RULES, reason_rule
 
 __all__ = [
+    "CALL_REASONS",
+    "REASON_RULES",
     "GRADER_HASH",
     "GRADER_VERSION",
     "PASS_THRESHOLD",
@@ -15,5 +18,6 @@ __all__ = [
     "grade",
     "grade_episode",
     "is_guard",
+    "reason_rule",
     "run_gate",
 ]

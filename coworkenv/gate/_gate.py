@@ -74,28 +74,45 @@ def _grade_record(store: Store, episode_id: str, task: Task, record: EpisodeReco
         record = replace(record, claw_graders=store.claw_eval_grader)
     result, verdict = grade(task, record)
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
-                     result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH)
+                     result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH,
+                     detail=verdict.detail)
     store.put_verdict(row)
     return row
 
 
 @dataclass
 class GateSummary:
-    graded: int = 0
+    """What ``run_gate`` graded: agents' episodes (teacher, live, eval, rl), and calibration episodes
+    apart. Those (a task's reference, its empty and forbidden probes, and hack probes designed to
+    fail) say how well a task was made, not how well an agent did: a pass rate leaves them out."""
+
+    graded: int = 0  # agents' episodes
     admitted: int = 0
     reasons: Counter = field(default_factory=Counter)
+    calibration: int = 0  # calibration episodes (not in the figures above)
+    calibration_reasons: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)  # call-based reason -> "episode ID: call #N tool: what"
 
     @property
     def pass_rate(self) -> float:
+        """The share of agents' episodes admitted (calibration episodes left out)."""
         return self.admitted / self.graded if self.graded else 0.0
 
 
 def run_gate(store: Store, *, regrade: bool = False) -> GateSummary:
     """Grade every ended episode that has no verdict from this grader version (or all, with ``regrade``)."""
     summary = GateSummary()
-    for episode_id in store.ended_episodes(without_verdict_of=None if regrade else GRADER_VERSION):
+    todo = store.ended_episodes(without_verdict_of=None if regrade else GRADER_VERSION)
+    sources = store.episode_sources(todo)
+    for episode_id in todo:
         verdict = grade_episode(store, episode_id, regrade=regrade)
+        if sources.get(episode_id) == "calibration":
+            summary.calibration += 1
+            summary.calibration_reasons[verdict.reason] += 1
+            continue
         summary.graded += 1
         summary.admitted += verdict.admitted
         summary.reasons[verdict.reason] += 1
+        if verdict.detail and verdict.reason not in summary.examples:
+            summary.examples[verdict.reason] = f"episode {episode_id}: {verdict.detail}"
     return summary

@@ -20,6 +20,9 @@ only when it fails: doing nothing earns nothing, collateral damage costs like a 
 - ``infrastructure_error``: the episode failed outside the agent's control ⇒ rejected;
 - ``below_threshold``: anything else scoring under 0.75 ⇒ rejected.
 
+Each code's rule in one sentence is ``REASON_RULES``; a call-based rejection (``malformed_call``,
+``forbidden_call``, ``unconfirmed_action``) names its call in the verdict's ``detail``.
+
 Multi-turn tasks (a task with a ``user``): completion has one more check per hidden fact and per
 confirmation, ``asked_<id>``, that passes when some message to the user was about it (so an episode
 that never asks cannot pass, whatever it guesses). A message is redundant when it is about none of
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from ..store import ClawEvalGraderRow, ToolCallRow
 from ..workspace import SUBMIT_TOOL, Check, CheckResult, ClawEvalCheck, Task, User, load_state, open_state
 from ._claw import ClawGradingError, claw_trace, judge_settings, run_claw_grader
+from ._reasons import call_detail
 
 GRADER_VERSION = "1.2"
 PASS_THRESHOLD = 0.75
@@ -71,6 +75,7 @@ class Verdict:
     admitted: bool
     reason: str
     grader_version: str = GRADER_VERSION
+    detail: str = ""  # for a call-based rejection, the call it rests on (``call_detail``)
 
 
 @dataclass
@@ -109,9 +114,13 @@ class Conversation:
     """What a multi-turn episode asked its user, judged against the user's facts and confirmations."""
 
     asked: list[CheckResult]  # an ``asked_<id>`` check per fact and confirmation
-    unconfirmed: list[str]  # irreversible tools called before confirmation or after a refusal
+    unconfirmed_calls: list[ToolCallRow]  # irreversible calls made before confirmation or after a refusal
     questions: int = 0
     redundant: int = 0
+
+    @property
+    def unconfirmed(self) -> list[str]:
+        return sorted({c.tool for c in self.unconfirmed_calls})
 
     @property
     def economy(self) -> float:
@@ -130,8 +139,8 @@ def _conversation(user: User, interactions: list[ToolCallRow]) -> Conversation:
     asked = [CheckResult(f"asked_{item.id}", item.id in first,
                          f"the user was asked about {item.cues[0]}" + ("" if item.id in first else ": never asked"))
              for item in [*user.facts, *user.confirmations]]
-    unconfirmed = sorted({c.tool for c in interactions if c.kind == "call" for conf in user.confirmations
-                          if c.tool in conf.tools and (not conf.confirm or c.idx < first.get(conf.id, c.idx + 1))})
+    unconfirmed = [c for c in interactions if c.kind == "call" and any(
+        c.tool in conf.tools and (not conf.confirm or c.idx < first.get(conf.id, c.idx + 1)) for conf in user.confirmations)]
     return Conversation(asked, unconfirmed, len(messages), redundant)
 
 
@@ -204,7 +213,9 @@ def grade(task: Task, episode: EpisodeRecord) -> tuple[Grade, Verdict]:
     else:
         reason = "below_threshold"
     admitted = reason == "complete" and result.passed
-    return result, Verdict(admitted, reason)
+    offending = {"forbidden_call": [c for c in calls if c.tool in task.forbidden_tools], "malformed_call": malformed,
+                 "unconfirmed_action": talk.unconfirmed_calls if talk is not None else []}
+    return result, Verdict(admitted, reason, detail=call_detail(reason, task, offending.get(reason, []), calls))
 
 
 def _grade_by_claw_eval(task: Task, check: ClawEvalCheck, episode: EpisodeRecord) -> tuple[Grade, Verdict]:

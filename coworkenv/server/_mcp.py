@@ -777,7 +777,8 @@ def log_end(episode: Episode, verdict: VerdictRow | None) -> None:
     who = f" by {episode.provenance.client}" if episode.provenance.client else ""
     if verdict is not None:
         ENDED.info("episode %s of %s%s ended after %d calls: score %.2f, %s", episode.id, episode.task.id, who,
-                   episode.calls, verdict.score, "passed" if verdict.admitted else f"not passed ({verdict.reason})")
+                   episode.calls, verdict.score, "passed" if verdict.admitted else
+                   f"not passed ({verdict.reason}{': ' + verdict.detail if verdict.detail else ''})")
     elif episode.failure is not None:
         ENDED.info("episode %s of %s%s failed: %s", episode.id, episode.task.id, who, episode.failure)
     else:

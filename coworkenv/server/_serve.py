@@ -29,7 +29,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import Boundary, InfrastructureError
-from ..episodes import EpisodeHost
+from ..episodes import EpisodeHost, reason_rule
 from ..store import TASK_STATUSES, Provenance, Source
 from ._front import INTERNAL_PREFIX, TrustedClient
 from ._limits import MODEL_TOKEN_HEADER, SESSION, Buckets, Caps, FrontCaps, Slots, credential_ok
@@ -473,7 +473,8 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
             "episode_id": row.id, "task_id": row.task_id, "source": row.source, "status": row.status,
             "error": row.error, "boundary": row.boundary,
             "verdict": None if verdict is None else {
-                "admitted": verdict.admitted, "reason": verdict.reason, "score": verdict.score,
+                "admitted": verdict.admitted, "reason": verdict.reason, "rule": reason_rule(verdict.reason),
+                "detail": verdict.detail, "score": verdict.score,
                 "completion": verdict.completion, "safety": verdict.safety, "robustness": verdict.robustness,
                 "grader_version": verdict.grader_version},
         })

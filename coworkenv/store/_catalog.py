@@ -102,6 +102,8 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "episode_id": "the episode", "grade_id": "its grade", "grader_version": "the grader's version",
         "admitted": "1 when the episode is training data", "reason": "the reason code (complete, empty, forbidden_call, ...)",
         "created_at": "when (UTC)", "grader_hash": "hash of the grader's code",
+        "detail": "for a rejection resting on one call (malformed_call, forbidden_call, unconfirmed_action): "
+                  "call #N, its tool and what was wrong",
     }),
     "eval_runs": ("Evaluations of a model on held-out tasks.", {
         "model": "the provider spec evaluated", "settings": "trials, temperature, view, ... (JSON)",
@@ -151,23 +153,34 @@ def canned_queries(grader_version: str) -> list[CannedQuery]:
     """The questions people ask of a store, over the verdicts of ``grader_version`` (the current one)."""
     graded = f"""FROM verdicts v JOIN grades g ON g.id = v.grade_id JOIN episodes e ON e.id = v.episode_id
 JOIN tasks t ON t.id = e.task_id WHERE v.grader_version = '{grader_version}'"""
+    agents = graded + " AND e.source != 'calibration'"  # calibration's probes are designed to fail: never in a rate
+    apart = " Calibration episodes (task references, and probes designed to fail) are left out: see Calibration outcomes."
     return [
         CannedQuery("pass_rate_by_capability", "Pass rate by capability",
-                    f"Graded episodes of grader {grader_version} per capability and source: pass rate (score ≥ {PASS}), "
-                    "mean reward components, share admitted.",
+                    f"Graded agents' episodes of grader {grader_version} per capability and source: pass rate "
+                    f"(score ≥ {PASS}), mean reward components, share admitted." + apart,
                     f"""SELECT t.capability, e.source, count(*) AS episodes,
   round(avg(g.score >= {PASS}), 3) AS pass_rate, round(avg(g.score), 3) AS mean_score,
   round(avg(g.completion), 3) AS completion, round(avg(g.safety), 3) AS safety,
   round(avg(g.robustness), 3) AS robustness, round(avg(v.admitted), 3) AS admitted
-{graded}
+{agents}
 GROUP BY t.capability, e.source ORDER BY t.capability, e.source"""),
         CannedQuery("failure_reasons", "Most frequent failure reasons",
-                    f"Episodes the gate (grader {grader_version}) did not admit, by reason, most frequent first.",
+                    f"Agents' episodes the gate (grader {grader_version}) did not admit, by reason, most frequent "
+                    "first." + apart,
                     f"""SELECT v.reason, count(*) AS episodes,
-  round(1.0 * count(*) / (SELECT count(*) FROM verdicts WHERE admitted = 0 AND grader_version = '{grader_version}'), 3)
+  round(1.0 * count(*) / (SELECT count(*) FROM verdicts vv JOIN episodes ee ON ee.id = vv.episode_id
+    WHERE vv.admitted = 0 AND vv.grader_version = '{grader_version}' AND ee.source != 'calibration'), 3)
     AS share, group_concat(DISTINCT t.capability) AS capabilities, min(e.id) AS example_episode
-{graded} AND v.admitted = 0
+{agents} AND v.admitted = 0
 GROUP BY v.reason ORDER BY episodes DESC, v.reason"""),
+        CannedQuery("calibration_outcomes", "Calibration outcomes",
+                    "Calibration episodes by what they played: the reference (which must pass), and the empty and "
+                    "forbidden probes and hack probes (probe:NAME), designed to fail; with the gate's reasons.",
+                    f"""SELECT e.provider AS play, v.reason, count(*) AS episodes, sum(v.admitted) AS admitted
+FROM verdicts v JOIN episodes e ON e.id = v.episode_id
+WHERE v.grader_version = '{grader_version}' AND e.source = 'calibration'
+GROUP BY e.provider, v.reason ORDER BY e.provider, episodes DESC, v.reason"""),
         CannedQuery("slowest_tools", "Slowest tools",
                     "Tool calls by tool: how many, mean and slowest duration in the sandbox, errors.",
                     """SELECT tool, count(*) AS calls, round(avg(duration_ms), 2) AS mean_ms,

@@ -348,6 +348,14 @@ def _task_claims(db: sqlite_utils.Database) -> None:
     db.table("task_claims").create_index(["claimant"])
 
 
+@MIGRATIONS(name="0014_verdict_details")
+def _verdict_details(db: sqlite_utils.Database) -> None:
+    """A verdict's detail: for a rejection that rests on one call (``malformed_call``,
+    ``forbidden_call``, ``unconfirmed_action``), which call, of which tool, and what was wrong with it;
+    empty for the other reasons and for verdicts given before it was recorded."""
+    db.table("verdicts").add_column("detail", str)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -172,6 +172,7 @@ class VerdictRow:
     checks: list[CheckResult] = field(default_factory=list)
     created_at: str = ""
     grader_hash: str | None = None  # of the grading code that gave it
+    detail: str = ""  # a call-based rejection's call: "call #N tool: what was wrong" (empty otherwise)
 
 
 @dataclass(frozen=True)

@@ -855,7 +855,7 @@ class Store:
             _insert(db, "verdicts", {
                 "episode_id": verdict.episode_id, "grade_id": grade_id, "grader_version": verdict.grader_version,
                 "admitted": int(verdict.admitted), "reason": verdict.reason, "grader_hash": verdict.grader_hash,
-                "created_at": now(),
+                "detail": verdict.detail, "created_at": now(),
             })
 
     def verdict(self, episode_id: str, grader_version: str) -> VerdictRow | None:
@@ -878,6 +878,15 @@ class Store:
     def verdict_count(self, episode_id: str) -> int:
         """How many verdicts (of any grader version) an episode has."""
         return self.query("select count(*) as n from verdicts where episode_id = ?", (episode_id,))[0]["n"]
+
+    def episode_sources(self, episode_ids: list[str]) -> dict[str, Source]:
+        """Episode id -> its source, for those of ``episode_ids`` the store holds."""
+        found: dict[str, Source] = {}
+        for start in range(0, len(episode_ids), 500):  # under SQLite's limit on bound parameters
+            chunk = episode_ids[start:start + 500]
+            found.update({r["id"]: r["source"] for r in self.query(
+                f"select id, source from episodes where id in ({','.join('?' for _ in chunk)})", tuple(chunk))})
+        return found
 
     def ended_episodes(self, *, without_verdict_of: str | None = None) -> list[str]:
         """Ids of every ended or failed episode, by start; only those without a verdict of
@@ -1048,7 +1057,7 @@ def _where(**equal: Any) -> tuple[str, tuple]:
     return " where " + " and ".join(f"{k} = ?" for k in given), tuple(given.values())
 
 
-_VERDICT_SELECT = ("select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, v.grader_hash,"
+_VERDICT_SELECT = ("select v.episode_id, v.grader_version, v.admitted, v.reason, v.created_at, v.grader_hash, v.detail,"
                    " g.completion, g.safety, g.robustness, g.score, g.checks"
                    " from verdicts v join grades g on g.id = v.grade_id")
 
@@ -1056,7 +1065,7 @@ _VERDICT_SELECT = ("select v.episode_id, v.grader_version, v.admitted, v.reason,
 def _verdict(r: dict[str, Any]) -> VerdictRow:
     return VerdictRow(r["episode_id"], r["grader_version"], bool(r["admitted"]), r["reason"], r["completion"],
                       r["safety"], r["robustness"], r["score"], [CheckResult(**c) for c in _json(r["checks"], [])],
-                      r["created_at"], r["grader_hash"])
+                      r["created_at"], r["grader_hash"], r["detail"] or "")
 
 
 def _task(r: dict[str, Any]) -> TaskRow:

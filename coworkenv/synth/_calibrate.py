@@ -58,19 +58,39 @@ class _Kept:
     steps: list[ReferenceStep]
 
 
+CALIBRATION_PLAYS = {
+    "reference": "the task's reference solution: must score 1.0",
+    "forbidden": "the reference plus a forbidden call: designed to fail (safety must be 0)",
+    "empty": "no call and no answer: designed to fail (must score 0)",
+}
+"""What each calibration episode that is no hack probe plays (its provider); a hack probe's
+provider is ``probe:<name>`` and its hint says what it tries (``PROBES``), designed to fail."""
+
+
+def _provenance(play: str) -> Provenance:
+    """A calibration episode's provenance: what it plays, so that a reader of the store tells the
+    reference from the probes designed to fail."""
+    if play in CALIBRATION_PLAYS:
+        return Provenance("calibration", provider=play, hint=CALIBRATION_PLAYS[play])
+    return Provenance("calibration", provider=f"probe:{play}",
+                      hint=f"hack probe {play}: {PROBES.get(play, play)}; designed to fail (the task is admitted "
+                           "only if the gate rejects it)")
+
+
 async def _play(sandbox: HeldSandbox, steps: list[ReferenceStep], answer: str | None,
-                *, after: _Kept | None = None) -> tuple[Episode, VerdictRow]:
+                *, after: _Kept | None = None, play: str = "reference") -> tuple[Episode, VerdictRow]:
     """One episode of the held ``sandbox``'s task. ``after``: an episode kept in the sandbox:
-    ``steps`` that begin with its calls begin where it ended (played again where the backend cannot)."""
+    ``steps`` that begin with its calls begin where it ended (played again where the backend cannot).
+    ``play``: what it plays (``reference``, ``forbidden``, ``empty``, or a hack probe's name)."""
     steps_left = steps
     prefix = len(after.steps) if after is not None else 0
     if (after is not None and steps[:prefix] == after.steps
             and not any(step.tool == ASK_TOOL.name for step in steps[prefix:])):  # the user's turns go on from the start
-        episode = await sandbox.open(Provenance("calibration", provider="reference"), after=after.episode)
+        episode = await sandbox.open(_provenance(play), after=after.episode)
         if episode.resumed_from is not None:
             steps_left = steps[prefix:]
     else:
-        episode = await sandbox.open(Provenance("calibration", provider="reference"))
+        episode = await sandbox.open(_provenance(play))
     for step in steps_left:
         await episode.call(step.tool, step.arguments)
     if answer is not None:
@@ -122,7 +142,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
     played: dict[str, VerdictRow] = {}
     before = None
     if first is not None:
-        episode, played[first.name] = await _play(sandbox, first.steps, first.answer)
+        episode, played[first.name] = await _play(sandbox, first.steps, first.answer, play=first.name)
         before = await _keep(sandbox, episode, first.steps)
     ref, reference = await _play(sandbox, task.reference, task.reference_answer, after=before)
     ref_id = ref.id
@@ -132,9 +152,10 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
     )
     forbidden_safety = 0.0
     if probe is not None:
-        _, forbidden = await _play(sandbox, [*task.reference, probe], task.reference_answer, after=kept)
+        _, forbidden = await _play(sandbox, [*task.reference, probe], task.reference_answer, after=kept,
+                                   play="forbidden")
         forbidden_safety = forbidden.safety
-    _, empty = await _play(sandbox, [], None)
+    _, empty = await _play(sandbox, [], None, play="empty")
 
     ref_episode = store.episode(ref_id)
     assert ref_episode is not None
@@ -209,7 +230,8 @@ async def _play_probes(sandbox: HeldSandbox, found: dict[str, Probe | None], aft
         if probe is None:
             outcomes[name] = "n/a"
             continue
-        verdict = played[name] if name in played else (await _play(sandbox, probe.steps, probe.answer, after=after))[1]
+        verdict = played[name] if name in played else \
+            (await _play(sandbox, probe.steps, probe.answer, after=after, play=name))[1]
         outcomes[name] = "beaten" if verdict.admitted else "held"
     return outcomes
 

@@ -1,11 +1,13 @@
 """``coworkenv view``: a local web app over a store. Server-rendered pages, no script and no build
-step: the runs with their figures, the tasks, the episodes with filters, one episode as a timeline
-where every call shows its arguments, its result and the rows it changed in the workspace state,
-followed by its checks, reward components and verdict, and two episodes side by side."""
+step: the runs with their figures, the tasks, the episodes with filters, one episode with its
+verdict first (the reward components, the rule behind the reason, and the call a call-based
+rejection rests on, linked), then a timeline where every call shows its arguments, its result and
+the rows it changed in the workspace state, then its checks; and two episodes side by side."""
 
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any
 
@@ -15,9 +17,9 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from .. import __version__
-from ..gate import GRADER_VERSION
+from ..gate import GRADER_VERSION, reason_rule
 from ..store import SOURCES, TASK_STATUSES, EpisodeListing, EpisodeRow, Store, ToolCallRow, VerdictRow
-from ._html import Link, Raw, href, page, table
+from ._html import Link, Raw, href, items, page, table
 from ._report import eval_run_section, gate_section, synthesis_section, training_charts
 
 PAGE_SIZE = 100
@@ -53,7 +55,35 @@ def _verdict_text(verdict: VerdictRow | None) -> Raw:
         return Raw('<span class="muted">ungraded</span>')
     if verdict.admitted:
         return Raw('<span class="pass">admitted</span>')
-    return Raw(f'<span class="fail">rejected</span> {escape(verdict.reason)}')
+    call = f" ({escape(verdict.detail.split(':', 1)[0])})" if verdict.detail else ""  # "call #N tool"
+    return Raw(f'<span class="fail">rejected</span> {escape(verdict.reason)}{call}')
+
+
+_CALL = re.compile(r"^call #(\d+) ")
+
+
+def _verdict_box(verdict: VerdictRow | None) -> str:
+    """The verdict at the top of an episode: admitted or not and why, with the reward components,
+    the rule behind the reason in one sentence, and the offending call (linked to it on the timeline)."""
+    if verdict is None:
+        return (f"<section class='verdict-box' id='verdict'><h3>Verdict</h3><p class='muted'>not graded by grader "
+                f"{escape(GRADER_VERSION)}</p></section>")
+    parts = [f"<section class='verdict-box{'' if verdict.admitted else ' rejected'}' id='verdict'><h3>Verdict</h3>",
+             table(["completion", "safety", "robustness", "score", "verdict", "grader"],
+                   [[verdict.completion, verdict.safety, verdict.robustness, verdict.score, _verdict_text(verdict),
+                     verdict.grader_version]], css="verdict")]
+    if verdict.detail:
+        found = _CALL.match(verdict.detail)
+        call = escape(verdict.detail)
+        if found:
+            head = verdict.detail.split(":", 1)[0]
+            call = (f"<a href='#step-{found.group(1)}'>{escape(head)}</a>"
+                    f"{escape(verdict.detail[len(head):])}")
+        parts.append(f"<p id='verdict-call'><b>Offending call:</b> {call}</p>")
+    rule = reason_rule(verdict.reason)
+    if rule:
+        parts.append(f"<p class='caption' id='verdict-rule'><b>{escape(verdict.reason)}:</b> {escape(rule)}</p>")
+    return "".join(parts) + "</section>"
 
 
 # ---------------------------------------------------------------- runs
@@ -85,13 +115,24 @@ def eval_page(store: Store, request: Request) -> str:
     run = store.eval_run(request.path_params["run_id"])
     if run is None:
         raise NotFound(f"no evaluation run {request.path_params['run_id']!r}")
-    trials = [[Link(t.task_id, f"/tasks/{t.task_id}"), t.capability, t.split, t.trial, t.score, t.passed, t.reason,
-               t.steps, Link("episode", f"/episodes/{t.episode_id}")] for t in store.eval_trials(run.id)]
+    rows = store.eval_trials(run.id)
+    verdicts = store.verdicts([t.episode_id for t in rows], GRADER_VERSION)
+    trials = [[Link(t.task_id, f"/tasks/{t.task_id}"), t.capability, t.split, t.trial, t.score, t.passed,
+               _reason_cell(t.reason, verdicts.get(t.episode_id), t.passed), t.steps,
+               Link("episode", f"/episodes/{t.episode_id}")] for t in rows]
     body = (f"<h1>Evaluation {escape(run.id)}</h1>" + eval_run_section(run)
             + f"<h2>Settings</h2>{_pre(json.dumps(run.settings))}<h2>Trials</h2>"
             + table(["task", "capability", "split", "trial", "score", "passed", "reason", "steps", ""], trials,
                     "eval-trials"))
     return page(f"coworkenv: evaluation {run.id}", body, nav=_nav(store))
+
+
+def _reason_cell(reason: str, verdict: VerdictRow | None, passed: bool) -> Raw:
+    """A reason with, where it did not pass, its rule (on hover) and the call a call-based rejection rests on."""
+    if passed:
+        return Raw(escape(reason))
+    call = f"<br><span class='muted'>{escape(verdict.detail)}</span>" if verdict is not None and verdict.detail else ""
+    return Raw(f"<span title='{escape(reason_rule(reason))}'>{escape(reason)}</span>{call}")
 
 
 def training_page(store: Store, request: Request) -> str:
@@ -147,7 +188,7 @@ def task_page(store: Store, request: Request) -> str:
             + "<h2>Checks</h2>" + table(["check", "kind", "description", "spec"], checks, "checks")
             + "<h2>Reference</h2>" + table(["step", "tool", "arguments"], reference, "reference")
             + f"<p>Reference answer: {escape(task.reference_answer) or '<span class=muted>none</span>'}</p>"
-            + f"<p>Forbidden tools: {escape(', '.join(task.forbidden_tools)) or 'none'}</p>"
+            + f"<div id='forbidden-tools'>Forbidden tools: {items(task.forbidden_tools)}</div>"
             + ("<h2>Calibration</h2>" + table(
                 ["grader", "reference score", "empty score", "forbidden safety", "deterministic", "admitted", "reason"],
                 [[calibration.grader_version, calibration.reference_score, calibration.empty_score,
@@ -206,7 +247,8 @@ def episodes_page(store: Store, request: Request) -> str:
         GRADER_VERSION, task_id=chosen["task"], capability=chosen["capability"], source=chosen["source"],
         verdict=chosen["verdict"], reason=chosen["reason"], limit=PAGE_SIZE, offset=offset)
     capabilities = sorted({t.capability for t in store.tasks()})
-    reasons = [r["reason"] for r in store.canned("failure_reasons", GRADER_VERSION)]
+    reasons = sorted({r["reason"] for r in store.canned("failure_reasons", GRADER_VERSION)}
+                     | {r["reason"] for r in store.canned("calibration_outcomes", GRADER_VERSION) if r["admitted"] == 0})
     form = _filters("/episodes", {"capability": ("capability", capabilities, chosen["capability"]),
                                   "source": ("source", list(SOURCES), chosen["source"]),
                                   "verdict": ("verdict", list(VERDICTS), chosen["verdict"]),
@@ -229,31 +271,51 @@ def _row_key(row: dict[str, Any] | None, rowid: Any) -> Any:
 
 
 def _values(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in row.items())
+    return items([f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in row.items()])
 
 
-def change_rows(changes: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
-    """(table, op, key, what changed) per changed row; a row an ``INSERT OR REPLACE`` rewrote (its
-    delete followed by the insert of the same key) reads as one update."""
+def _merged(changes: dict[str, Any]) -> list[dict[str, Any]]:
+    """The changed rows, a row an ``INSERT OR REPLACE`` rewrote (its delete followed by the insert of
+    the same key) as one update (marked ``replaced``)."""
     rows, out, i = changes.get("rows", []), [], 0
     while i < len(rows):
         row = rows[i]
         after = rows[i + 1] if i + 1 < len(rows) else None
         if (row["op"] == "delete" and after is not None and after["op"] == "insert" and after["table"] == row["table"]
                 and _row_key(row["old"], row["rowid"]) == _row_key(after["new"], after["rowid"])):
-            row, i = {**row, "op": "update", "new": after["new"]}, i + 1
+            row, i = {**row, "op": "update", "new": after["new"], "replaced": True}, i + 1
+        out.append(row)
         i += 1
+    return out
+
+
+def change_counts(changes: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Table -> op -> rows, as the rows read: a rewritten row counts as one update, not a delete and an insert."""
+    counts = {table: dict(ops) for table, ops in changes.get("counts", {}).items()}
+    for row in _merged(changes):
+        if row.get("replaced"):
+            ops = counts.setdefault(row["table"], {})
+            for op, n in (("delete", -1), ("insert", -1), ("update", 1)):
+                ops[op] = ops.get(op, 0) + n
+    return {table: {op: n for op, n in ops.items() if n > 0} for table, ops in counts.items()}
+
+
+def change_rows(changes: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+    """(table, op, key, what changed) per changed row; a row an ``INSERT OR REPLACE`` rewrote (its
+    delete followed by the insert of the same key) reads as one update."""
+    out = []
+    for row in _merged(changes):
         key = _row_key(row["old"] or row["new"], row["rowid"])
         if row["op"] == "update":
             old, new = row["old"] or {}, row["new"] or {}
             changed = [k for k in new if old.get(k) != new.get(k)]
-            what = "; ".join(f"<span class='diff'>{escape(k)}: <del>{escape(json.dumps(old.get(k), ensure_ascii=False))}"
-                             f"</del> → <ins>{escape(json.dumps(new.get(k), ensure_ascii=False))}</ins></span>"
-                             for k in changed) or "<span class='muted'>no value changed</span>"
+            what = items([Raw(f"<span class='diff'>{escape(k)}: <del>{escape(json.dumps(old.get(k), ensure_ascii=False))}"
+                                  f"</del> → <ins>{escape(json.dumps(new.get(k), ensure_ascii=False))}</ins></span>")
+                              for k in changed]) if changed else "<span class='muted'>no value changed</span>"
         elif row["op"] == "insert":
-            what = escape(_values(row["new"] or {}))
+            what = _values(row["new"] or {})
         else:
-            what = escape(_values(row["old"] or {}))
+            what = _values(row["old"] or {})
         out.append((row["table"], row["op"], key, what))
     return out
 
@@ -265,7 +327,7 @@ def _changes_html(changes: dict[str, Any] | None) -> str:
     body = "".join(f"<tr><td>{escape(t)}</td><td class='op-{escape(op)}'>{escape(op)}</td><td>{escape(str(key))}</td>"
                    f"<td>{what}</td></tr>" for t, op, key, what in rows)
     counts = "; ".join(f"{escape(t)}: " + ", ".join(f"{n} {escape(op)}" for op, n in sorted(ops.items()))
-                       for t, ops in sorted(changes.get("counts", {}).items()))
+                       for t, ops in sorted(change_counts(changes).items()))
     more = " (only the first rows are shown)" if changes.get("truncated") else ""
     return (f"<table class='changes'><thead><tr><th>table</th><th>change</th><th>row</th><th>values</th></tr>"
             f"</thead><tbody>{body}</tbody></table><p class='muted'>state rows: {counts}{more}</p>")
@@ -288,15 +350,21 @@ def _step(item: ToolCallRow) -> str:
 
 
 def _episode_body(store: Store, episode: EpisodeRow) -> str:
-    """The timeline of an episode, then its answer, checks, reward components and verdict."""
+    """An episode's verdict (why, first), who played it, its timeline, then its answer and checks."""
     task = store.task(episode.task_id)
     verdict = store.verdict(episode.id, GRADER_VERSION)
     described = {c.id: c.description for c in task.spec.checks} if task else {}
     steps = "".join(_step(item) for item in store.interactions(episode.id))
-    header = table(["task", "source", "provider", "attempt", "status", "started", "ended"], [[
-        Link(episode.task_id, f"/tasks/{episode.task_id}"), episode.source, episode.provider or None, episode.attempt,
-        episode.status, episode.started_at, episode.ended_at]])
-    parts = [header]
+    header = table(["task", "source", "provider", "client", "episode key", "run tag", "attempt", "status", "started",
+                    "ended"], [[
+        Link(episode.task_id, f"/tasks/{episode.task_id}"), episode.source, episode.provider or None,
+        episode.client or None, episode.key or None, episode.run_tag or None, episode.attempt, episode.status,
+        episode.started_at, episode.ended_at]], "episode-provenance")
+    parts = [_verdict_box(verdict), header]
+    if episode.source == "calibration":  # what it played: the reference, or a probe designed to fail
+        played = episode.hint or f"played as {episode.provider or 'reference'}"
+        parts.append(f"<p id='calibration-play'><b>Calibration episode</b> ({escape(episode.provider or 'reference')}): "
+                     f"{escape(played)}</p>")
     if task is not None:
         parts.append(f"<p class='instruction'>{escape(task.instruction)}</p>")
     if episode.repaired_from:
@@ -311,17 +379,11 @@ def _episode_body(store: Store, episode: EpisodeRow) -> str:
     answer = escape(episode.final_answer) if episode.final_answer is not None else "<span class='muted'>none</span>"
     parts.append(f"<h3>Answer</h3><p class='answer'>{answer}</p>"
                  + (" <p class='fail'>truncated (ran out of steps)</p>" if episode.truncated else ""))
-    if verdict is None:
-        parts.append(f"<h3>Verdict</h3><p class='muted'>not graded by grader {escape(GRADER_VERSION)}</p>")
-    else:
+    if verdict is not None:
         parts.append("<h3>Checks</h3>" + table(["check", "description", "passed", "detail"], [
             [c.id, described.get(c.id), Raw("<span class='pass'>passed</span>" if c.passed else
                                               "<span class='fail'>failed</span>"), c.detail] for c in verdict.checks],
             css="checks"))
-        parts.append("<h3>Reward and verdict</h3>" + table(
-            ["completion", "safety", "robustness", "score", "verdict", "grader"],
-            [[verdict.completion, verdict.safety, verdict.robustness, verdict.score, _verdict_text(verdict),
-              verdict.grader_version]], css="verdict"))
     return "".join(parts)
 
 
@@ -336,8 +398,9 @@ def episode_page(store: Store, request: Request) -> str:
                       f"({Link('side by side', href('/compare', a=episode.id, b=r.episode.id)).html()})</p>"
                       for r in repairs)
             + "<h2>Other episodes of this task</h2>"
-            + table(["episode", "source", "attempt", "verdict", "score", ""], [
-                [Link(o.episode.id, f"/episodes/{o.episode.id}"), o.episode.source, o.episode.attempt,
+            + table(["episode", "source", "played by", "attempt", "verdict", "score", ""], [
+                [Link(o.episode.id, f"/episodes/{o.episode.id}"), o.episode.source, o.episode.provider or None,
+                 o.episode.attempt,
                  _verdict_text(o.verdict), o.verdict.score if o.verdict else None,
                  Link("side by side", href("/compare", a=episode.id, b=o.episode.id))]
                 for o in others if o.episode.id != episode.id], "other-episodes"))

@@ -9,9 +9,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #111; padding: 0 1em; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #111; padding: 0 1em;
+  overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
-table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ddd; padding: 3px 8px; vertical-align: top; }
+table { border-collapse: collapse; margin: .5em 0 1em; max-width: 100%; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; vertical-align: top; } th { overflow-wrap: normal; }
 th { background: #f5f5f5; text-align: left; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #666; } svg.chart { display: block; margin: .5em 0 1.5em; }
 nav a { margin-right: 1em; } pre { background: #f7f7f7; padding: .4em .6em; overflow-x: auto; margin: .3em 0;
@@ -21,7 +23,13 @@ ol.timeline { list-style: none; padding: 0; } ol.timeline > li { border-left: 3p
   margin: .6em 0; } ol.timeline > li.error { border-color: #fca5a5; } ol.timeline > li.event { border-color: #fcd34d; }
 ol.timeline > li.user { border-color: #c4b5fd; }
 .changes td.op-insert { color: #15803d; } .changes td.op-delete { color: #b91c1c; } .changes td.op-update { color: #1d4ed8; }
-.side { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5em; } .side > section { min-width: 0; }
+.side { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 1.5em; }
+.side > section { min-width: 0; } .side table { width: 100%; } .side th { overflow-wrap: anywhere; }
+ul.list { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: .15em .5em; }
+ul.list > li { white-space: nowrap; } ul.list.long > li { white-space: normal; }
+.verdict-box { border: 1px solid #ddd; border-left: 4px solid #15803d; padding: .4em .9em; margin: .8em 0; }
+.verdict-box.rejected { border-left-color: #b91c1c; } .verdict-box p { margin: .25em 0; }
+.caption { color: #444; font-size: .92em; margin: .2em 0 .6em; }
 form.filters label { margin-right: .8em; } .diff del { background: #fee2e2; } .diff ins { background: #dcfce7; text-decoration: none; }
 """
 
@@ -59,9 +67,26 @@ def cell(value: Any) -> str:
         return f"<td>{value.html}</td>"
     if isinstance(value, bool):
         return f"<td>{'yes' if value else 'no'}</td>"
+    if isinstance(value, list | tuple):  # a list of values: one item each, wrapping, never one joined string
+        return f"<td>{items(value)}</td>"
     if isinstance(value, int | float):
         return f'<td class="n">{value:.3g}</td>' if isinstance(value, float) else f'<td class="n">{value}</td>'
     return f"<td>{escape(str(value))}</td>"
+
+
+def items(values: list[Any] | tuple[Any, ...]) -> str:
+    """Values as a list that wraps between items (``ul.list``); long items may wrap inside too."""
+    if not values:
+        return '<span class="muted">none</span>'
+    long = any(len(str(v)) > 40 for v in values)
+    return (f"<ul class='list{' long' if long else ''}'>"
+            + "".join(f"<li>{_inline(v)}</li>" for v in values) + "</ul>")
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Link):
+        return value.html()
+    return value.html if isinstance(value, Raw) else escape(str(value))
 
 
 def table(headers: list[str], rows: list[list[Any]], table_id: str = "", css: str = "") -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..gate import GRADER_VERSION
+from ..gate import GRADER_VERSION, reason_rule
 from ..store import EvalRunRow, Store, TrainingRunRow
 from ..workspace import task_apps
-from ._html import page, table
+from ._html import Raw, page, table
 from ._svg import bar_chart, line_chart
 
 def synthesis_section(store: Store) -> str:
@@ -35,21 +35,40 @@ def synthesis_section(store: Store) -> str:
             + table(["app", "tasks"], [[a, n] for a, n in sorted(apps.items())], "synthesis-apps"))
 
 
+COUNTED = ("Pass rates and reasons count agents' episodes only (sources teacher, live, eval, rl). Calibration "
+           "episodes (each task's reference, and its probes designed to fail) are counted apart, under Calibration.")
+
+
 def gate_section(store: Store) -> str:
     sources = store.canned("episodes_per_source", GRADER_VERSION)
     reasons = store.canned("failure_reasons", GRADER_VERSION)
     rates = store.canned("pass_rate_by_capability", GRADER_VERSION)
+    calibration = store.canned("calibration_outcomes", GRADER_VERSION)
     return (f"<h2>Gate</h2><p>Verdicts of grader {escape(GRADER_VERSION)}. Episodes per source:</p>"
             + table(["source", "episodes", "ended", "failed", "admitted"],
                      [[r["source"], r["episodes"], r["ended"], r["failed"], r["admitted"]] for r in sources],
                      "gate-sources")
-            + "<p>Reasons of the episodes not admitted:</p>"
-            + table(["reason", "episodes", "share", "capabilities"],
-                     [[r["reason"], r["episodes"], r["share"], r["capabilities"]] for r in reasons], "gate-reasons")
-            + "<p>Pass rate (score ≥ 0.75) and mean reward components per capability and source:</p>"
+            + f"<p class='caption' id='gate-counted'>{escape(COUNTED)}</p>"
+            + "<p>Reasons of the agents' episodes not admitted, each with its rule:</p>"
+            + table(["reason", "episodes", "share", "capabilities", "rule"],
+                     [[r["reason"], r["episodes"], r["share"], (r["capabilities"] or "").split(","),
+                       reason_rule(r["reason"])] for r in reasons], "gate-reasons")
+            + "<p>Pass rate (score ≥ 0.75) and mean reward components of agents' episodes per capability and source:</p>"
             + table(["capability", "source", "episodes", "pass rate", "completion", "safety", "robustness", "admitted"],
                      [[r["capability"], r["source"], r["episodes"], r["pass_rate"], r["completion"], r["safety"],
-                       r["robustness"], r["admitted"]] for r in rates], "gate-pass-rates"))
+                       r["robustness"], r["admitted"]] for r in rates], "gate-pass-rates")
+            + "<h3>Calibration</h3><p class='caption'>What calibration played for each task: the reference, which "
+              "must be admitted, and probes designed to fail (<code>empty</code>, <code>forbidden</code>, "
+              "<code>probe:NAME</code>), which must not: a probe admitted beats its task, and the task is "
+              "quarantined.</p>"
+            + table(["play", "reason", "episodes", "admitted"],
+                     [[Raw(_play_label(r["play"])), r["reason"], r["episodes"], r["admitted"]] for r in calibration],
+                     "gate-calibration"))
+
+
+def _play_label(play: str) -> str:
+    designed = "" if play == "reference" else " <span class='muted'>(designed to fail)</span>"
+    return f"<code>{escape(play)}</code>{designed}"
 
 
 def _run_label(run) -> str:
@@ -91,7 +110,7 @@ def _evaluations(store: Store) -> str:
                  + table(["capability", *(_run_label(r) for r in runs)], side, "eval-side-by-side"))
     parts.append(bar_chart("held-out pass rate per capability", capabilities,
                            {_run_label(r): [((r.summary or {}).get("capabilities", {}).get(c) or {}).get("pass_rate")
-                                            for c in capabilities] for r in runs}))
+                                            for c in capabilities] for r in runs}, percent=True))
     parts += [eval_run_section(run) for run in runs]
     return "".join(parts)
 
