@@ -121,6 +121,42 @@ def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_p
     assert run["settings"]["temperature"] == 0.0 and run["status"] == "done"
 
 
+def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path):
+    """And the same command resumes it: a stopped run was stored as failed, as if it had crashed."""
+    pytest.importorskip("trl", reason="needs the 'train' extra")
+    tools = [{"type": "function", "function": {"name": "mail_read_message", "description": "Read one message.",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"id": {"type": "string"}}}}}]
+    rows = [{"messages": [{"role": "user", "content": f"Read m{i:02d}."},
+                          {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                              "name": "mail_read_message", "arguments": {"id": f"m{i:02d}"}}}]},
+                          {"role": "tool", "name": "mail_read_message", "content": '{"subject": "Lunch"}'},
+                          {"role": "assistant", "content": "Lunch."}], "tools": tools} for i in range(8)]
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    made = runner.invoke(app, ["model", "init-tiny", "--data", str(data), "--out", str(tmp_path / "tiny"),
+                               "--vocab-size", "400", "--hidden-size", "32", "--intermediate-size", "64",
+                               "--layers", "1", "--heads", "1", "--kv-heads", "1"])
+    assert made.exit_code == 0, made.output
+    store = tmp_path / "s.db"
+    command = ("train", "sft", "--model", str(tmp_path / "tiny"), "--data", str(data), "--out", str(tmp_path / "run"),
+               "--store", str(store), "--batch-size", "2", "--steps", "100000", "--logging-steps", "1",
+               "--save-steps", "5")
+    process, lines = _start(*command)
+    seen = _wait_for_line(lines, "sft step 6/")  # a checkpoint was saved at step 5
+    err = "".join(_interrupt(process, lines, seen))
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == ("interrupted: coworkenv train sft stopped; what it stored is kept "
+                                            "(resume with the same command)"), err
+    assert "Traceback" not in err
+    (status,), = _rows(store, "select status from training_runs")
+    assert status == "interrupted"
+    process, lines = _start(*command)
+    resumed = _wait_for_line(lines, "sft: training")[-1]
+    _interrupt(process, lines, [])
+    assert "(resuming at step 5)" in resumed, resumed
+
+
 def test_the_commands_are_listed_in_the_loops_order():
     listed = re.findall(r"^  ([a-z-]+) ", runner.invoke(app, ["--help"]).stdout.split("Commands:")[1], re.M)
     loop = ["demo", "synth", "draft", "serve", "collect", "gate", "export", "model", "train", "serve-model", "eval"]
