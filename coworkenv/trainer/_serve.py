@@ -40,8 +40,49 @@ INSTALL_HINT = (
 )
 
 
+VLLM_VENV = ".venv-vllm"
+"""Where ``make vllm`` (``scripts/install-vllm.sh``) installs vLLM: a virtual environment of its own
+beside the project, found without any setting (``find_vllm_python``)."""
+
+
 class ServeError(RuntimeError):
     """The model cannot be served: vLLM missing, a bad model directory, or a server that did not start."""
+
+
+@dataclass(frozen=True)
+class VLLMPython:
+    """The interpreter that runs vLLM, and how it was found (said in output, so that a user sees
+    which environment is used and why)."""
+
+    path: str
+    found: str  # e.g. "given with --python", ".venv-vllm in the current directory", "this interpreter"
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.found})"
+
+
+def vllm_venv_places() -> list[tuple[str, Path]]:
+    """Where a ``.venv-vllm`` is looked for: the current directory, then the project's root (the
+    checkout this package runs from, where the Makefile puts it)."""
+    places = [("the current directory", Path.cwd())]
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").exists() and root != Path.cwd().resolve():
+        places.append(("the project root", root))
+    return places
+
+
+def find_vllm_python(given: str | None = None, *, given_as: str = "given") -> VLLMPython:
+    """The interpreter to run vLLM with: ``given`` when there is one (an option, or the
+    ``COWORKENV_VLLM_PYTHON`` the CLI reads; ``given_as`` says which), else the python of a
+    ``.venv-vllm`` in the current directory or the project root (``vllm_venv_places``), else this
+    interpreter. Whether vLLM is installed there is ``check_vllm``'s to say."""
+    if given:
+        return VLLMPython(given, given_as)
+    for where, root in vllm_venv_places():
+        candidate = root / VLLM_VENV / "bin" / "python"
+        if candidate.exists():
+            return VLLMPython(str(candidate), f"{VLLM_VENV} in {where}")
+    return VLLMPython(sys.executable, "this interpreter")
 
 
 class VLLMSettings(BaseModel):

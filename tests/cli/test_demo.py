@@ -1,6 +1,7 @@
 """``coworkenv demo --full``: bad settings are named before anything runs; a small run reports both serving paths."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -101,3 +102,20 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
     resumed = json.loads(_small_full_demo(directory, "0", "--json"))
     assert set(resumed["unseen_combinations"]) == unseen and resumed["sft_rows"] == summary["sft_rows"]
     assert resumed["overall"]["splits"] == splits
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_full_demo_says_when_and_why_it_skips_the_served_path(tmp_path):
+    """--serve auto without vLLM evaluates in process only, and says so at the start and in its summary,
+    naming the interpreter it looked in and how it was found."""
+    result = subprocess.run(
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(tmp_path / "d"), "-n", "6", "--steps", "1",
+         "--eval-tasks", "2", "--capability", "lookup", "--app", "mail", "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "COWORKENV_VLLM_PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr[-3000:]
+    why = f"vLLM is not installed for {sys.executable}"
+    assert (f"the served path is skipped (--serve auto evaluates in process only): {why} (from COWORKENV_VLLM_PYTHON)"
+            in " ".join(result.stderr.split()))
+    serving = json.loads(result.stdout)["serving"]
+    assert serving["skipped"] == why and set(serving["pass_rate"]) == {"local"}
