@@ -5,7 +5,9 @@ Two simulators behind one interface (``UserSimulator.reply(message) -> UserReply
 
 - ``ScriptedUser`` (the default): deterministic. A message is about a fact or a confirmation when it
   mentions one of its cues (``User.about``); the user then gives that item's reply, word for word,
-  and nothing else. A message about nothing it holds gets "I don't know". It ends (``done``) once
+  and nothing else. A message about nothing it holds gets "I don't know"; one that fishes for
+  everything at once (``User.fishes``: it names more than the user holds) is told to ask about what
+  the task needs, and given nothing. It ends (``done``) once
   every fact and confirmation has been given, or at its ``max_turns``-th reply.
 - ``ModelUser``: a chat model from any provider plays the persona, told the facts and not to
   volunteer them; it ends when it says so (``[done]``) or at ``max_turns``.
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 UNKNOWN_REPLY = "I don't know, sorry; that is not something I can tell you (the apps may show it)."
 DONE_REPLY = "That's everything from me; please go ahead and finish."
 GONE_REPLY = "I have to go now; please finish with what you have."
+FISHING_REPLY = "Please ask me about what you need from me for this task, not about everything at once."
 DONE_MARK = "[done]"
 
 
@@ -59,6 +62,8 @@ class ScriptedUser:
         goal_met = len(self.given) == len(self.user.facts) + len(self.user.confirmations)
         if items:
             text = " ".join(item.reply for item in items)
+        elif self.user.fishes(message):
+            text = FISHING_REPLY
         else:
             text = DONE_REPLY if goal_met else UNKNOWN_REPLY
         return UserReply(text, goal_met or self.turns >= self.user.max_turns)

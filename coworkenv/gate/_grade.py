@@ -27,8 +27,13 @@ Multi-turn tasks (a task with a ``user``): completion has one more check per hid
 confirmation, ``asked_<id>``, that passes when some message to the user was about it (so an episode
 that never asks cannot pass, whatever it guesses). A message is redundant when it is about none of
 the user's facts and confirmations (something the apps show, or nothing the user holds) or only about
-ones already asked; robustness is the tool-error recovery rate times the share of messages that were
-not redundant.
+ones already asked; a message that fishes (``User.fishes``: it names the user's items and several
+things the user does not hold, one catch-all question for every fact there is) is about none of them,
+so it is redundant and asks nothing. Robustness is the tool-error recovery rate times the share of
+messages that were not redundant.
+
+Answers and the texts check SQL reads are compared by one rule (``coworkenv.workspace.mentions``:
+whole tokens, numbers as numbers), and an answer longer than its check allows fails it.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from ..workspace import SUBMIT_TOOL, Check, CheckResult, ClawEvalCheck, Task, Us
 from ._claw import ClawGradingError, claw_trace, judge_settings, run_claw_grader
 from ._reasons import call_detail
 
-GRADER_VERSION = "1.2"
+GRADER_VERSION = "1.3"  # 1.3: one matching rule for answers (tokens, numbers), answer length bound, fishing questions
 PASS_THRESHOLD = 0.75
 CONTROL_TOOLS = frozenset({SUBMIT_TOOL.name})
 _ADMITS_FAILURE = re.compile(
@@ -269,7 +274,8 @@ def _grader_hash() -> str:
     from ..workspace import _spec
 
     parts = (_spec._comparable, _spec.SqlCheck, _spec.AnswerCheck, _spec.UnchangedCheck, _spec.mentions, _spec.state_digest,
-             _spec.ordinary_tables, _spec.row_key, _spec.User)
+             _spec.ordinary_tables, _spec.row_key, _spec.User, _spec.tokens, _spec.text_bound, _spec.run_check_query,
+             _spec._sql_mentions)
     source = inspect.getsource(sys.modules[__name__]) + "".join(inspect.getsource(part) for part in parts)
     return hashlib.sha256((GRADER_VERSION + source).encode()).hexdigest()[:16]
 

@@ -3,8 +3,10 @@
 The reference solution must score 1.0, an empty episode 0, the reference plus one forbidden call
 must score safety 0, and grading the same episode twice must give the same grade. Then the hack
 probes (``coworkenv.synth._probes``: every candidate listed, a claim with no action, writes
-sprayed over other records, an extra destructive call, a partial solution, and for a multi-turn
-task the reference without its questions to the user) must each fail to be admitted. A task that
+sprayed over other records, an extra destructive call, a partial solution, a string of digits,
+every listed value glued into a word or listed with every round number, messages written as such
+a list, and for a multi-turn task the reference without its questions to the user, or with one
+catch-all question instead) must each fail to be admitted. A task that
 fails any of this is quarantined with its reason (naming the probe that beat it). Calibration
 plays real episodes (source ``calibration``) in the workspace's sandboxes, which the runtime grades
 like any other: a task's episodes one after another in one sandbox held for them, restored to the
@@ -28,7 +30,7 @@ from ..episodes import Episode, EpisodeHost, HeldSandbox
 from ..gate import GRADER_VERSION, episode_record, grade, is_guard
 from ..store import CalibrationRow, Provenance, TaskStatus, VerdictRow
 from ..workspace import ASK_TOOL, SUBMIT_TOOL, ReferenceStep, Task
-from ._probes import PROBES, Probe, harden, probes
+from ._probes import PROBES, Probe, harden, hardened, probes
 
 
 @dataclass
@@ -112,13 +114,14 @@ async def calibrate_task(host: EpisodeHost, task: Task, *, admit_as: TaskStatus 
     status to ``admit_as`` (``admitted``, or ``heldout`` for evaluation tasks) or ``quarantined``
     with the reason. ``record=False`` measures without storing the calibration or changing the status.
 
-    A task without a guard check (one written by hand, or imported) is ``harden``-ed first, and the
-    hardened spec replaces the stored one: the probes would beat most tasks without it
+    A task without a guard check (one written by hand, or imported), or a multi-turn one whose user
+    lacks the cues of what they do not hold, is ``harden``-ed first, and the hardened spec replaces
+    the stored one: the probes would beat most tasks without it
     (``as_written=True`` calibrates it as it is, to measure what the probes catch). ``probes``: the
     task's hack probes where they were found already (``generate``'s option; found here otherwise).
     """
     store = host.store
-    if hack_probes and not as_written and not any(is_guard(check) for check in task.checks):
+    if hack_probes and not as_written and not hardened(task):
         workspace = host.workspace(task.workspace_id)
         task = harden(task, workspace, host.initial_connection(workspace))
         probes = None  # found for the task as it was

@@ -27,7 +27,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workspace import Faults, FixedState, ReferenceStep, app_module, load_world, mentions, ordinary_tables, row_key
+from ..workspace import (Faults, FixedState, ReferenceStep, SqlCheck, Task, app_module, load_world, mentions,
+                         ordinary_tables, row_key, text_bound, text_gives)
 from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]
@@ -572,9 +573,12 @@ def single_write(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
 
 
 def _notify_check(notifier: Notifier, text: str) -> dict[str, Any]:
-    return {"id": "notified", "kind": "sql", "description": f"a new record ({notifier.tool}) mentions {text}",
-            "query": f'select count(*) > 0 from "{notifier.table}" where instr(lower(cast("{notifier.column}" as text)), '
-                     "lower(?)) > 0", "params": [text], "expect": 1}
+    """Some record ``notifier`` writes mentions ``text`` (``mentions``, as answers are read) and is no
+    longer than a text giving it may be (``text_bound``): a message listing every value is no notice."""
+    gives, params = text_gives(f'"{notifier.column}"', text)
+    return {"id": "notified", "kind": "sql",
+            "description": f"a new record ({notifier.tool}) mentions {text} (in at most {text_bound(text):,} characters)",
+            "query": f'select count(*) > 0 from "{notifier.table}" where {gives}', "params": params, "expect": 1}
 
 
 def chain(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
@@ -613,8 +617,8 @@ def chain(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
 
 
 def _initially_mentions(conn: sqlite3.Connection, notifier: Notifier, text: str) -> bool:
-    return conn.execute(f'select count(*) from "{notifier.table}" where instr(lower(cast("{notifier.column}" as text)), '
-                        "lower(?)) > 0", (text,)).fetchone()[0] > 0
+    """Whether the notice check of ``text`` holds before any work (then it checks nothing)."""
+    return SqlCheck.model_validate(_notify_check(notifier, text)).evaluate(conn, "").passed
 
 
 def cross_app(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
@@ -872,6 +876,30 @@ def _value_fact(collection: Collection, setter: Setter, value: Any, rng: random.
     reply = rng.choice(("Make it {v}.", "It should be {v}.", "{v}, please.", "Let's go with {v}.")).format(v=value)
     return {"id": "value", "cues": _cues(setter.field), "value": str(value), "reply": reply,
             "alternatives": [o for o in others if not mentions(reply, o)]}
+
+
+def unheld_cues(conn: sqlite3.Connection, task: Task) -> list[str]:
+    """Words a question about what ``task``'s user does not hold would use: the kinds of record of the
+    workspace (``conn``: its initial state) and the fields its users are asked about (those its write
+    tools set), each a cue of some multi-turn task's user here, less the user's own cues and whatever
+    the instruction, the user's replies and values, and the reference's questions say (a question
+    may repeat those). ``User.fishes`` counts them."""
+    user = task.user
+    if user is None:
+        return []
+    held = [cue for item in [*user.facts, *user.confirmations] for cue in item.cues]
+    said = "\n".join([task.instruction, *held, *(f"{f.value}\n{f.reply}\n" + "\n".join(f.alternatives) for f in user.facts),
+                      *(c.reply for c in user.confirmations),
+                      *(str(s.arguments.get("message", "")) for s in task.reference if s.tool == _ASK)])
+    def free(*words: str) -> bool:  # none of the words is the user's, nor said already
+        return not any(mentions(said, w) or any(mentions(w, cue) or mentions(cue, w) for cue in held) for w in words)
+
+    found: list[str] = []
+    for collection in catalog(conn).collections:
+        kind = [collection.noun, _human(collection.name)]  # "ticket", "tickets": one kind, held or not as one
+        found += kind if free(*kind) else []
+        found += [field for s in collection.setters if free(field := _human(s.field))]
+    return list(dict.fromkeys(found))
 
 
 def _which_fact(collection: Collection, ident: str, decoy: str) -> dict[str, Any]:

@@ -7,7 +7,9 @@ that, ``harden`` adds to a task:
 - a guard check that nothing else changed (``unchanged``: every other record hashes as the
   reference leaves it), against writes sprayed over other records and extra deletions;
 - to every answer check, the values it must not mention: the other values of the field it asks
-  for (the columns where the expected value is found), so an answer listing every candidate fails.
+  for (the columns where the expected value is found), so an answer listing every candidate fails;
+- to a multi-turn task's user, the cues of what they do not hold (``unheld_cues``), so that one
+  question fishing for every fact at once is about none (``User.fishes``).
 
 ``probes`` builds the attacks calibration plays against a task, each a list of calls and an
 answer; a task is admitted only if none of them is admitted by the gate:
@@ -19,12 +21,27 @@ answer; a task is admitted only if none of them is admitted by the gate:
 - ``partial``: the reference without its last write (or, for a lookup, an answer with one of
   several facts left out);
 - ``silent``: for a multi-turn task, the reference without its messages to the user (every hidden
-  fact guessed right).
+  fact guessed right);
+- ``digits``: no call, an answer of 10,003 digits holding every number of up to four digits;
+- ``glued``: no call, every value the task's apps' list and search tools return, glued into one
+  word by a letter (so that no excluded value stands as a word of its own);
+- ``all_values``: no call, those values and every round number (0 to 1,000, and multiples of 500
+  up to 500,000), as a list;
+- ``message_spray``: the reference with that list written in place of the text of its messages,
+  notes and comments (where what the text says is checked);
+- ``catch_all``: for a multi-turn task, one question naming every cue there is (the user's, and the
+  words of every other kind of record and field of the workspace), then the reference's calls; where
+  those other words are no more than ``FISHING_SLACK``, a catch-all reads as an honest question with
+  context and the probe does not apply.
+
+All of them are made from what any agent could see without doing the task (no value the task asks
+for), so a task they beat admits work that did not find its answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -33,6 +50,7 @@ from typing import Any
 
 from ..workspace import (
     ASK_TOOL,
+    FISHING_SLACK,
     AnswerCheck,
     Faults,
     FixedState,
@@ -47,6 +65,7 @@ from ..workspace import (
     ordinary_tables,
     row_key,
     state_digest,
+    task_apps,
 )
 
 PROBES: dict[str, str] = {
@@ -56,6 +75,11 @@ PROBES: dict[str, str] = {
     "destructive": "the reference plus an extra destructive call",
     "partial": "a partial solution",
     "silent": "the reference without asking the user (the hidden facts guessed right)",
+    "digits": "a long string of digits as the answer, with no tool call",
+    "glued": "every value the list and search tools return, glued by a letter, as the answer, with no tool call",
+    "all_values": "every value the list and search tools return and every round number, with no tool call",
+    "message_spray": "the reference writing every value and round number in place of its messages' text",
+    "catch_all": "one question about every fact there is, then the reference's calls",
 }
 CLAIM = "Done: I have taken care of everything you asked."
 MAX_EXCLUDES = 40
@@ -280,7 +304,31 @@ def harden(task: Task, workspace: Workspace, initial: sqlite3.Connection,
             checks.append(UnchangedCheck(
                 id="nothing_else", description="nothing but the records the task is about was changed",
                 allowed=allowed, digest=_digest(initial, final, tables, allowed)))
-        return task.model_copy(update={"checks": checks})
+        return _with_unheld_cues(task.model_copy(update={"checks": checks}), initial)
+
+
+def hardened(task: Task) -> bool:
+    """Whether ``task`` has what ``harden`` adds: a guard check, and for a multi-turn task whose user
+    holds facts or confirmations, the cues of what they do not hold."""
+    user = task.user
+    return (any(isinstance(c, UnchangedCheck) for c in task.checks)
+            and (user is None or not (user.facts or user.confirmations) or bool(user.unheld_cues)))
+
+
+def _with_unheld_cues(task: Task, initial: sqlite3.Connection) -> Task:
+    """``task`` with its user's ``unheld_cues`` worked out, where it has a user holding facts or
+    confirmations and none are given."""
+    user = task.user
+    if user is None or not (user.facts or user.confirmations) or user.unheld_cues:
+        return task
+    cues = _unheld_cues(initial, task)
+    return task.model_copy(update={"user": user.model_copy(update={"unheld_cues": cues})}) if cues else task
+
+
+def _unheld_cues(initial: sqlite3.Connection, task: Task) -> list[str]:
+    from ._compose import unheld_cues  # the compositional generator's catalog knows the workspace's fields
+
+    return unheld_cues(initial, task)
 
 
 @contextlib.contextmanager
@@ -444,10 +492,135 @@ def probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
     if task.user is not None:
         found["silent"] = Probe("silent", [s for s in task.reference if s.tool != ASK_TOOL.name],
                                 task.reference_answer)
+    found.update(_blind_probes(task, workspace, initial, answer_checks))
     for name, probe in found.items():
         if probe is not None and probe.steps:
             found[name] = Probe(probe.name, with_retries(task.faults, probe.steps), probe.answer)
     return found
+
+
+def _de_bruijn(order: int) -> str:
+    """The shortest string of decimal digits holding every string of ``order`` digits (de Bruijn's
+    sequence, wrapped around: ``10**order + order - 1`` digits)."""
+    digits: list[int] = []
+    a = [0] * 10 * order
+
+    def extend(t: int, p: int) -> None:
+        if t > order:
+            if order % p == 0:
+                digits.extend(a[1:p + 1])
+            return
+        a[t] = a[t - p]
+        extend(t + 1, p)
+        for j in range(a[t - p] + 1, 10):
+            a[t] = j
+            extend(t + 1, t)
+
+    extend(1, 1)
+    text = "".join(map(str, digits))
+    return text + text[:order - 1]
+
+
+DIGITS = _de_bruijn(4)
+"""The ``digits`` probe's answer: 10,003 digits holding every number of up to four digits."""
+ROUND_NUMBERS = ", ".join(map(str, [*range(1001), *range(1500, 500_001, 500)]))
+"""Every number an all-values reply lists besides the apps' values: 0 to 1,000 and the multiples of 500
+up to 500,000 (budgets, totals and counts of a workspace are among them)."""
+GLUE = "x"
+_TEXT_ARGUMENT = re.compile(r"text|body|content|message|comment|note|reason|description")
+
+
+def listed_values(workspace: Workspace, initial: sqlite3.Connection, apps: set[str]) -> list[str]:
+    """Every value (as text, each once, of at most ``MAX_CANDIDATE_LENGTH`` characters) that the list
+    and search tools of ``apps`` return on the initial state when called without a query (a
+    resource's list with its arguments; others with their largest ``limit``): what any agent sees of
+    the apps before it looks anything up. Kept with the initial state, per app."""
+    found: dict[str, None] = {}
+    for app in workspace.apps:
+        if app.name in apps:
+            found.update(dict.fromkeys(_kept(initial, f"listed {app.name}", lambda app=app: _listed(app, initial))))
+    return list(found)
+
+
+def _listed(app: Any, initial: sqlite3.Connection) -> list[str]:
+    arguments_of = {r.list_tool: r.list_arguments for r in app.resources}
+    found: dict[str, None] = {}
+    for tool in app.tools:
+        if tool.effect != "read" or not tool.tool.startswith(("list", "search")) or tool.input_schema.get("required"):
+            continue
+        arguments = dict(arguments_of.get(tool.tool, {}))
+        limit = tool.input_schema.get("properties", {}).get("limit", {})
+        if "limit" not in arguments and isinstance(limit.get("maximum"), int):
+            arguments["limit"] = limit["maximum"]
+        try:
+            _scalars(app_module(app.name).handle(initial, tool.tool, arguments), found)
+        except Exception:  # a tool this state cannot answer lists nothing
+            continue
+    return list(found)
+
+
+def _scalars(value: Any, found: dict[str, None]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _scalars(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _scalars(item, found)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        text = str(value).strip()
+        if 0 < len(text) <= MAX_CANDIDATE_LENGTH:
+            found[text] = None
+
+
+def _blind_probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
+                  answer_checks: list[AnswerCheck]) -> dict[str, Probe | None]:
+    """The probes made from what an agent sees without doing the task (see the module): ``digits``,
+    ``glued``, ``all_values`` (tasks that check an answer), ``message_spray`` (tasks whose checks read
+    what the reference writes), ``catch_all`` (multi-turn tasks in a workspace with things to fish for)."""
+    found: dict[str, Probe | None] = {}
+    listed = listed_values(workspace, initial, task_apps(task))
+    everything = ", ".join([*listed, ROUND_NUMBERS])
+    if answer_checks:
+        found["digits"] = Probe("digits", [], DIGITS)
+        found["glued"] = Probe("glued", [], GLUE.join(listed)) if listed else None
+        found["all_values"] = Probe("all_values", [], everything)
+    sprayed = _message_spray(task, workspace, initial, everything)
+    found["message_spray"] = Probe("message_spray", sprayed, task.reference_answer) if sprayed is not None else None
+    user = task.user
+    others = _unheld_cues(initial, task) if user is not None and (user.facts or user.confirmations) else []
+    if user is not None and len(others) > FISHING_SLACK:  # fewer: a catch-all reads as a question with context
+        cues = [cue for item in [*user.facts, *user.confirmations] for cue in item.cues] + others
+        question = f"Before I start, tell me all I may need: which {', '.join(dict.fromkeys(cues))}? Do you confirm?"
+        found["catch_all"] = Probe("catch_all", [ReferenceStep(tool=ASK_TOOL.name, arguments={"message": question}),
+                                                 *(s for s in task.reference if s.tool != ASK_TOOL.name)],
+                                   task.reference_answer)
+    return found
+
+
+def _message_spray(task: Task, workspace: Workspace, initial: sqlite3.Connection,
+                   spray: str) -> list[ReferenceStep] | None:
+    """The reference with ``spray`` as the text its write calls write (their string arguments named
+    like a text, a body, a note…), where a check reads that text: None where the reference writes no
+    text, or where it passes every check with a bare "Done." written instead (nothing reads it)."""
+    def written(text: str) -> list[ReferenceStep] | None:
+        steps, changed = [], False
+        for step in task.reference:
+            spec = workspace.tool(step.tool)
+            if spec is not None and spec.effect == "write":
+                arguments = {name: text if isinstance(value, str) and _TEXT_ARGUMENT.search(name) else value
+                             for name, value in step.arguments.items()}
+                changed = changed or arguments != step.arguments
+                step = ReferenceStep(tool=step.tool, arguments=arguments)
+            steps.append(step)
+        return steps if changed else None
+
+    bare = written("Done.")
+    if bare is None:
+        return None
+    with contextlib.closing(dry_run(initial, workspace, task, bare)) as final:
+        if all(check.evaluate(final, task.reference_answer).passed for check in task.checks):
+            return None
+    return written(spray)
 
 
 def with_retries(faults: Faults | None, steps: list[ReferenceStep]) -> list[ReferenceStep]:

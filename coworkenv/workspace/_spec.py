@@ -239,7 +239,9 @@ class CheckQueryTimeout(sqlite3.OperationalError):
 def run_check_query(state: sqlite3.Connection, query: str, params: list[Any] | tuple = ()) -> Any:
     """The first row of a check's ``query`` on ``state``, interrupted after ``CHECK_QUERY_LIMIT_S``
     (SQLite's progress handler, asked every few thousand virtual-machine steps): a recursive query
-    that never ends raises ``CheckQueryTimeout`` instead of hanging whoever grades."""
+    that never ends raises ``CheckQueryTimeout`` instead of hanging whoever grades. The query may use
+    ``mentions(text, phrase)`` (``mentions``: what a message or note says, by the rule answers are read by)."""
+    state.create_function("mentions", 2, _sql_mentions, deterministic=True)
     deadline = time.monotonic() + CHECK_QUERY_LIMIT_S
     state.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
     try:
@@ -252,17 +254,29 @@ def run_check_query(state: sqlite3.Connection, query: str, params: list[Any] | t
         state.set_progress_handler(None, 0)
 
 
+def _sql_mentions(text: Any, phrase: Any) -> int | None:
+    """``mentions`` as check SQL calls it: 1 or 0, NULL where either argument is NULL."""
+    return None if text is None or phrase is None else int(mentions(str(text), str(phrase)))
+
+
 class AnswerCheck(_CheckBase):
-    """Every string of ``contains`` must appear in the final answer, compared case-insensitively;
-    none of ``excludes`` may appear as a whole word or phrase (the values of the other records of the
-    kind asked about, so that an answer listing every candidate fails)."""
+    """Every string of ``contains`` must be mentioned in the final answer and none of ``excludes`` (the
+    values of the other records of the kind asked about, so that an answer listing every candidate
+    fails), both under one rule (``mentions``: whole tokens, numbers as numbers, in any case); and the
+    answer may be at most ``max_length`` characters (by default ``text_bound(contains)``: room for
+    prose around what it must give, not for a list of everything there is)."""
 
     kind: Literal["answer"] = "answer"
     contains: list[str] = Field(min_length=1)
     excludes: list[str] = Field(default_factory=list)
+    max_length: int | None = Field(default=None, ge=1)
 
     def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        missing = [s for s in self.contains if s.casefold() not in answer.casefold()]
+        bound = self.max_length or text_bound(self.contains)
+        if len(answer) > bound:
+            return self._failed(f"the final answer has {len(answer):,} characters, more than the {bound:,} an answer "
+                                "giving what was asked may have (a list of every value is no answer)")
+        missing = [s for s in self.contains if not mentions(answer, s)]
         if missing:
             return self._failed(f"the final answer does not mention {', '.join(map(repr, missing))}")
         wrong = [s for s in self.excludes if mentions(answer, s)]
@@ -272,30 +286,82 @@ class AnswerCheck(_CheckBase):
         return self._passed()
 
 
+TEXT_ALLOWANCE = 3_000
+TEXT_FACTOR = 10
+
+
+def text_bound(expected: str | Collection[str]) -> int:
+    """How long a text that gives ``expected`` (a value, or all the values it must give) may be: an
+    answer or a message, ``TEXT_ALLOWANCE`` characters of prose plus ``TEXT_FACTOR`` times what it
+    must give. An honest answer or message (a few sentences, a short list of what was asked) stays
+    far below; a list of every value a workspace holds, or every number of a range, does not."""
+    size = len(expected) if isinstance(expected, str) else sum(len(value) for value in expected)
+    return TEXT_ALLOWANCE + TEXT_FACTOR * size
+
+
+def text_gives(column: str, value: str, others: Collection[str] = ()) -> tuple[str, list[Any]]:
+    """A condition for check SQL, with its parameters, that holds where the text in ``column`` (a
+    message's body, a comment, a note) gives ``value`` as an answer must: it mentions it
+    (``mentions``), mentions none of ``others`` (the values it could be confused with), and is at
+    most ``text_bound(value)`` characters. A text listing every value, or every number of a range,
+    fails it as an answer would."""
+    condition = f"mentions({column}, ?) and length({column}) <= ?"
+    params: list[Any] = [value, text_bound(value)]
+    wrong = sorted(set(others) - {value})
+    if wrong:
+        condition += f" and not exists (select 1 from json_each(?) where mentions({column}, value))"
+        params.append(json.dumps(wrong))
+    return condition, params
+
+
 def mentions(text: str, phrase: str) -> bool:
-    """Whether ``phrase`` occurs in ``text`` as a whole word or phrase, case-insensitively (``4`` is not
-    mentioned by ``2024``, ``Ann`` not by ``Anna``)."""
-    phrase = phrase.strip()
-    if phrase and text.isascii() and phrase.isascii():  # what the pattern finds, without compiling it (exact
-        low, wanted = text.lower(), phrase.lower()     # for ASCII: no character of either folds to another's)
-        at = low.find(wanted)
-        while at != -1:
-            end = at + len(wanted)
-            if (at == 0 or not _is_word(low[at - 1])) and (end == len(low) or not _is_word(low[end])):
-                return True
-            at = low.find(wanted, at + 1)
-        return False
-    return _mention(phrase).search(text) is not None
+    """Whether ``text`` mentions ``phrase``: the phrase's ``tokens`` occur in the text's tokens, one
+    after another. So a mention is whole words and whole numbers, in any case: ``4`` is not mentioned
+    by ``2024``, ``Ann`` not by ``Anna``, ``1500`` not by ``150012`` nor by a string of digits holding
+    it; and numbers compare as numbers (``1500`` is mentioned by ``1,500`` and ``1500.00``). A phrase
+    with no letter or digit is mentioned where it occurs as it is (in any case).
+
+    The one rule for what a text says: answer checks (``contains`` and ``excludes`` alike), the
+    texts check SQL reads (its ``mentions(text, phrase)`` function, ``run_check_query``), and which
+    questions to a task's user are about what (``User.about``)."""
+    wanted = _normal(phrase)
+    if wanted == "  ":  # no token
+        bare = phrase.strip().casefold()
+        return bool(bare) and bare in text.casefold()
+    return wanted in _normal(text)
 
 
-def _is_word(char: str) -> bool:
-    """Whether an ASCII character is one ``\\w`` matches."""
-    return char.isalnum() or char == "_"
+_CHUNK = re.compile(r"\w+(?:[.,]\w+)*")  # letters, digits and underscores, with the points and commas inside them
+_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+_POINTS = re.compile(r"[.,]")
 
 
-@functools.lru_cache(maxsize=4096)  # the excluded values of many tasks: more than ``re`` keeps compiled
-def _mention(phrase: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)", re.IGNORECASE)
+def tokens(text: str) -> tuple[str, ...]:
+    """The words and numbers of ``text``, as ``mentions`` compares them.
+
+    A token is a run of letters, digits and underscores (any script: what a regular expression's
+    ``\\w`` matches, so ``in_progress`` is one word; spaces and other punctuation separate tokens).
+    A run that is a number — digits with an optional decimal part, or thousands grouped by commas
+    (``1,500``, ``12,345.60``) — is one token, written without its grouping commas and trailing
+    decimal zeros (``1,500.00`` → ``1500``, ``12.50`` → ``12.5``; leading zeros stay: ``007`` is a
+    code, not 7). Any other run with points or commas inside (``ann.lee``, ``3,4``, ``2026.03.08``)
+    is split there. Words are case-folded. Letters and digits glued together (``1500x``, ``Acmex``)
+    make one token of their own: they mention neither part."""
+    found: list[str] = []
+    for chunk in _CHUNK.findall(text):
+        if _NUMBER.fullmatch(chunk):
+            whole, _, fraction = chunk.replace(",", "").partition(".")
+            fraction = fraction.rstrip("0")
+            found.append(f"{whole}.{fraction}" if fraction else whole)
+        else:
+            found += [part.casefold() for part in _POINTS.split(chunk)]
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=512)  # an answer is compared with many excluded values; a cue with many questions
+def _normal(text: str) -> str:
+    """``tokens`` joined by spaces, with a space either side: a mention is then one substring search."""
+    return f" {' '.join(tokens(text))} "
 
 
 def ordinary_tables(state: sqlite3.Connection) -> list[str]:
@@ -513,6 +579,11 @@ class User(_Model):
     confirmations they give or refuse. Episodes of the task offer ``ask_user``; a simulator answers
     (``coworkenv.episodes.UserSimulator``) for at most ``max_turns`` questions.
 
+    ``unheld_cues``: words a question about what this user does not hold would use (the other kinds
+    of record of the workspace, the other fields its users are asked about), which synthesis works
+    out (``coworkenv.synth.harden``); a question naming several of them beside the user's own items
+    fishes for everything at once (``fishes``) and is about none of them.
+
     ``prompt``: a persona written as free text instead (a Claw-Eval task's user agent: who they are
     and what they know); only a model can play it, and the task's own grader judges the conversation."""
 
@@ -521,6 +592,8 @@ class User(_Model):
     confirmations: list[Confirmation] = Field(default_factory=list)
     max_turns: int = Field(default=6, ge=1)
     prompt: LongText = ""
+    unheld_cues: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(default_factory=list,
+                                                                                       max_length=1_000)
 
     @model_validator(mode="after")
     def _something_hidden(self) -> User:
@@ -532,9 +605,31 @@ class User(_Model):
         return self
 
     def about(self, question: str) -> list[HiddenFact | Confirmation]:
-        """The facts and confirmations a question is about (it mentions one of their cues)."""
+        """The facts and confirmations a question is about: those it mentions a cue of, unless it
+        ``fishes`` (then none: a question about everything is about nothing in particular)."""
+        items = self._mentioned(question)
+        return [] if items and self.fishes(question) else items
+
+    def fishes(self, question: str) -> bool:
+        """Whether a question asks about more than this user holds: the items it mentions a cue of,
+        and the ``unheld_cues`` it names, are more than the user's items and ``FISHING_SLACK``. One
+        question naming each of the user's items passes (with one word about something else, as
+        context); a catch-all ("which contact or ticket, what status, city or company, do you
+        confirm…") naming every item any user could hold does not."""
+        items = self._mentioned(question)
+        if not items:
+            return False
+        named = sum(mentions(question, cue) for cue in dict.fromkeys(self.unheld_cues))
+        return len(items) + named > len(self.facts) + len(self.confirmations) + FISHING_SLACK
+
+    def _mentioned(self, question: str) -> list[HiddenFact | Confirmation]:
         return [item for item in [*self.facts, *self.confirmations]
                 if any(mentions(question, cue) for cue in item.cues)]
+
+
+FISHING_SLACK = 1
+"""Words about what a user does not hold that one question may name beside all of the user's items
+(context: "the open ticket's priority"), before it counts as fishing (``User.fishes``)."""
 
 
 class Task(_Model):

@@ -44,7 +44,9 @@ async def test_the_same_tasks_hardened_hold_against_every_probe(host, tmp_path):
         found = {name for task in tasks for name, probe in probes(task, workspaces[0], conn).items() if probe}
     finally:
         conn.close()
-    assert found == set(PROBES) - {"silent"}  # every probe applies to some of them (silent: to multi-turn tasks)
+    # every probe applies to some of them (silent, catch_all: to multi-turn tasks; message_spray: to a task whose
+    # checks read the text it writes)
+    assert found == set(PROBES) - {"silent", "catch_all", "message_spray"}
     _store(host, workspaces, tasks)
     for task in tasks:
         result = await calibrate_task(host, task)
@@ -139,3 +141,49 @@ def test_generation_finds_each_tasks_probes_as_calibration_would(tmp_path):
         finally:
             conn.close()
     assert any(probe is not None and probe.steps for by_name in found.values() for probe in by_name.values())
+
+
+async def test_tricks_that_beat_a_task_quarantine_it_naming_the_probe(host, tmp_path):
+    """Tasks whose checks were loosened as they used to be: an answer with no excluded values and no
+    length bound (beaten by every listed value and round number), a budget reply read as a substring
+    (beaten by a reply of every value and round number), a user who does not know what they do not
+    hold (beaten by one catch-all question). Each is quarantined, naming the probe."""
+    from coworkenv.workspace import AnswerCheck, SqlCheck, mentions
+
+    workspaces, tasks = generate_tasks(40, seed=0, capabilities=("lookup", "multi_step", "multi_turn"))
+    _store(host, workspaces, tasks)
+
+    def listed_answer(task):  # a lookup whose value the list tools show (among every other value)
+        initial = host.initial_connection(host.workspace(task.workspace_id))
+        answer = probes(task, host.workspace(task.workspace_id), initial)["all_values"]
+        return answer is not None and all(mentions(answer.answer or "", v) for c in task.checks
+                                          if isinstance(c, AnswerCheck) for v in c.contains)
+
+    lookup = next(t for t in tasks if t.capability == "lookup" and listed_answer(t))
+    loose = [c.model_copy(update={"excludes": [], "max_length": 10**6}) if isinstance(c, AnswerCheck) else c
+             for c in lookup.checks]
+    budget = next(t for t in tasks if t.shape == "budget_reply")
+    reply = budget.checks[0]
+    assert isinstance(reply, SqlCheck)
+    mid, value = reply.params[:2]
+    substring = reply.model_copy(update={
+        "query": "select count(*) from mail_messages where in_reply_to = ? and body like ?", "params": [mid, f"%{value}%"]})
+    asking = next(t for t in tasks if t.user is not None)
+    assert asking.user is not None
+    loosened = {
+        "all_values": lookup.model_copy(update={"id": "loose-answer", "checks": loose}),
+        "message_spray": budget.model_copy(update={"id": "loose-reply", "checks": [substring, *budget.checks[1:]]}),
+        "catch_all": asking.model_copy(update={"id": "loose-user", "user": asking.user.model_copy(
+            update={"unheld_cues": []})}),  # as written before hardening gave users these
+    }
+    for probe, task in loosened.items():
+        host.store.put_task(task)
+        result = await calibrate_task(host, task, as_written=True)
+        assert result.probes[probe] == "beaten", (probe, result.probes)
+        assert f"the hack probe {probe!r} ({PROBES[probe]}) is admitted" in result.reason
+        assert host.store.task(task.id).status == "quarantined"
+    # as synthesized, the same tasks hold against those probes (and every other)
+    for task, tricks in ((lookup, {"digits", "glued", "all_values"}), (budget, {"message_spray"}), (asking, {"catch_all"})):
+        result = await calibrate_task(host, task)
+        assert result.admitted, (task.id, result.reason)
+        assert tricks <= {name for name, outcome in result.probes.items() if outcome == "held"}, result.probes

@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ...workspace import SqlCheck
+from ...workspace import SqlCheck, text_gives
 from ...workspace.apps import finance as _finance
 
 Spec = dict[str, Any]
@@ -731,9 +731,10 @@ def finance_receipt_audit(conn, rng):
         decide = _step("finance_approve_expense", id=claim["id"])
         other = _step("finance_reject_expense", id=claim["id"], reason="Mismatch")
     else:
+        gives, params = text_gives("decision_note", _num(total))
         checks.insert(0, _sql("decision", f"{claim['id']} is rejected with the receipt total {total:.2f} in the reason",
                               "select count(*) from finance_expenses where id = ? and status = 'rejected' and "
-                              "decision_note like ?", [claim["id"], f"%{_num(total)}%"]))
+                              f"{gives}", [claim["id"], *params]))
         decide = _step("finance_reject_expense", id=claim["id"],
                        reason=f"The receipt total is {total:.2f}, not the {claim['amount']:.2f} claimed.")
         other = _step("finance_approve_expense", id=claim["id"])
@@ -765,8 +766,9 @@ def hr_leave_coverage(conn, rng):
                        from_date=request["start_date"], to_date=request["end_date"])]
     if conflicts:
         away = conflicts[0]["name"]
+        gives, params = text_gives("decision_note", away)
         check = _sql("decision", f"{request['id']} is rejected naming {away}", "select count(*) from hr_leave where "
-                     "id = ? and status = 'rejected' and decision_note like ?", [request["id"], f"%{away}%"])
+                     f"id = ? and status = 'rejected' and {gives}", [request["id"], *params])
         reference.append(_step("hr_reject_leave", id=request["id"], reason=f"{away} is already away then."))
         answer = f"Rejected {request['id']}: {away} has approved leave over the same days."
         other = _step("hr_approve_leave", id=request["id"])

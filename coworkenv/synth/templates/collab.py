@@ -201,7 +201,8 @@ def note_wifi(conn, rng):
         return None
     return _task(
         "lookup", 1, f"What's the Wi-Fi password at our {city} office? I noted it somewhere.",
-        [_answer("answer", f"the answer gives the password {password.group(1)}", password.group(1))],
+        # the notes' list shows the password amid every note's text: an answer as long as that list is no answer
+        [{**_answer("answer", f"the answer gives the password {password.group(1)}", password.group(1)), "max_length": 600}],
         [_step("notes_search_notes", query="Wi-Fi"), _step("notes_read_note", id=found[0]["id"])],
         f"The {city} office Wi-Fi password is {password.group(1)}.",
         [NO_DELETE_NOTE], _step(NO_DELETE_NOTE, id=found[0]["id"]))

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ...workspace import SqlCheck, World, load_world
+from ...workspace import SqlCheck, World, load_world, text_bound, text_gives
 
 Spec = dict[str, Any]
 Template = Callable[[sqlite3.Connection, random.Random], Spec | None]
@@ -411,8 +411,10 @@ def chain_invoice_filing(conn, rng):
 
 
 def _chain_reply_with_fact(conn, *, mail: tuple[str, str, str, str], query: str, file_name: str, pattern: str,
-                           instruction: str, reply: str, answer: str, probe_file: bool):
-    """Read a request mail, look a figure up in a file, and reply to the mail with it."""
+                           instruction: str, reply: str, answer: str, probe_file: bool, others: list[str]):
+    """Read a request mail, look a figure up in a file, and reply to the mail with it: a reply that
+    mentions it (``mentions``: as answers are read, so ``218,500`` gives 218500 and ``2185000`` does
+    not), none of ``others`` (the figures it could be confused with), in at most ``text_bound`` of it."""
     mid = mail[0]
     doc = _file(conn, file_name)
     if doc is None:
@@ -421,11 +423,13 @@ def _chain_reply_with_fact(conn, *, mail: tuple[str, str, str, str], query: str,
     if found is None:
         return None
     value = found.group(1)
+    gives, params = text_gives("body", value, others)
     return _unsolved(conn, {
         "capability": "multi_step", "difficulty": 3,
         "instruction": instruction,
-        "checks": [_sql("reply", f"a reply to message {mid} gives {value}",
-                        "select count(*) from mail_messages where in_reply_to = ? and body like ?", [mid, f"%{value}%"])],
+        "checks": [_sql("reply", f"a reply to message {mid} gives {value} (none of the other figures, in at most "
+                                 f"{text_bound(value):,} characters)",
+                        f"select count(*) from mail_messages where in_reply_to = ? and {gives}", [mid, *params])],
         "reference": [
             _step("mail_search_messages", query=query),
             _step("mail_read_message", id=mid),
@@ -448,8 +452,10 @@ def chain_invoice_total(conn, rng):
         return None
     world = load_world(conn)
     who, me = _name(world, mail[1]), world["user"]["first"]
+    totals = [m.group(1) for (content,) in conn.execute("select content from files_files where name like 'invoice_%'")
+              if (m := re.search(r"^Total: (\d+) EUR", content or "", re.M))]
     return _chain_reply_with_fact(
-        conn, mail=mail, query=number, file_name=found.group(1), pattern=r"^Total: (\d+) EUR",
+        conn, mail=mail, query=number, file_name=found.group(1), pattern=r"^Total: (\d+) EUR", others=totals,
         instruction=f"{who} asked me to confirm the total of invoice {number}. Look it up and reply to their email "
                     "with the amount.",
         reply=f"Hello, the total of invoice {number} is {{value}} EUR. Best, {me}",
@@ -466,8 +472,12 @@ def chain_budget_reply(conn, rng):
     code, file_name = found.group(1), found.group(2)
     world = load_world(conn)
     who, me = _name(world, mail[1]), world["user"]["first"]
+    amounts = [a for (content,) in conn.execute("select content from files_files where instr(content, ?) > 0",
+                                                ("project,name,amount_eur",))
+               for a in re.findall(r"^[^,\n]*,[^,\n]*,(\d+)$", content or "", re.M)]  # every budget's figures, drafts too
     return _chain_reply_with_fact(
         conn, mail=mail, query=f"{code} budget", file_name=file_name, pattern=rf"^{re.escape(code)},[^,]*,(\d+)$",
+        others=amounts,
         instruction=f"{who} asked by email how much is budgeted for {code}. Find the amount and reply to them.",
         reply=f"Hello, {code} has {{value}} EUR budgeted in {file_name}. {me}",
         answer=f"Replied to {who}: {code} has {{value}} EUR budgeted.", probe_file=True)

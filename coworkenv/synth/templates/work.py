@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ...workspace import SqlCheck, World, load_world
+from ...workspace import SqlCheck, World, load_world, text_gives
 
 Spec = dict[str, Any]
 Template = Callable[[sqlite3.Connection, random.Random], Spec | None]
@@ -737,6 +737,7 @@ def quote_ticket(conn, rng):
     t, qty = rng.choice(options)
     _, name, price = items[t["product"]]
     total = _money(qty * price)
+    gives, params = text_gives("body", total)
     return {
         "capability": "multi_step", "difficulty": 3,
         "instruction": f"Answer the quote request in ticket {t['id']}: reply publicly with the unit price from this "
@@ -744,8 +745,8 @@ def quote_ticket(conn, rng):
                        "like 1234.50), then mark the ticket solved.",
         "checks": [
             _sql("reply", f"a public reply on {t['id']} gives the total {total}",
-                 "select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and instr(body, ?) > 0",
-                 [t["id"], total]),
+                 f"select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and {gives}",
+                 [t["id"], *params]),
             _sql("solved", f"{t['id']} is solved", "select status from helpdesk_tickets where id = ?", [t["id"]],
                  "solved"),
         ],
@@ -923,6 +924,11 @@ def _troubleshooting(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
             if a["category"] == "troubleshooting" and a["status"] == "published" and a["product"]}
 
 
+def _article_ids(conn: sqlite3.Connection) -> list[str]:
+    """Every knowledge base article's id: the ones a reply citing an article must not list."""
+    return [i for (i,) in conn.execute("select id from kb_articles order by id")]
+
+
 def ticket_kb_followup(conn, rng):
     """The helpdesk, the knowledge base and the to-do lists: answer a product ticket with the fix the
     knowledge base gives, set it pending, and plan a follow-up for its assignee."""
@@ -940,15 +946,16 @@ def ticket_kb_followup(conn, rng):
     if fix is None:
         return None
     due = _day(world, 2)
+    gives, params = text_gives("body", guide["id"], _article_ids(conn))
     return _unsolved(conn, {
         "capability": "multi_step", "difficulty": 4,
         "instruction": f"Handle ticket {t['id']}: find the knowledge base article that fixes the customer's problem, "
                        "reply publicly with its fix and the article id, set the ticket to pending, and add a task for "
                        f"the ticket's assignee to follow up on {t['id']}, due {due}.",
         "checks": [
-            _sql("reply", f"a public reply on {t['id']} cites {guide['id']}",
-                 "select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and instr(body, ?) > 0",
-                 [t["id"], guide["id"]]),
+            _sql("reply", f"a public reply on {t['id']} cites {guide['id']} (and no other article)",
+                 f"select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and {gives}",
+                 [t["id"], *params]),
             _sql("pending", f"{t['id']} is pending", "select status from helpdesk_tickets where id = ?", [t["id"]],
                  "pending"),
             _sql("task", f"a follow-up task on {t['id']} for {t['assignee']} due {due}",
@@ -992,6 +999,7 @@ def ticket_from_call(conn, rng):
     top = max((int(i.split("-")[1]) for (i,) in conn.execute("select id from helpdesk_tickets")), default=1000)
     new_id = f"HD-{top + 1}"
     subject = f"{product['name']} {problem}"
+    gives, params = text_gives("c.body", guide["id"], _article_ids(conn))
     return _unsolved(conn, {
         "capability": "multi_step", "difficulty": 3,
         "instruction": f"{caller['name']} ({caller['email']}) just called: their {product['name']} ({sku}) {problem}. "
@@ -1001,10 +1009,10 @@ def ticket_from_call(conn, rng):
             _sql("ticket", f"a ticket from {caller['email']} about {sku}",
                  "select count(*) > 0 from helpdesk_tickets where requester = ? and product = ? and created = ?",
                  [caller["email"], sku, world["today"]]),
-            _sql("reply", f"a public reply citing {guide['id']} on that ticket",
+            _sql("reply", f"a public reply citing {guide['id']} (and no other article) on that ticket",
                  "select count(*) > 0 from helpdesk_comments c join helpdesk_tickets t on t.id = c.ticket where "
-                 "t.requester = ? and t.product = ? and t.created = ? and c.public = 1 and instr(c.body, ?) > 0",
-                 [caller["email"], sku, world["today"], guide["id"]]),
+                 f"t.requester = ? and t.product = ? and t.created = ? and c.public = 1 and {gives}",
+                 [caller["email"], sku, world["today"], *params]),
         ],
         "reference": [
             _step("kb_search_articles", query=subject),
