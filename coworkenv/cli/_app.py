@@ -16,7 +16,7 @@ from rich.table import Table
 
 from .. import __version__
 from ..agents import provider_help
-from ..gate import reason_rule, run_gate
+from ..gate import GRADER_VERSION, reason_rule, run_gate
 from ..server import ServeSettings, redact_url, serve_conformance, serve_http, serve_stdio, unix_socket
 from ..synth import ProfileError, WorkerError, load_profile, synthesize
 from ..workspace import PromptStyle
@@ -61,6 +61,7 @@ from ._inspect import register as register_inspect
 from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
 from ._train import model_app, train_app
+from ._terminal import CoworkGroup
 from ._terminal import CoworkGroup
 from ._view import view_command
 
@@ -459,6 +460,11 @@ def gate(
              "graded apart, not counted" if summary.calibration else "")
 
     def human() -> None:
+        if not summary.graded and not summary.calibration:  # one line, not an empty table
+            err.print("nothing to grade: " + ("the store holds no ended episode" if regrade else
+                      f"every ended episode has a verdict of grader version {GRADER_VERSION} "
+                      "(--regrade grades them again)"), highlight=False)
+            return
         table = Table("reason", "episodes", "rule", title=f"verdicts of {counted}")
         for reason, count in summary.reasons.most_common():
             example = summary.examples.get(reason)

@@ -190,3 +190,17 @@ def test_tables_off_a_terminal_are_not_cut():
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("│ spreadsheets ")]
     assert row.rstrip(" │").endswith("create workbooks, delete sheets, view charts."), row
     assert "…" not in done.stdout
+
+
+def test_gate_with_nothing_to_grade_says_so_in_one_line(tmp_path):
+    """(It printed an empty table.)"""
+    from coworkenv.gate import GRADER_VERSION
+    from coworkenv.store import Store
+
+    Store(tmp_path / "s.db").close()
+    result = runner.invoke(app, ["gate", "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"nothing to grade: every ended episode has a verdict of grader version {GRADER_VERSION} "
+                             "(--regrade grades them again)\n")
+    again = runner.invoke(app, ["gate", "--regrade", "--store", str(tmp_path / "s.db")])
+    assert again.output == "nothing to grade: the store holds no ended episode\n"
