@@ -22,7 +22,8 @@ answer; a task is admitted only if none of them is admitted by the gate:
   several facts left out);
 - ``silent``: for a multi-turn task, the reference without its messages to the user (every hidden
   fact guessed right);
-- ``digits``: no call, an answer of 10,003 digits holding every number of up to four digits;
+- ``digits``: no call, an answer of 10,003 digits holding every number of up to four digits (for
+  a task that asks for a number);
 - ``glued``: no call, every value the task's apps' list and search tools return, glued into one
   word by a letter (so that no excluded value stands as a word of its own);
 - ``all_values``: no call, those values and every round number (0 to 1,000, and multiples of 500
@@ -527,6 +528,7 @@ ROUND_NUMBERS = ", ".join(map(str, [*range(1001), *range(1500, 500_001, 500)]))
 """Every number an all-values reply lists besides the apps' values: 0 to 1,000 and the multiples of 500
 up to 500,000 (budgets, totals and counts of a workspace are among them)."""
 GLUE = "x"
+_NUMERIC = re.compile(r"[\d.,]*\d[\d.,]*")
 _TEXT_ARGUMENT = re.compile(r"text|body|content|message|comment|note|reason|description")
 
 
@@ -580,8 +582,9 @@ def _blind_probes(task: Task, workspace: Workspace, initial: sqlite3.Connection,
     found: dict[str, Probe | None] = {}
     listed = listed_values(workspace, initial, task_apps(task))
     everything = ", ".join([*listed, ROUND_NUMBERS])
-    if answer_checks:
-        found["digits"] = Probe("digits", [], DIGITS)
+    if answer_checks:  # a string of digits gives nothing but numbers: it tries the tasks that ask for one
+        numeric = any(all(_NUMERIC.fullmatch(value.strip()) for value in c.contains) for c in answer_checks)
+        found["digits"] = Probe("digits", [], DIGITS) if numeric else None
         found["glued"] = Probe("glued", [], GLUE.join(listed)) if listed else None
         found["all_values"] = Probe("all_values", [], everything)
     sprayed = _message_spray(task, workspace, initial, everything)

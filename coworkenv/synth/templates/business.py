@@ -805,13 +805,15 @@ def crm_overdue_escalation(conn, rng):
     boss = _rows(conn, "select * from hr_people where id = ?", (owner["manager"],)) if owner["manager"] else []
     subject = f"Overdue invoice {invoice['id']}"
     facts = [owner["name"], owner["title"]] + ([boss[0]["name"]] if boss else [])
+    owed, params = text_gives("notes", _num(invoice["total"]))
     return _task(
         "multi_step",
         "Find our most overdue customer invoice. Log a note on that customer's active CRM account with the subject "
         "\"Overdue invoice <its number>\" and the amount owed in the notes. Then tell me who owns the account, "
         "their job title, and who their manager is.",
-        [_sql("note", f"a note \"{subject}\" is logged on {account['id']}", "select count(*) from crm_activities where "
-              "account = ? and kind = 'note' and subject like ?", [account["id"], f"%{invoice['id']}%"]),
+        [_sql("note", f"a note \"{subject}\" giving {invoice['total']:.2f} owed is logged on {account['id']}",
+              "select count(*) from crm_activities where account = ? and kind = 'note' and subject like ? and "
+              f"{owed}", [account["id"], f"%{invoice['id']}%", *params]),
          _answer("owner", "the answer names the account owner, their title" + (" and manager" if boss else ""),
                  *facts)],
         [_step("finance_list_invoices", direction="receivable", status="overdue"),
