@@ -148,6 +148,9 @@ class EpisodeHost:
         self._toolboxes: dict[str, Toolbox] = {}
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task] = set()
+        self._recorded = 0  # calls recorded so far (``settle``)
+        self._committed = 0  # of them, how many a commit of ``settle`` has written for certain
+        self._committing: asyncio.Future | None = None  # the commit of ``settle`` under way
         self.owner = owner_label()
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
@@ -178,6 +181,7 @@ class EpisodeHost:
         ``close``) writes whatever is still waiting first, so nothing recorded is lost. Returns the
         call as the store will read it back."""
         recorded = self.store.defer_tool_call(episode_id, row)
+        self._recorded += 1
         if self._flush_timer is None:
             self._flush_timer = asyncio.get_running_loop().call_later(RECORD_FLUSH_S, self._flush_soon)
         return recorded
@@ -195,17 +199,22 @@ class EpisodeHost:
             log.exception("writing recorded tool calls failed; they stay queued")
 
     async def settle(self) -> None:
-        """With ``settings.sync``, commit every call recorded so far before returning (the
-        write-behind rows of all episodes, in one transaction, on the event loop: a commit costs
-        less than a hand-off to a thread); without it, nothing (the periodic flush writes them)."""
+        """With ``settings.sync``, return once every call recorded so far is committed to the store
+        file; without it, at once (the periodic flush writes them). One commit at a time, off the
+        event loop: the calls recorded while it runs wait for the next, which writes them all in one
+        transaction (group commit), so many episodes do not pay a commit each."""
         if not self.settings.sync:
             return
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
-        if self._flushing:  # a periodic flush under way may hold rows recorded before this call's
-            await asyncio.gather(*self._flushing, return_exceptions=True)
-        self.store.flush()
+        wanted = self._recorded
+        while self._committed < wanted:
+            if self._committing is None or self._committing.done():
+                self._committing = asyncio.ensure_future(self._commit())
+            await asyncio.shield(self._committing)
+
+    async def _commit(self) -> None:
+        upto = self._recorded  # the flush writes these (and any recorded before it begins)
+        await asyncio.to_thread(self.store.flush)
+        self._committed = max(self._committed, upto)
 
     async def flush(self) -> None:
         """Write every recorded call now (the periodic flush does this on its own)."""
