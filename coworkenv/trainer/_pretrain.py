@@ -382,6 +382,37 @@ def _finish(settings: PretrainSettings, model, tokenizer, state: dict[str, Any],
     return folder
 
 
+PROBE_SEED = PRETRAIN_SEED_FROM + 800_000  # workspaces of the probe: neither pretraining's nor replay's
+
+
+def copy_probe(model_dir: str | Path, count: int = 60, *, seed: int = PROBE_SEED) -> dict[str, float]:
+    """How often a base answers an unseen exercise exactly (greedy), by kind and overall: its first
+    question of each conversational exercise over workspaces it was not trained on."""
+    require_training()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype="float32").eval()
+    right: dict[str, list[bool]] = {}
+    workspace = seed
+    while sum(map(len, right.values())) < count:
+        for kind, sample in exercises(workspace, count):
+            if kind == "text" or sum(map(len, right.values())) >= count:
+                continue
+            first = next(n for n, piece in enumerate(sample) if piece.learn)
+            prompt = tokenizer(render(sample[:first]), add_special_tokens=False, return_tensors="pt")
+            if prompt["input_ids"].shape[1] > 1536:
+                continue
+            with torch.no_grad():
+                out = model.generate(**prompt, max_new_tokens=48, do_sample=False)
+            answer = tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+            right.setdefault(kind, []).append(answer.strip() == sample[first].content)
+        workspace += 1
+    rates = {kind: round(sum(r) / len(r), 3) for kind, r in sorted(right.items())}
+    return {**rates, "overall": round(sum(sum(r) for r in right.values()) / count, 3)}
+
+
 def weights_hash(folder: str | Path) -> str:
     """The sha256 of a model folder's weights (``model.safetensors``)."""
     return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()

@@ -10,6 +10,8 @@ measures nothing of the gated data, and what SFT adds still does.
 
 Each exercise is a ``Sample``: pieces of text, each marked whether the model learns to produce it.
 
+- ``echo``: a span of a result or a text repeated exactly (the plainest copying: it is what forms the
+  attention that finds where a value stood and copies what followed, which every other kind needs);
 - ``lookup``: a tool result, then questions about its records ("What is the status of INV-1234?"),
   each answered by copying the value as the result shows it (several questions a result: dense);
 - ``reverse``: which record has a field's value (answered with its name or id);
@@ -40,8 +42,8 @@ PRETRAIN_SEED_FROM = 1_000_000  # workspace seeds of pretraining data: far above
 REPLAY_SEED_FROM = 1_900_000  # workspace seeds of the exercises SFT mixes in (``replay_rows``)
 REPLAY_PER_SEED = 200
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-KINDS = ("lookup", "reverse", "json", "prose", "extract", "text")
-MIX = {"lookup": 0.34, "reverse": 0.12, "json": 0.2, "prose": 0.14, "extract": 0.12, "text": 0.08}
+KINDS = ("echo", "lookup", "reverse", "json", "prose", "extract", "text")
+MIX = {"echo": 0.16, "lookup": 0.3, "reverse": 0.1, "json": 0.16, "prose": 0.12, "extract": 0.08, "text": 0.08}
 LABEL_FIELDS = ("name", "title", "subject", "label", "id")
 TEXT_FIELDS = ("body", "content", "description", "notes", "text", "snippet")
 MAX_RECORDS = 8  # records of a list shown in one exercise (longer lists are cut to a window of them)
@@ -197,6 +199,21 @@ def _question(rng: random.Random, field: str, thing: str, label: str) -> str:
 # ---------------------------------------------------------------- exercises
 
 
+def echo(result: Result, rng: random.Random) -> Sample | None:
+    texts = [_window(result, rng)[0], *_texts(result)]
+    text = rng.choice(texts)
+    cuts = [0, *(m.end() for m in re.finditer(r"[ ,]", text))]
+    if len(cuts) < 4:
+        return None
+    start = rng.randrange(len(cuts) - 2)
+    end = min(len(cuts) - 1, start + rng.randint(2, 30))
+    span = text[cuts[start]:cuts[end]].strip(" ,")
+    if not span:
+        return None
+    question = rng.choice(("Repeat exactly:", "Copy this text:", "Say it back word for word:"))
+    return [user(f"{question}\n{span}"), *assistant(span)]
+
+
 def lookup(result: Result, rng: random.Random) -> Sample | None:
     text, records = _window(result, rng)
     label = _label(records)
@@ -315,7 +332,7 @@ def text(result: Result, rng: random.Random) -> Sample | None:
     return [Piece(body + "\n", True)]
 
 
-BUILDERS = {"lookup": lookup, "reverse": reverse, "json": to_json, "prose": prose, "extract": extract, "text": text}
+BUILDERS = {"echo": echo, "lookup": lookup, "reverse": reverse, "json": to_json, "prose": prose, "extract": extract, "text": text}
 
 
 def exercises(seed: int, count: int) -> Iterator[tuple[str, Sample]]:
