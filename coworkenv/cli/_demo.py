@@ -19,7 +19,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import (DEMO_TASKS, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS,
+from ..loop import (DEMO_TASKS, FULL_BASE, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS,
                     FULL_UNSEEN_SHARE, SPLITS)
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, err, fail, open_store, out, progress
@@ -45,6 +45,9 @@ def demo_command(
     app_name: AppOpt = None,
     generator: GeneratorOpt = "all",
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
+    base: Annotated[str, typer.Option(
+        help="--full: the PocketWorker base fine-tuned: pretrained (the project's pretrained base, see `coworkenv "
+        "model pretrain-base`), scratch (a tiny model built from the SFT rows by init-tiny) or a model folder.")] = FULL_BASE,
     eval_tasks: Annotated[int, typer.Option(
         min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
     unseen_share: Annotated[float, typer.Option(
@@ -80,7 +83,7 @@ def demo_command(
         try:
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
-                train_steps=steps or FULL_STEPS,
+                train_steps=steps or FULL_STEPS, base=base,
                 eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
@@ -140,6 +143,13 @@ def demo_command(
 
 def _full_prerequisites(settings: FullSettings) -> str | None:
     """Why ``--full`` cannot run here, or ``None``."""
+    from ..trainer import resolve_base
+
+    if not settings.scratch:
+        try:
+            resolve_base(settings.base)
+        except FileNotFoundError as exc:
+            return f"--base {settings.base}: {exc}"
     from ..synth import GENERATED
 
     unknown = [c for c in settings.capabilities if c not in GENERATED]

@@ -13,8 +13,8 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._collect import CollectSummary, TaskRun, Teacher, TeacherSettings, collect, pending_tasks
-    from ._defaults import (DEFAULT_EVAL_SEED, DEMO_TASKS, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS,
-                            FULL_STEPS, FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS)
+    from ._defaults import (DEFAULT_EVAL_SEED, DEMO_TASKS, FULL_BASE, FULL_CAPABILITIES, FULL_VALUE_SWAPS,
+                            FULL_EVAL_TASKS, FULL_LR, FULL_REPLAY, FULL_STEPS, FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS)
     from ._demo import FullSettings, run_demo, run_full
     from ._episodes import EpisodeService, LocalEpisodes, OpenedEpisode, RemoteEpisodes
     from ._eval import (
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_collect": ("CollectSummary", "TaskRun", "Teacher", "TeacherSettings", "collect", "pending_tasks"),
-    "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_CAPABILITIES", "FULL_VALUE_SWAPS", "FULL_EVAL_TASKS",
-                  "FULL_STEPS", "FULL_TASKS", "FULL_UNSEEN_SHARE", "SPLITS"),
+    "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_BASE", "FULL_CAPABILITIES", "FULL_VALUE_SWAPS",
+                  "FULL_EVAL_TASKS", "FULL_LR", "FULL_REPLAY", "FULL_STEPS", "FULL_TASKS", "FULL_UNSEEN_SHARE", "SPLITS"),
     "_demo": ("FullSettings", "run_demo", "run_full"),
     "_episodes": ("EpisodeService", "LocalEpisodes", "OpenedEpisode", "RemoteEpisodes"),
     "_eval": (

@@ -26,8 +26,8 @@ from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
 from ._episodes import LocalEpisodes
 from ._eval import EvalReport
-from ._defaults import (DEFAULT_EVAL_SEED, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_STEPS, FULL_UNSEEN_SHARE,
-                        FULL_VALUE_SWAPS)
+from ._defaults import (DEFAULT_EVAL_SEED, FULL_BASE, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_LR, FULL_REPLAY,
+                        FULL_STEPS, FULL_UNSEEN_SHARE, FULL_VALUE_SWAPS)
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
@@ -91,6 +91,9 @@ class FullSettings(BaseModel):
     apps: tuple[str, ...] | None = None  # the workspaces' apps, of training and held-out tasks; every app when unset
     generator: Generator = "all"  # the tasks' source, of training and held-out tasks
     style: PromptStyle = "minimal"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
+    # the model fine-tuned: "pretrained" (the committed PocketWorker base), "scratch" (init-tiny on the SFT rows,
+    # of vocab_size, hidden_size and layers) or a model folder
+    base: str = FULL_BASE
     vocab_size: int = 2048
     hidden_size: int = 128
     layers: int = 2
@@ -100,7 +103,8 @@ class FullSettings(BaseModel):
     # the training rows' values does not pay and copying does (benchmarks/loop.md: not enough for the tiny model)
     value_swaps: int = Field(default=FULL_VALUE_SWAPS, ge=0)
     batch_size: int = Field(default=8, ge=1)
-    learning_rate: float = 1e-2  # 3e-3 learned to copy values far more slowly (benchmarks/loop.md)
+    learning_rate: float | None = None  # None: FULL_LR from a pretrained base, 1e-2 from scratch (benchmarks/loop.md)
+    replay: float | None = Field(default=None, ge=0)  # None: FULL_REPLAY from a pretrained base, 0 from scratch
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
     eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
@@ -111,6 +115,16 @@ class FullSettings(BaseModel):
     # "auto" in process and, where vLLM is installed, the trained model through vLLM as well (both reported)
     serve: Literal["auto", "local", "vllm"] = "auto"
     vllm_python: str | None = None
+
+    @property
+    def scratch(self) -> bool:
+        return self.base == "scratch"
+
+    def sft_learning_rate(self) -> float:
+        return self.learning_rate if self.learning_rate is not None else (1e-2 if self.scratch else FULL_LR)
+
+    def sft_replay(self) -> float:
+        return self.replay if self.replay is not None else (0.0 if self.scratch else FULL_REPLAY)
 
     def paths(self) -> list[str]:
         """The serving paths evaluated, the first of them the one of the before/after table."""
@@ -181,7 +195,8 @@ def compare_paths(reports: dict[str, EvalReport]) -> dict[str, Any]:
 async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
                    progress: Progress) -> dict:
     """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
-    from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, train_sft
+    from ..trainer import (TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, resolve_base, train_sft,
+                           weights_hash)
     from ._eval import combination, task_ids_in, training_task_ids, unseen_combinations
 
     started = time.perf_counter()
@@ -200,9 +215,9 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     train_tasks = task_ids_in(data)  # what the model is trained on: the split of each held-out task follows
     trained_combinations = {combination(store.task_spec(task_id)) for task_id in set(train_tasks)}
     kept_out = [task for task in trainable if combination(task) not in trained_combinations]
-    base_dir = directory / "models" / "tiny"
-    with _stage(progress, "init-tiny", timings):
-        if not (base_dir / "config.json").exists():
+    base_dir = directory / "models" / "tiny" if settings.scratch else resolve_base(settings.base)
+    with _stage(progress, "init-tiny" if settings.scratch else "base", timings):
+        if settings.scratch and not (base_dir / "config.json").exists():
             init_tiny_model(read_rows(data), base_dir, TinyConfig(
                 vocab_size=settings.vocab_size, hidden_size=settings.hidden_size,
                 intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
@@ -212,7 +227,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
                                            max_steps=settings.train_steps, batch_size=settings.batch_size,
-                                           learning_rate=settings.learning_rate, seed=seed,
+                                           learning_rate=settings.sft_learning_rate(), seed=seed,
+                                           replay=settings.sft_replay(),
                                            assistant_only_loss=settings.assistant_only_loss,
                                            value_swaps=settings.value_swaps))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
@@ -255,6 +271,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         "serving": {**compare_paths(trained), "vllm_python": settings.vllm_python,
                     "skipped": None if "vllm" in paths else settings.vllm_skipped() or f"--serve {settings.serve}"},
         "base_model": str(base_dir),
+        "base_weights_sha256": weights_hash(base_dir),
         "trained_model": str(run_dir / "model"),
         "report": str(write_report(store, directory / "report.html")),  # now with the training and both evaluations
         "stage_seconds": timings,

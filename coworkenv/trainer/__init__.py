@@ -35,7 +35,16 @@ if TYPE_CHECKING:
         require_training,
         train_tokenizer,
     )
-    from ._pretrain import PretrainProgress, PretrainSettings, pretrain_base, snapshot_base, weights_hash
+    from ._pretrain import (
+        POCKETWORKER_BASE,
+        PretrainProgress,
+        PretrainSettings,
+        copy_probe,
+        pretrain_base,
+        resolve_base,
+        snapshot_base,
+        weights_hash,
+    )
     from ._rl import REWARD_COMPONENTS, RLKind, RLSettings, RolloutBatch, Rollouts, check_rl_training, train_rl
     from ._serve import (
         VLLM_VENV,
@@ -73,7 +82,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",
     ),
-    "_pretrain": ("PretrainProgress", "PretrainSettings", "pretrain_base", "snapshot_base", "weights_hash"),
+    "_pretrain": ("POCKETWORKER_BASE", "PretrainProgress", "PretrainSettings", "copy_probe", "pretrain_base",
+                  "resolve_base", "snapshot_base", "weights_hash"),
     "_rl": ("REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training", "train_rl"),
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
                "sft_token_ids", "train_dpo", "train_sft"),

@@ -40,6 +40,8 @@ from ._chat_template import EOS, IM_END, IM_START, POCKET_CHAT_TEMPLATE, TOOL_TO
 from ._model import ENTITY_PATTERNS, parameter_count, require_training
 from ._pretrain_data import PRETRAIN_SEED_FROM, Sample, exercises, render
 
+POCKETWORKER_BASE = Path(__file__).resolve().parents[1] / "assets" / "pocketworker-base"
+"""The base ``demo --full`` fine-tunes by default: ``coworkenv model pretrain-base`` at its defaults, committed."""
 SHARD_SEEDS = 25
 LOG_EVERY = 10  # steps between logged losses (the mean over them)
 RECIPE_FILE = "coworkenv_model.json"
@@ -405,12 +407,24 @@ def copy_probe(model_dir: str | Path, count: int = 60, *, seed: int = PROBE_SEED
             if prompt["input_ids"].shape[1] > 1536:
                 continue
             with torch.no_grad():
-                out = model.generate(**prompt, max_new_tokens=48, do_sample=False)
+                out = model.generate(  # pyright: ignore[reportAttributeAccessIssue]
+                    **prompt, max_new_tokens=48, do_sample=False)
             answer = tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
             right.setdefault(kind, []).append(answer.strip() == sample[first].content)
         workspace += 1
     rates = {kind: round(sum(r) / len(r), 3) for kind, r in sorted(right.items())}
     return {**rates, "overall": round(sum(sum(r) for r in right.values()) / count, 3)}
+
+
+def resolve_base(base: str | Path) -> Path:
+    """The model folder a ``--base`` names: ``pretrained`` (the committed PocketWorker base) or a folder.
+    Raises ``FileNotFoundError`` saying how to get one."""
+    path = POCKETWORKER_BASE if str(base) == "pretrained" else Path(base)
+    if not (path / "config.json").exists():
+        hint = ("rebuild it with `coworkenv model pretrain-base --out DIR` and pass --base DIR/model, or --base scratch"
+                if str(base) == "pretrained" else "give a model folder, `pretrained` or `scratch`")
+        raise FileNotFoundError(f"no model folder at {path} (no config.json); {hint}")
+    return path
 
 
 def weights_hash(folder: str | Path) -> str:
