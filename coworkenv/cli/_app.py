@@ -172,11 +172,17 @@ def synth(
         if measured is not None:
             err.print("tasks per capability (from the profile): "
                       + ", ".join(f"{c} {k}" for c, k in summary.allocation.items()))
-        err.print(f"generated {summary.generated}, admitted {summary.admitted}, "
+        err.print(f"asked {n}: generated {summary.generated}, admitted {summary.admitted}, "
                   f"quarantined {len(summary.quarantined)} (already calibrated: {summary.skipped}; "
                   f"near-duplicates dropped: {summary.duplicates})")
-        for task_id, reason in summary.quarantined.items():
-            err.print(f"  [yellow]quarantined[/yellow] {task_id}: {escape(reason)}")
+        if summary.not_generated:  # the budget not met: which capabilities ran out of new tasks
+            err.print(f"  [yellow]not generated[/yellow] {sum(summary.not_generated.values())}: "
+                      + ", ".join(f"{c} {k}" for c, k in sorted(summary.not_generated.items()))
+                      + " (their templates found nothing new to make in these workspaces: nothing to work on, or "
+                      "near-duplicates of tasks made already; --seed or --app give others)")
+        for reason, task_ids in _by_reason(summary.quarantined).items():  # a line per reason, not per task
+            shown = ", ".join(task_ids[:3]) + (f" and {len(task_ids) - 3} more" if len(task_ids) > 3 else "")
+            err.print(f"  [yellow]quarantined[/yellow] {len(task_ids)}: {escape(reason)} ({escape(shown)})")
         if summary.admitted:
             table = Table("admitted by", "counts")
             for key, counts in summary.admitted_by.items():
@@ -185,11 +191,21 @@ def synth(
             err.print(f"distinct instructions: {summary.distinct_instructions:.0%} of the admitted tasks"
                       + (f"; hack probes that beat a task: {summary.beaten}" if summary.beaten else ""))
 
-    emit(as_json, {"store": str(store), "generated": summary.generated, "admitted": summary.admitted,
-                   "quarantined": summary.quarantined, "skipped": summary.skipped,
+    emit(as_json, {"store": str(store), "asked": n, "generated": summary.generated, "admitted": summary.admitted,
+                   "not_generated": summary.not_generated, "quarantined": summary.quarantined,
+                   "quarantined_by_reason": {r: len(ids) for r, ids in _by_reason(summary.quarantined).items()},
+                   "skipped": summary.skipped,
                    "allocation": summary.allocation, "duplicates": summary.duplicates,
                    "admitted_by": summary.admitted_by, "distinct_instructions": summary.distinct_instructions,
                    "beaten": summary.beaten}, human)
+
+
+def _by_reason(quarantined: dict[str, str]) -> dict[str, list[str]]:
+    """Reason -> the tasks quarantined for it, the most frequent reason first."""
+    found: dict[str, list[str]] = {}
+    for task_id, reason in quarantined.items():
+        found.setdefault(reason, []).append(task_id)
+    return dict(sorted(found.items(), key=lambda item: -len(item[1])))
 
 
 @app.command()
@@ -210,7 +226,8 @@ def serve(
         "--allowed-host", help="A Host name clients may use besides the bind address (repeatable).")] = None,
     idle_timeout: Annotated[float, typer.Option(min=1, help="End an episode after this many idle seconds.")] = 1800,
     fresh_idle_timeout: Annotated[float, typer.Option(
-        min=1, help="End an episode that has made no call after this many idle seconds.")] = 120,
+        min=1, help="End an episode that has made one call or none (an address opened and left, a one-shot "
+        "tools/call) after this many idle seconds.")] = 120,
     max_episodes: Annotated[int, typer.Option(min=1, help="Episodes open at once, in all.")] = 2048,
     max_episodes_per_client: Annotated[int, typer.Option(
         min=1, help="Episodes one client address may hold open at once.")] = 1024,

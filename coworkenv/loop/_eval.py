@@ -81,7 +81,11 @@ class EvalSettings(BaseModel):
         if self.k is not None and self.k > self.trials:
             raise ValueError(f"k ({self.k}) cannot exceed the number of trials ({self.trials})")
         check_style(self.prompt_style)
-        parse_provider(self.model)
+        if parse_provider(self.model).kind == "oracle" and self.suite == "claw-eval":
+            raise ValueError("--model oracle plays each task's reference solution, which only a generated task has: "
+                             "imported Claw-Eval tasks have none (their own graders judge what an agent did), so "
+                             "every trial would score 0; evaluate the oracle on --suite generated, or a model "
+                             "(openai:NAME@URL, hf:PATH, ...) on --suite claw-eval")
         return self
 
     @property

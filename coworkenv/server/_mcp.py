@@ -430,7 +430,11 @@ class HttpEpisodes:
     Episodes opened here are ``live``; an episode opened elsewhere with its provenance (the loop,
     ``POST /episodes``) is reached by its id. An episode ends on ``submit_answer``, on DELETE (of
     its session, or of a key or episode URL), or after ``idle_timeout`` seconds without a request
-    (``fresh_idle_timeout`` while it has made no call); the runtime grades it then.
+    (``fresh_idle_timeout`` while it has made one call or none: an opened address left alone, or a
+    one-shot client's single ``tools/call`` with no DELETE after it); the runtime grades it then. A
+    key names one episode: once it has ended, calls at the key are refused saying so, and where to open
+    a new one (listings still answer, as a client's own check after ``submit_answer`` lists; one idle
+    timeout after the end, the key may open anew).
 
     At most ``max_open`` episodes are open in the host, and this resolver opens at most
     ``max_open_per_client`` for one client address: each opening takes a slot of ``caps`` before it
@@ -452,7 +456,9 @@ class HttpEpisodes:
         self.operator_token = operator_token.encode() if operator_token else None
         self.openers: OrderedDict[str, Opener] = OrderedDict()  # episode id -> who opened it here
         self.idle_timeout = idle_timeout
-        self.fresh_idle_timeout = fresh_idle_timeout if fresh_idle_timeout is not None else idle_timeout
+        fresh = idle_timeout if fresh_idle_timeout is None else fresh_idle_timeout
+        # never longer than the idle timeout: a fresh episode ends no later than any other
+        self.fresh_idle_timeout = fresh if fresh is None or idle_timeout is None else min(fresh, idle_timeout)
         self.max_open = max_open
         self.max_open_per_client = max_open_per_client
         self.caps = caps if caps is not None else Caps(max_open, max_open_per_client)
@@ -558,6 +564,27 @@ class HttpEpisodes:
             raise MCPError(code=INVALID_PARAMS, message=problem)
         return TaskPreview.of(self.host, task_id)
 
+    def address_refusal(self, params: Mapping[str, str], session_id: str | None) -> tuple[int, str] | None:
+        """Why a request at a task's address (``/t/{task}/...``) is refused before the MCP transport
+        answers it, an ``initialize`` included: (404, why) for a task this server does not have (or not
+        in the workspace the address names), (403, why) for one it does not serve to live clients; None
+        where the address's episode is open, or the task is served (the transport then answers, and the
+        resolver opens its episode)."""
+        task_id = params.get("task")
+        if task_id is None:
+            return None
+        key = ("key", task_id, params["key"]) if "key" in params else ("session", session_id or "")
+        episode = self.by_key.get(key)
+        if episode is not None and not episode.ended:
+            return None
+        row = self.host.store.task(task_id)
+        if row is None:
+            return 404, f"no task {task_id!r} on this server (GET /tasks lists the tasks it serves)"
+        if "workspace" in params and row.workspace_id != params["workspace"]:
+            return 404, f"task {task_id!r} belongs to workspace {row.workspace_id!r}, not {params['workspace']!r}"
+        problem = self.refusal(task_id, "live")
+        return (403, problem) if problem is not None else None
+
     @staticmethod
     def serving(path_params: Mapping[str, str]) -> None:
         """Note the URL the current request came in at (for ``input_schema``, which gets no request)."""
@@ -613,6 +640,8 @@ class HttpEpisodes:
                 raise MCPError(code=INVALID_PARAMS, message="missing Mcp-Session-Id header")
             key = ("session", session_id)
         episode = self.by_key.get(key)
+        if episode is not None and episode.ended and key[0] == "key":
+            raise MCPError(code=INVALID_PARAMS, message=_ended_key(episode, params))
         if episode is not None and not episode.ended:  # the common case: an episode already open
             if episode.task.id != task_id:
                 raise MCPError(
@@ -727,7 +756,7 @@ class HttpEpisodes:
 
     async def reap_idle(self, now: float | None = None) -> list[str]:
         """End episodes idle for longer than ``idle_timeout`` (``fresh_idle_timeout`` for those that
-        made no call); return their ids."""
+        made one call or none, as a one-shot client leaves them); return their ids."""
         if self.idle_timeout is None:
             return []
         now = time.monotonic() if now is None else now
@@ -737,7 +766,7 @@ class HttpEpisodes:
             if episode is None:  # ended elsewhere (the loop, submit_answer)
                 self._untrack(episode_id)
                 continue
-            limit = self.idle_timeout if episode.calls else self.fresh_idle_timeout
+            limit = self.idle_timeout if episode.calls > 1 else self.fresh_idle_timeout
             if limit is not None and now - seen > limit:
                 idle.append(episode_id)
                 await self.end(episode)
@@ -771,6 +800,13 @@ class HttpEpisodes:
 
 ENDED = logging.getLogger("coworkenv.server.episodes")
 """One line per ended episode (``coworkenv serve`` shows them)."""
+
+
+def _ended_key(episode: Episode, params: Mapping[str, str]) -> str:
+    """What a request at a key whose episode has ended hears: that it has, and where to open a new one."""
+    prefix = f"/w/{params['workspace']}" if "workspace" in params else ""
+    return (f"episode {episode.id} at key {params['key']!r} has ended (GET /episodes/{episode.id} gives its verdict): "
+            f"a key names one episode; open a new one at {prefix}/t/{params['task']}/e/<a new key>/mcp")
 
 
 def log_end(episode: Episode, verdict: VerdictRow | None) -> None:

@@ -60,7 +60,7 @@ class ServeSettings(BaseModel):
     allowed_hosts: list[str] = Field(default_factory=list)  # extra Host names clients may use
     session_idle_timeout: float = 1800  # a 2025-11-25 session (and its episode) ends after this idle time
     episode_idle_timeout: float | None = 1800  # any episode ends after this long without a request
-    fresh_idle_timeout: float | None = 120  # ... and one that has made no call yet after this long
+    fresh_idle_timeout: float | None = 120  # ... and one that has made one call or none after this long
     max_episodes: int | None = Field(default=2048, ge=1)  # open at once in the server, in all
     max_episodes_per_client: int | None = Field(default=1024, ge=1)  # opened over HTTP by one client address
     serve_heldout: bool = False  # held-out (evaluation) tasks are served to live clients too
@@ -387,6 +387,10 @@ def http_app(host: EpisodeHost, settings: ServeSettings | None = None, *, bind: 
                 return
             await episodes.end(episode)
             await Response(status_code=204)(scope, receive, send)
+            return
+        refused = episodes.address_refusal(request.path_params, request.headers.get("mcp-session-id"))
+        if refused is not None and scope["method"] == "POST":  # an unknown task's initialize is no success
+            await _error(*refused, request_id=await _request_id(receive))(scope, receive, send)
             return
         await endpoint(scope, receive, send)
         if scope["method"] == "DELETE":  # the client ended its legacy session: its episode ends with it

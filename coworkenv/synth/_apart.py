@@ -50,7 +50,8 @@ def _child(conn: Connection, n: int, seed: int, capabilities: tuple[str, ...], o
     try:
         made = generate(n, seed, capabilities, on_task=made_one, probes=found,
                         initial_state=functools.partial(cached_initial_state, Path(cache_dir)), **options)
-        conn.send(("done", made.duplicates, made.passed, [w if w.id not in sent else w.id for w in made.workspaces]))
+        conn.send(("done", made.duplicates, made.passed, made.unmade,
+                   [w if w.id not in sent else w.id for w in made.workspaces]))
     except BaseException as exc:  # whatever stopped it goes to the parent, which raises it
         try:
             conn.send(("error", exc))
@@ -107,7 +108,7 @@ def generate_apart(n: int, seed: int, capabilities: tuple[str, ...], options: di
                 made.tasks.append(task)
                 on_task(task, workspaces[task.workspace_id])
             elif message[0] == "done":
-                _, made.duplicates, made.passed, every = message
+                _, made.duplicates, made.passed, made.unmade, every = message
                 made.workspaces = [w if isinstance(w, Workspace) else workspaces[w] for w in every]
                 break
             else:

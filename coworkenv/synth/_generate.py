@@ -8,7 +8,7 @@ import random
 import sqlite3
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from pathlib import Path
 
@@ -66,6 +66,8 @@ class Generation:
     tasks: list[Task]
     duplicates: int = 0  # near-duplicates dropped: the same shape over the same records
     passed: int = 0  # turns passed on by a template with nothing to work on
+    # capability -> its turns that made no task: every try passed (nothing to work on, or a near-duplicate)
+    unmade: dict[str, int] = field(default_factory=dict)
 
 
 def signature(task: Task) -> str:
@@ -180,6 +182,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                     if on_task is not None:
                         on_task(made.tasks[-1], workspace)
                     break
+                else:  # no try made a task: ``n`` is not met, and the summary says for which capability
+                    made.unmade[capability] = made.unmade.get(capability, 0) + 1
         finally:
             for conn in states.values():
                 conn.close()

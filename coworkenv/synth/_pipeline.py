@@ -30,6 +30,8 @@ class SynthSummary:
     allocation: dict[str, int] = field(default_factory=dict)  # capability -> tasks generated
     duplicates: int = 0  # near-duplicates dropped (same shape, same records)
     beaten: dict[str, int] = field(default_factory=dict)  # hack probe -> tasks it beat (quarantined for it)
+    # capability -> tasks of the budget not generated: each of those turns found nothing new to make
+    not_generated: dict[str, int] = field(default_factory=dict)
     admitted_by: dict[str, dict[str, int]] = field(default_factory=dict)  # capability|difficulty|app|shape -> counts
     distinct_instructions: float = 0.0  # distinct instructions / admitted tasks
 
@@ -120,7 +122,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     with store.grouped() if workers == 1 and calibrate is None else contextlib.nullcontext():
         made = await _generate_and_calibrate(host, n, seed, capabilities, options, one, store_workspace, found,
                                              calibrate, concurrency, workers, apart)
-    summary.generated, summary.duplicates = len(made.tasks), made.duplicates
+    summary.generated, summary.duplicates, summary.not_generated = len(made.tasks), made.duplicates, dict(made.unmade)
     for task in made.tasks:
         summary.allocation[task.capability] = summary.allocation.get(task.capability, 0) + 1
     _report(summary, admitted)

@@ -92,13 +92,31 @@ def _as_function(tool: Any) -> dict[str, Any]:
             "parameters": schema or {"type": "object", "properties": {}}}
 
 
-def _short_description(text: str, words: int = 8) -> str:
-    """The first sentence, at most ``words`` words (without a trailing parenthesis or clause)."""
+SHORT_WORDS = 12
+# words a phrase does not end on: a description cut after one of them reads as cut mid-phrase
+_DANGLING = frozenset({"a", "an", "the", "of", "in", "on", "at", "to", "by", "for", "from", "with", "and", "or",
+                       "its", "their", "as", "into", "whose", "than", "that", "which", "one", "per"})
+
+
+def _short_description(text: str, words: int = SHORT_WORDS) -> str:
+    """A tool's description as a compact view shows it: its first sentence without asides (a
+    parenthesis) and without what elaborates on it (after a ';', ':' or dash), and where that is
+    longer than ``words`` words, cut at its last comma within them, or else after a word a phrase
+    can end on, never mid-phrase ("Post a message as the user in a." is what a plain cut gives)."""
     match = re.match(r"(.+?)[.!?](\s|$)", text.strip(), re.S)
-    sentence = (match.group(1) if match else text.strip()).replace("\n", " ")
-    sentence = re.split(r" \(|[,;:] ", sentence, maxsplit=1)[0]
+    sentence = " ".join((match.group(1) if match else text.strip()).split())
+    sentence = re.sub(r"\s*\([^()]*\)", "", sentence)
+    sentence = re.split(r"[;:] | — ", sentence, maxsplit=1)[0]
     kept = sentence.split()
-    return " ".join(kept[:words]) + "."
+    if len(kept) > words:
+        commas = [m.start() for m in re.finditer(", ", sentence) if len(sentence[:m.start()].split()) <= words]
+        if commas and len(sentence[:commas[-1]].split()) >= 3:
+            kept = sentence[:commas[-1]].split()
+        else:
+            kept = kept[:words]
+            while len(kept) > 1 and kept[-1].lower() in _DANGLING:
+                kept.pop()
+    return " ".join(kept).rstrip(",") + "."
 
 
 def _compact_schema(schema: dict[str, Any], top: bool = True) -> dict[str, Any]:

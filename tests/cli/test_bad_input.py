@@ -124,6 +124,9 @@ def test_providers_that_cannot_run_here_are_named_before_anything_starts(store):
           "$OPENAI_API_KEY", 2)
     check(run(["eval", "--store", str(store), "--model", "hf:/nonexistent/model"]), "no model folder at /nonexistent/model", 2)
     check(run(["collect", "--store", str(store), "--provider", "gemini:x"]), "unknown provider", 2)
+    # the oracle plays a generated task's reference; an imported Claw-Eval task has none (it scored 0 before)
+    check(run(["eval", "--store", str(store), "--suite", "claw-eval", "--model", "oracle"]),
+          "--model oracle plays each task's reference solution, which only a generated task has", 2)
     assert digest(store) == before
 
 

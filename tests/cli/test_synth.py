@@ -58,3 +58,21 @@ def test_a_malformed_profile_is_named_before_anything_runs(tmp_path, monkeypatch
     assert result.exit_code == 2, result.output
     assert "bad.json" in output and problem in output
     assert "Traceback" not in output and not (tmp_path / "s.db").exists()  # nothing was generated
+
+
+@pytest.mark.bwrap
+def test_a_budget_not_met_says_which_capabilities_ran_out_and_why(tmp_path):
+    """Asked for more tasks than a workspace of one app can give, synth says how many were not
+    generated, for which capabilities and why, instead of a total that silently falls short."""
+    store = str(tmp_path / "s.db")
+    result = runner.invoke(app, ["synth", "--store", store, "-n", "4", "--app", "calendar", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    missing = summary["asked"] - summary["generated"]
+    assert missing > 0 and sum(summary["not_generated"].values()) == missing
+    human = runner.invoke(app, ["synth", "--store", store, "-n", "4", "--app", "calendar"])
+    lines = human.stderr.splitlines()
+    assert any(line.startswith(f"asked 4: generated {summary['generated']}, ") for line in lines)
+    said = next(line for line in lines if "not generated" in line)
+    assert said.strip().startswith(f"not generated {missing}: ") and "found nothing new to make" in said
+    assert all(f"{capability} {count}" in said for capability, count in summary["not_generated"].items())

@@ -121,7 +121,8 @@ async def test_open_episodes_are_bounded_and_idle_fresh_ones_end_sooner(host: Ep
     with anyio.fail_after(60):
         async with running_http_server(host, settings) as base:
             async with modern(f"{base}/t/{task}/e/a/mcp") as a, modern(f"{base}/t/{task}/e/b/mcp") as b:
-                await a.call_tool("mail_search_messages", {"query": "x"})
+                for _ in range(2):  # at work: two calls (one, as a one-shot client leaves it, ends fresh)
+                    await a.call_tool("mail_search_messages", {"query": "x"})
                 await b.list_tools()  # listing opens no episode
                 assert len(host.open_episodes) == 1
                 await b.get_prompt("task")  # opened, but no call yet
@@ -133,7 +134,7 @@ async def test_open_episodes_are_bounded_and_idle_fresh_ones_end_sooner(host: Ep
                 while len(host.open_episodes) > 1:  # b, which made no call, ends after 1.5 s idle
                     await anyio.sleep(0.05)
                 (left,) = host.open_episodes.values()
-                assert left.calls == 1
+                assert left.calls == 2
                 async with modern(f"{base}/t/{task}/e/c/mcp") as c:  # room again
                     await c.get_prompt("task")
     ended = [e for e in host.store.episodes(task_id=task) if e.status == "ended"]

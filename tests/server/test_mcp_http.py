@@ -206,9 +206,9 @@ async def test_modern_era_episode_by_key(served: Served):
         async with Client(f"{base}/t/{task}/e/run-1/mcp") as client:
             assert client.protocol_version == MODERN
             episode_id = await exercise(client, served, task)
-            # The key names that episode: once ended it stays ended.
-            late = await client.call_tool("calendar_list_events", {})
-            assert late.is_error and "has ended" in late.content[0].text
+            # The key names that episode: once ended it stays ended, and a call there says so.
+            with pytest.raises(MCPError, match="at key 'run-1' has ended .* open a new one at"):
+                await client.call_tool("calendar_list_events", {})
     # Nothing is recorded after the end.
     assert served.store.tool_calls(episode_id)[-1].tool == "submit_answer"
 
@@ -348,17 +348,23 @@ async def test_addressing_errors(served: Served):
             assert f"/t/{task}/e/<" in str(info.value) and "/mcp" in str(info.value)
         assert open_episodes(served, task) == [] and open_episodes(served, other) == []
 
-        # An unknown task is named, in both eras.
-        async with Client(f"{base}/t/no-such-task/e/k/mcp") as client:
-            with pytest.raises(MCPError, match="no-such-task"):
-                await client.list_tools()
-        async with Client(f"{base}/t/no-such-task/mcp", mode="legacy") as client:
-            with pytest.raises(MCPError, match="no-such-task"):
-                await client.call_tool("calendar_list_events", {})
+        # An unknown task is named, in both eras, as the client connects (its initialize is refused).
+        for url, mode in ((f"{base}/t/no-such-task/e/k/mcp", "auto"), (f"{base}/t/no-such-task/mcp", "legacy")):
+            with pytest.raises(BaseException) as refused:
+                async with Client(url, mode=mode) as client:
+                    await client.call_tool("calendar_list_events", {})
+            assert "no task 'no-such-task' on this server" in refusal(refused.value)
         assert open_episodes(served, task) == [] and open_episodes(served, other) == []
 
         # A legacy session belongs to the task it was opened on.
         await check_session_is_bound_to_its_task(base, served, task, other)
+
+
+def refusal(error: BaseException) -> str:
+    """The messages of an error and of the errors it groups (a client's task group wraps them)."""
+    if isinstance(error, BaseExceptionGroup):
+        return " | ".join(refusal(e) for e in error.exceptions)
+    return str(error)
 
 
 def sse_messages(response: httpx.Response) -> list[dict]:

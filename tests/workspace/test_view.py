@@ -5,6 +5,7 @@ It lives in ``coworkenv.workspace`` since e4d7987; these tests belong in tests/w
 """
 
 import json
+import re
 
 import pytest
 
@@ -30,6 +31,29 @@ def test_compact_view_shows_the_apps_a_task_needs_with_short_schemas():
         assert len(json.dumps(view.tools)) < len(json.dumps(full.tools)) / 2
     # MCP-style objects, workspace ToolSpecs and OpenAI dicts give the same view
     assert agent_view("compact", full.tools, tasks[0]) == agent_view("compact", workspace.tools, tasks[0])
+
+
+def test_compact_descriptions_end_where_a_phrase_ends():
+    """Every tool of every app, as a compact view shows it: a cut of its first sentence (asides
+    dropped) at its end or at a clause boundary, never after a word that leaves the phrase open
+    (the previous cut gave "Post a message as the user in a.")."""
+    from coworkenv.workspace import ReferenceStep, build_workspace
+
+    workspace = build_workspace(0, None)
+    (_,), (task, *_) = generate_tasks(1, seed=0)
+    every_app = task.model_copy(update={"reference": [ReferenceStep(tool=t.name) for t in workspace.tools]})
+    shown = {t["function"]["name"]: t["function"]["description"] for t in agent_view("compact", workspace.tools,
+                                                                                   every_app).tools}
+    assert set(shown) == {t.name for t in workspace.tools}
+    for tool in workspace.tools:
+        said = shown[tool.name]
+        first = re.match(r"(.+?)[.!?](\s|$)", " ".join(tool.description.split()) + " ").group(1)
+        first = re.sub(r"\s*\([^()]*\)", "", first)
+        assert said.endswith(".") and first.startswith(said[:-1]), (tool.name, said)
+        assert first[len(said) - 1:][:1] in ("", ",", ";", ":", " ") and len(said.split()) <= 12, (tool.name, said)
+        assert said.split()[-1].rstrip(".").lower() not in {"a", "an", "the", "of", "in", "to", "by", "for",
+                                                           "from", "with", "and", "or", "its"}, (tool.name, said)
+    assert shown["chat_post_message"] == "Post a message as the user in a channel or direct-message conversation."
 
 
 def test_minimal_view_is_the_compact_one_with_empty_descriptions_and_no_wrappers():
