@@ -44,15 +44,21 @@ def gate_section(store: Store) -> str:
     reasons = store.canned("failure_reasons", GRADER_VERSION)
     rates = store.canned("pass_rate_by_capability", GRADER_VERSION)
     calibration = store.canned("calibration_outcomes", GRADER_VERSION)
+    examples = store.verdicts([r["example_episode"] for r in reasons], GRADER_VERSION)  # a call-based one names its call
+
+    def example(row: dict[str, Any]) -> str | None:
+        verdict = examples.get(row["example_episode"])
+        return f"episode {row['example_episode']}: {verdict.detail}" if verdict is not None and verdict.detail else None
     return (f"<h2>Gate</h2><p>Verdicts of grader {escape(GRADER_VERSION)}. Episodes per source:</p>"
             + table(["source", "episodes", "ended", "failed", "admitted"],
                      [[r["source"], r["episodes"], r["ended"], r["failed"], r["admitted"]] for r in sources],
                      "gate-sources")
             + f"<p class='caption' id='gate-counted'>{escape(COUNTED)}</p>"
-            + "<p>Reasons of the agents' episodes not admitted, each with its rule:</p>"
-            + table(["reason", "episodes", "share", "capabilities", "rule"],
+            + "<p>Reasons of the agents' episodes not admitted, each with its rule (and, for a rejection that "
+              "rests on one call, an episode's offending call):</p>"
+            + table(["reason", "episodes", "share", "capabilities", "rule", "offending call, e.g."],
                      [[r["reason"], r["episodes"], r["share"], (r["capabilities"] or "").split(","),
-                       reason_rule(r["reason"])] for r in reasons], "gate-reasons")
+                       reason_rule(r["reason"]), example(r)] for r in reasons], "gate-reasons")
             + "<p>Pass rate (score ≥ 0.75) and mean reward components of agents' episodes per capability and source:</p>"
             + table(["capability", "source", "episodes", "pass rate", "completion", "safety", "robustness", "admitted"],
                      [[r["capability"], r["source"], r["episodes"], r["pass_rate"], r["completion"], r["safety"],

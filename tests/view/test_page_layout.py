@@ -152,8 +152,10 @@ def test_report_lists_wrap_and_calibration_is_labelled_and_counted_apart(page, s
     plays = {row[0] for row in table(page, "gate-calibration")}
     assert "reference" in plays and any(p.startswith("probe:") and p.endswith("(designed to fail)") for p in plays)
     assert {e.provider for e in calibration} == {p.split(" ")[0] for p in plays}
-    reasons = {row[0]: row[4] for row in table(page, "gate-reasons")}
-    assert reasons["malformed_call"] == REASON_RULES["malformed_call"]
+    reasons = {row[0]: row[4:] for row in table(page, "gate-reasons")}
+    assert reasons["malformed_call"][0] == REASON_RULES["malformed_call"]
+    assert reasons["malformed_call"][1].startswith(  # the offending call of an example episode
+        f"episode {small['malformed']}: call #0 calendar_create_event: invalid arguments (the agent saw: ")
 
 
 def test_the_verdict_is_on_top_and_names_the_offending_call(page, viewer, small, screenshots, table):
