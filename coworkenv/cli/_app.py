@@ -62,7 +62,6 @@ from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
 from ._train import model_app, train_app
 from ._terminal import CoworkGroup
-from ._terminal import CoworkGroup
 from ._view import view_command
 
 app = typer.Typer(
