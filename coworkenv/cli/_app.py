@@ -19,6 +19,7 @@ from ..agents import provider_help
 from ..gate import GRADER_VERSION, reason_rule, run_gate
 from ..server import ServeSettings, redact_url, serve_conformance, serve_http, serve_stdio, unix_socket
 from ..synth import ProfileError, WorkerError, load_profile, synthesize
+from ..trainer import DEFAULT_LICENSE, DatasetFormat, ExportKind, TrainingUnavailable
 from ..workspace import PromptStyle
 from ._common import (
     DEFAULT_STORE,
@@ -501,13 +502,28 @@ StyleOpt = Annotated[PromptStyle, typer.Option(
     "needs; for small models) or minimal (compact with empty descriptions; for tiny models).")]
 
 
-def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json: bool, vision: bool = False,
-            run_tag: str | None = None) -> None:
-    from ..trainer import SKIP_REASONS, dpo_skipped, export_dpo, export_rl, export_sft, sft_skipped
+FormatOpt = Annotated[DatasetFormat, typer.Option(
+    "--format", help="jsonl: one JSON object per line; parquet: one parquet file; hf: a Hugging Face dataset folder "
+    "(datasets.load_dataset reads it: a parquet file per capability split and a README.md dataset card with the "
+    "features, splits, seeds, bundle and grader hashes and licence).")]
+LicenseOpt = Annotated[str, typer.Option(
+    "--license", help="--format hf: the licence the dataset card states (a Hub licence id).")]
 
+
+def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptStyle, as_json: bool, fmt: DatasetFormat,
+            license: str, vision: bool = False, run_tag: str | None = None) -> None:
+    from ..trainer import (SKIP_REASONS, check_dataset_target, dpo_skipped, export_dataset, export_dpo, export_rl,
+                           export_sft, sft_skipped)
+
+    if out_path is None:
+        out_path = Path("runs/export") / (kind if fmt == "hf" else f"{kind}.{fmt}")
+    if fmt != "jsonl" and vision:
+        raise fail("--vision gives messages list content, which only --format jsonl writes")
+    try:
+        check_dataset_target(out_path, fmt, kind)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     opened = open_store(store)
-    if out_path.is_dir():
-        raise fail(f"--out {out_path} is a folder; give a file name, e.g. {out_path / (kind + '.jsonl')}")
     # what the export leaves out, and why (a conversation that is not what was graded, say)
     skipped = sft_skipped(opened, run_tag=run_tag) if kind == "sft" else dpo_skipped(opened) if kind == "dpo" else []
     reasons: dict[str, list[str]] = {}
@@ -515,8 +531,14 @@ def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json:
         reasons.setdefault(reason, []).append(episode_id)
     told = [f"skipped {len(ids)} episodes ({reason}: {SKIP_REASONS[reason]}): " + ", ".join(ids[:20])
             + (" …" if len(ids) > 20 else "") for reason, ids in reasons.items()]
+    splits: dict[str, int] | None = None
     try:
-        if kind == "sft":
+        if fmt != "jsonl":
+            options = {"run_tag": run_tag} if kind == "sft" else {}
+            splits = export_dataset(opened, kind, out_path, fmt=fmt, style=style, license=license, allow_empty=False,
+                                    **options)
+            rows = sum(splits.values())
+        elif kind == "sft":
             rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision, run_tag=run_tag)
         elif kind == "dpo":
             rows = export_dpo(opened, out_path, style=style, allow_empty=False)
@@ -524,59 +546,73 @@ def _export(kind: str, store: Path, out_path: Path, style: PromptStyle, as_json:
             rows = export_rl(opened, out_path, style=style, allow_empty=False)
     except OSError as exc:
         raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    except TrainingUnavailable as exc:
+        raise fail(str(exc)) from None
     except ValueError as exc:  # nothing to export: no file is written
         raise fail("\n".join([str(exc), *told]), code=FAILED) from None
     noun = "pairs" if kind == "dpo" else "rows"
 
     def human() -> None:
-        err.print(f"wrote {rows} {noun} to {out_path}")
+        where = f" ({', '.join(f'{name} {n}' for name, n in splits.items())})" if splits and fmt == "hf" else ""
+        err.print(f"wrote {rows} {noun} to {out_path}{where}")
         for line in told:
             err.print(escape(line))
 
-    emit(as_json, {"out": str(out_path), noun: rows, "style": style,
+    emit(as_json, {"out": str(out_path), noun: rows, "style": style, "format": fmt,
+                   **({"splits": splits} if fmt == "hf" else {}),
                    **({"skipped": [{"episode_id": e, "reason": r, "why": SKIP_REASONS[r]} for e, r in skipped]}
                       if kind in ("sft", "dpo") else {})},
          human)
 
 
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Output file (a folder with --format hf); default runs/export/KIND.jsonl, KIND.parquet or KIND/.")]
+
+
 @export_app.command("sft")
 def export_sft_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/sft.jsonl"),
+    out_path: OutOpt = None,
     style: StyleOpt = "full",
     vision: Annotated[bool, typer.Option(
         "--vision", help="Messages that carried images get the list content of vision-language chat templates "
         "(the images are written beside the file and named in each row's images either way).")] = False,
     run_tag: Annotated[str | None, typer.Option(
         help="Only the episodes of this run tag (the one live clients gave: ?run=TAG or X-Coworkenv-Run).")] = None,
+    fmt: FormatOpt = "jsonl",
+    license: LicenseOpt = DEFAULT_LICENSE,
     as_json: JsonOpt = False,
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format); live
     episodes whose conversation was not captured are listed as skipped."""
-    _export("sft", store, out_path, style, as_json, vision, run_tag)
+    _export("sft", store, out_path, style, as_json, fmt, license, vision, run_tag)
 
 
 @export_app.command("dpo")
 def export_dpo_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/dpo.jsonl"),
+    out_path: OutOpt = None,
     style: StyleOpt = "full",
+    fmt: FormatOpt = "jsonl",
+    license: LicenseOpt = DEFAULT_LICENSE,
     as_json: JsonOpt = False,
 ) -> None:
     """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
-    _export("dpo", store, out_path, style, as_json)
+    _export("dpo", store, out_path, style, as_json, fmt, license)
 
 
 @export_app.command("rl")
 def export_rl_command(
     store: StoreOpt = Path(DEFAULT_STORE),
-    out_path: Annotated[Path, typer.Option("--out", help="Output JSON-lines file.")] = Path("runs/export/rl.jsonl"),
+    out_path: OutOpt = None,
     style: StyleOpt = "full",
+    fmt: FormatOpt = "jsonl",
+    license: LicenseOpt = DEFAULT_LICENSE,
     as_json: JsonOpt = False,
 ) -> None:
     """Admitted tasks as RL prompts (prompt, tools, task, bundle hash) with the reward vector
     (completion, safety, robustness, score) of each graded episode, for TRL's GRPOTrainer."""
-    _export("rl", store, out_path, style, as_json)
+    _export("rl", store, out_path, style, as_json, fmt, license)
 
 
 @app.command("check-sandbox")

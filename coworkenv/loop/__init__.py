@@ -1,6 +1,7 @@
 """Orchestration: who plays which episode, with which provenance. ``collect`` (the teacher, with
 repair), ``run_eval`` (held-out tasks, pass@k and pass^k), ``run_rl`` (GRPO and GDPO on live
-episodes), the demo of the whole loop, and ``RayCluster`` (the batch work on a Ray cluster's nodes).
+episodes; ``CoworkEnv`` gives the same episodes to a TRL trainer built by its
+caller), the demo of the whole loop, and ``RayCluster`` (the batch work on a Ray cluster's nodes).
 
 Names are imported on first use (the agent stack is heavy; the CLI needs only a few constants).
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._play import Played, play
     from ._ray import ClusterError, NodeHost, RayCluster
     from ._rl import LiveRollouts, RLEpisode, rl_training_rows, run_rl
+    from ._trl import CoworkEnv
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_collect": ("CollectSummary", "TaskRun", "Teacher", "TeacherSettings", "collect", "pending_tasks"),
@@ -49,4 +51,5 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_play": ("Played", "play"),
     "_ray": ("ClusterError", "NodeHost", "RayCluster"),
     "_rl": ("LiveRollouts", "RLEpisode", "rl_training_rows", "run_rl"),
+    "_trl": ("CoworkEnv",),
 })

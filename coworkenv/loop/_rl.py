@@ -158,6 +158,7 @@ class LiveRollouts:
             completion=[v.completion if v is not None else 0.0 for v in verdicts],
             safety=[v.safety if v is not None else 0.0 for v in verdicts],
             robustness=[v.robustness if v is not None else 0.0 for v in verdicts],
+            score=[v.score if v is not None else 0.0 for v in verdicts],
             extra={"episode_id": [e.episode_id for e in played], "task_id": task_ids},
             generation_s=policy.generation_s,
             sync_s=sync_s,

@@ -26,6 +26,16 @@ if TYPE_CHECKING:
         sft_rows,
         sft_skipped,
     )
+    from ._hf import (
+        DATASET_FORMATS,
+        DEFAULT_LICENSE,
+        DatasetFormat,
+        ExportKind,
+        card_metadata,
+        check_dataset_target,
+        dataset_features,
+        export_dataset,
+    )
     from ._model import (
         TinyConfig,
         TrainingUnavailable,
@@ -45,7 +55,19 @@ if TYPE_CHECKING:
         snapshot_base,
         weights_hash,
     )
-    from ._rl import REWARD_COMPONENTS, RLKind, RLSettings, RolloutBatch, Rollouts, check_rl_training, train_rl
+    from ._rl import (
+        GATE_REWARDS,
+        REWARD_COMPONENTS,
+        RLKind,
+        RLSettings,
+        RolloutBatch,
+        Rollouts,
+        check_rl_training,
+        gate_reward,
+        rl_dataset,
+        train_rl,
+        trl_rollout_func,
+    )
     from ._serve import (
         VLLM_VENV,
         ServedModel,
@@ -78,13 +100,16 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_swaps": ("common_words", "copied_words", "swapped_rows"),
     "_export": ("SKIP_REASONS", "Skipped", "dpo_rows", "dpo_skipped", "export_dpo", "export_rl", "export_sft",
                 "rl_rows", "sft_rows", "sft_skipped"),
+    "_hf": ("DATASET_FORMATS", "DEFAULT_LICENSE", "DatasetFormat", "ExportKind", "card_metadata",
+            "check_dataset_target", "dataset_features", "export_dataset"),
     "_model": (
         "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",
     ),
     "_pretrain": ("POCKETWORKER_BASE", "PretrainProgress", "PretrainSettings", "copy_probe", "pretrain_base",
                   "resolve_base", "snapshot_base", "weights_hash"),
-    "_rl": ("REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training", "train_rl"),
+    "_rl": ("GATE_REWARDS", "REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training",
+            "gate_reward", "rl_dataset", "train_rl", "trl_rollout_func"),
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
                "sft_token_ids", "train_dpo", "train_sft"),
     "_serve": (

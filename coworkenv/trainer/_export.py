@@ -66,6 +66,11 @@ def _provenance(store: Store, episode: EpisodeRow, grader_version: str) -> dict[
             "grader_hash": verdict.grader_hash if verdict is not None else None}
 
 
+def _seed(store: Store, task_id: str) -> int:
+    """The seed of the workspace a task runs in (its world: people, records, values)."""
+    return store.workspace(store.task_spec(task_id).workspace_id).seed
+
+
 def _image_files(store: Store, conversation: list[Message], image_dir: Path | None) -> list[str]:
     """The files of a conversation's images, in order (written under ``image_dir`` once each)."""
     names = []
@@ -190,6 +195,7 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "client": episode.client,  # a live episode's MCP client; its run tag below
             "run_tag": episode.run_tag,
             "capability": store.task_spec(episode.task_id).capability,
+            "seed": _seed(store, episode.task_id),
             "repaired": episode.repaired_from is not None,
             **_provenance(store, episode, grader_version),
         })
@@ -239,6 +245,7 @@ def dpo_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
             "rejected_reason": rejected_reason,
             "task_id": chosen_episode.task_id,
             "capability": store.task_spec(chosen_episode.task_id).capability,
+            "seed": _seed(store, chosen_episode.task_id),
             **_provenance(store, chosen_episode, grader_version),
         })
     return rows
@@ -265,8 +272,9 @@ def rl_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Prompt
     hash of the task's workspace and task (what an episode of it opened now records), so a row
     names the exact environment its rewards came from. ``rewards`` lists the verdicts of
     ``grader_version`` on the task's graded episodes (teacher, live and RL): one
-    ``{episode_id, source, admitted, reason, completion, safety, robustness, score, checks}`` each
-    (``checks``: each check's id and whether it passed), oldest first. TRL's
+    ``{episode_id, source, admitted, reason, completion, safety, robustness, score, checks, grader_hash}``
+    each (``checks``: each check's id and whether it passed), oldest first. ``seed`` is the
+    workspace's (SFT and DPO rows carry it too). TRL's
     ``GRPOTrainer`` reads ``prompt`` and passes the other columns to reward functions.
     """
     views = _Views(store, style)
@@ -283,12 +291,13 @@ def rl_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Prompt
             "task_id": task.id,
             "workspace_id": task.workspace_id,
             "capability": task.capability,
+            "seed": workspace.seed,
             "bundle_hash": bundle_hash(workspace, [task]),
             "grader_version": grader_version,
             "rewards": [
                 {"episode_id": e.id, "source": e.source, "admitted": v.admitted, "reason": v.reason,
                  "completion": v.completion, "safety": v.safety, "robustness": v.robustness, "score": v.score,
-                 "checks": {c.id: c.passed for c in v.checks}}
+                 "checks": {c.id: c.passed for c in v.checks}, "grader_hash": v.grader_hash}
                 for e in episodes if (v := verdicts.get(e.id)) is not None
             ],
         })

@@ -8,8 +8,8 @@ a row) and the policy as it is now, and returns a ``RolloutBatch``: per episode,
 its prompt and of everything after it, the ``env_mask`` that marks the model's own tokens (the loss
 is on those only), their log-probabilities, and the three components of the gate's verdict.
 
-One reward function per component (``completion``, ``safety``, ``robustness``): TRL logs each as
-``rewards/<name>/mean``. GRPO (``kind="grpo"``) sums them and normalises the sum within each group;
+One reward function per component (``completion``, ``safety``, ``robustness``; ``gate_reward``): TRL
+logs each as ``rewards/<name>/mean``. GRPO (``kind="grpo"``) sums them and normalises the sum within each group;
 GDPO (``kind="gdpo"``) normalises each component within the group, then sums
 (``multi_objective_aggregation="normalize_then_sum"``).
 
@@ -23,6 +23,9 @@ Generation is the rollout's business: in process with the trainer's model (``gen
 ``coworkenv.trainer._weights``). TRL itself runs with ``use_vllm`` off either way; the rollout's
 samples are from the policy of that step (weights pushed before every generation batch and
 checked), so no importance-sampling correction is applied.
+
+The TRL glue (``rl_dataset``, ``trl_rollout_func``, ``gate_reward``) is public: ``coworkenv.trl`` hands
+the same pieces to a ``GRPOTrainer`` its user builds.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from ._train import (
 RLKind = Literal["grpo", "gdpo"]
 Generation = Literal["transformers", "vllm"]
 REWARD_COMPONENTS = ("completion", "safety", "robustness")
+GATE_REWARDS = (*REWARD_COMPONENTS, "score")
 AGGREGATION: dict[str, str] = {"grpo": "sum_then_normalize", "gdpo": "normalize_then_sum"}
 
 
@@ -110,6 +114,7 @@ class RolloutBatch:
     completion: list[float]
     safety: list[float]
     robustness: list[float]
+    score: list[float]  # the gate's score, safety x (0.8 completion + 0.2 robustness): one reward for plain GRPO
     extra: dict[str, list[Any]] = field(default_factory=dict)  # other per-episode fields for reward functions
     generation_s: float = 0.0  # of the rollout's wall time, spent generating
     sync_s: float = 0.0  # of the rollout's wall time, spent giving the generating server the policy's weights
@@ -119,7 +124,7 @@ class RolloutBatch:
         """``ValueError`` unless there is one episode per prompt and each one's lists are aligned."""
         columns = {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "env_mask": self.env_mask,
                    "logprobs": self.logprobs, "completion": self.completion, "safety": self.safety,
-                   "robustness": self.robustness, **self.extra}
+                   "robustness": self.robustness, "score": self.score, **self.extra}
         for name, column in columns.items():
             if len(column) != prompts:
                 raise ValueError(f"the rollout returned {len(column)} {name} for {prompts} prompts")
@@ -168,9 +173,12 @@ def rl_dataset(rows: list[dict[str, Any]]):
     ])
 
 
-def _reward(component: str):
-    """The reward function of one component: it reads the rollout's ``grade_<component>`` field (TRL
-    keeps ``completion`` for the decoded completion)."""
+def gate_reward(component: str):
+    """The reward function of one part of the gate's verdict (``completion``, ``safety``,
+    ``robustness`` or ``score``): it reads the rollout's ``grade_<component>`` field (TRL keeps
+    ``completion`` for the decoded completion), so it rewards each episode with its verdict."""
+    if component not in GATE_REWARDS:
+        raise ValueError(f"unknown reward {component!r}; one of: {', '.join(GATE_REWARDS)}")
 
     def reward(prompts, completions, **kwargs) -> list[float]:
         return [float(x) for x in kwargs[f"grade_{component}"]]
@@ -241,8 +249,10 @@ class _Timings:
         }
 
 
-def _rollout_func(rollouts: Rollouts, timings: _Timings):
-    """TRL's ``rollout_func`` over ``rollouts``: the policy unwrapped for generation, the batch checked."""
+def trl_rollout_func(rollouts: Rollouts, on_batch: Callable[[float, RolloutBatch], None] | None = None):
+    """TRL's ``rollout_func`` over ``rollouts``: the policy unwrapped for generation, the batch checked,
+    each episode's verdict returned as ``grade_completion``, ``grade_safety``, ``grade_robustness`` and
+    ``grade_score`` for ``gate_reward``'s functions. ``on_batch(seconds, batch)`` hears of each batch."""
     import torch
     from trl.models.utils import unwrap_model_for_generation
 
@@ -250,11 +260,12 @@ def _rollout_func(rollouts: Rollouts, timings: _Timings):
         started = time.perf_counter()
         with torch.no_grad(), unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             batch = rollouts(prompts, model, trainer.processing_class)
-        timings.rollout(time.perf_counter() - started, batch)
+        if on_batch is not None:
+            on_batch(time.perf_counter() - started, batch)
         batch.check(len(prompts))
         return {"prompt_ids": batch.prompt_ids, "completion_ids": batch.completion_ids, "logprobs": batch.logprobs,
                 "env_mask": batch.env_mask, "grade_completion": batch.completion, "grade_safety": batch.safety,
-                "grade_robustness": batch.robustness, **batch.extra}
+                "grade_robustness": batch.robustness, "grade_score": batch.score, **batch.extra}
 
     return rollout_func
 
@@ -336,10 +347,10 @@ def train_rl(store: Store | None, settings: RLSettings, rows: list[dict[str, Any
         from trl import GRPOTrainer  # pyright: ignore[reportPrivateImportUsage]
 
         model, tokenizer = load_model(settings.model)
-        reward_funcs: list[Any] = [_reward(name) for name in REWARD_COMPONENTS]
+        reward_funcs: list[Any] = [gate_reward(name) for name in REWARD_COMPONENTS]
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=_config(settings, kind),
-            train_dataset=dataset, processing_class=tokenizer, rollout_func=_rollout_func(rollouts, timings),
+            train_dataset=dataset, processing_class=tokenizer, rollout_func=trl_rollout_func(rollouts, timings.rollout),
             peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None,
         )
         return trainer, tokenizer

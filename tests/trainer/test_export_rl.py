@@ -30,6 +30,7 @@ async def test_rl_rows_carry_the_reward_vector_of_the_stored_verdicts(host, task
     for row in rows:
         task = store.task_spec(row["task_id"])
         assert row["workspace_id"] == task.workspace_id and row["capability"] == task.capability
+        assert row["seed"] == store.workspace(task.workspace_id).seed
         assert row["bundle_hash"] == bundle_hash(store.workspace(task.workspace_id), [task])
         assert row["grader_version"] == GRADER_VERSION
         # the prompt opens as the SFT row of the same task does, in the same view, with the same tools
@@ -44,7 +45,8 @@ async def test_rl_rows_carry_the_reward_vector_of_the_stored_verdicts(host, task
             assert reward == {"episode_id": verdict.episode_id, "source": "teacher", "admitted": verdict.admitted,
                               "reason": verdict.reason, "completion": verdict.completion, "safety": verdict.safety,
                               "robustness": verdict.robustness, "score": verdict.score,
-                              "checks": {c.id: c.passed for c in verdict.checks}}
+                              "checks": {c.id: c.passed for c in verdict.checks},
+                              "grader_hash": verdict.grader_hash}
             assert set(reward["checks"]) >= {c.id for c in task.checks}  # and asked_* of a user's facts
         assert sorted(r["score"] for r in row["rewards"])[-1] == 1.0  # the repaired episode
         assert min(r["completion"] for r in row["rewards"]) < 1.0  # the failed attempt
