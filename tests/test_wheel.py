@@ -37,12 +37,14 @@ anyio.run(main)
 
 
 def _source_files() -> list[str]:
-    """The files of the checkout as a fresh clone of it would have them (tracked, or new and not ignored)."""
+    """The files a build reads (the package, pyproject.toml, the README) as a fresh clone of the checkout
+    would have them: tracked, or new and not ignored."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout")
     out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
                          capture_output=True, check=True).stdout.decode()
-    return [name for name in out.split("\0") if name and (ROOT / name).is_file()]
+    return [name for name in out.split("\0") if (name.startswith("coworkenv/") or name in ("pyproject.toml", "README.md"))
+            and (ROOT / name).is_file()]
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
