@@ -13,7 +13,7 @@ that ends the episode (``submit_answer``) is ``done`` with the gate's score as i
 verdict's components in its metadata (completion, safety, robustness, passed, reason).
 
 It runs where openenv is installed, beside a ``coworkenv serve`` elsewhere (openenv 0.10 needs mcp<2;
-coworkenv pins mcp 2): ``python -m coworkenv.interop.openenv_server --coworkenv URL``.
+coworkenv pins mcp 2): ``python -m coworkenv.interop.openenv_server --server URL``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ as the server lists them over MCP, each tool call it makes goes to the episode o
 answers in plain text that answer is submitted (``submit_answer``), as coworkenv's own rollout does. A
 rollout that runs out of turns ends the episode truncated. The gate grades the episode once; the rubric's
 reward is the verdict's score, with its completion, safety and robustness as metrics (weight 0), so
-verifiers reports all four and trains on the score.
+verifiers reports all four and trains on the score. With ``proxy=True`` the model's requests go through the
+server's capture proxy at the episode's address, which records the conversation on the episode (and, with
+``serve --upstream-view``, shows a PocketWorker the agent view it was trained in).
 
 It runs where verifiers is installed, beside a ``coworkenv serve`` elsewhere (verifiers 0.3.1 needs mcp<2;
 coworkenv pins mcp 2). verifiers loads it by module name: ``vf.load_environment("coworkenv.interop",

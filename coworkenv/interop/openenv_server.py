@@ -1,4 +1,4 @@
-"""Serve coworkenv tasks as an OpenEnv environment: ``python -m coworkenv.interop.openenv_server --coworkenv URL``.
+"""Serve coworkenv tasks as an OpenEnv environment: ``python -m coworkenv.interop.openenv_server --server URL``.
 
 Runs where openenv is installed (``.venv-interop``), in front of a ``coworkenv serve`` at URL; OpenEnv clients
 connect to ``--host``/``--port`` (``MCPToolClient(base_url=...)``, ``GenericEnvClient``, or MCP at ``/mcp``).
@@ -14,7 +14,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coworkenv.interop.openenv_server", description=__doc__)
-    parser.add_argument("--coworkenv", required=True, metavar="URL", help="the coworkenv serve to play (http://HOST:PORT)")
+    parser.add_argument("--server", required=True, metavar="URL", help="the coworkenv serve to play (http://HOST:PORT)")
     parser.add_argument("--token", default=None, help="its bearer token (default: $COWORKENV_TOKEN)")
     parser.add_argument("--host", default="127.0.0.1", help="address to serve OpenEnv on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8010, help="port to serve OpenEnv on (default 8010; 0: any free one)")
@@ -26,14 +26,14 @@ def main(argv: list[str] | None = None) -> None:
     from ._openenv import openenv_app
     from ._remote import CoworkServer, ServeError
 
-    server = CoworkServer(args.coworkenv, client="openenv", token=args.token or os.environ.get("COWORKENV_TOKEN"))
+    server = CoworkServer(args.server, client="openenv", token=args.token or os.environ.get("COWORKENV_TOKEN"))
     try:
         served = len(server.tasks())
     except ServeError as exc:
         sys.exit(f"openenv_server: {exc}")
     listening = socket.create_server((args.host, args.port))  # bound here, so that --port 0 can be told
     port = listening.getsockname()[1]
-    print(f"OpenEnv server for {served} coworkenv tasks of {args.coworkenv} on http://{args.host}:{port}",
+    print(f"OpenEnv server for {served} coworkenv tasks of {args.server} on http://{args.host}:{port}",
           file=sys.stderr, flush=True)
     try:
         uvicorn.Server(uvicorn.Config(openenv_app(server, max_sessions=args.max_sessions), log_level="warning",

@@ -54,7 +54,7 @@ def interop_env() -> dict[str, str]:
 async def openenv_server(python: str, coworkenv_url: str) -> AsyncIterator[str]:
     """``python -m coworkenv.interop.openenv_server`` in front of ``coworkenv_url``; yields its URL."""
     process = await asyncio.create_subprocess_exec(
-        python, "-m", "coworkenv.interop.openenv_server", "--coworkenv", coworkenv_url, "--port", "0",
+        python, "-m", "coworkenv.interop.openenv_server", "--server", coworkenv_url, "--port", "0",
         stderr=subprocess.PIPE, env=interop_env())
     assert process.stderr is not None
     try:
@@ -91,3 +91,21 @@ def reference_plan(store: Store, task_id: str) -> dict[str, Any]:
 
 
 PLAYER = str(HERE / "openenv_player.py")
+
+
+def doc_snippet(marker: str) -> str:
+    """The Python example of docs/interop.md that holds ``marker``."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "interop.md").read_text(), re.S)
+    [found] = [b for b in blocks if marker in b]
+    return found
+
+
+async def run_snippet(python: str, code: str, path: Path, timeout: float = 300) -> str:
+    """Run a documentation example as a program in the interop environment; its stdout."""
+    path.write_text(code)
+    process = await asyncio.create_subprocess_exec(python, str(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   env=interop_env())
+    with anyio.fail_after(timeout):
+        out, err = await process.communicate()
+    assert process.returncode == 0, f"{code}\n{err.decode()[-3000:]}"
+    return out.decode()

@@ -11,18 +11,20 @@ from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import ServeSettings, running_http_server
 
-from .conftest import PLAYER, openenv_server, reference_plan, run_json
+from .conftest import PLAYER, doc_snippet, openenv_server, reference_plan, run_json, run_snippet
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 
 
 async def test_an_openenv_client_plays_admitted_tasks_and_gets_the_gates_verdicts(
-        host: EpisodeHost, tasks: list[str], interop_python: str):
+        host: EpisodeHost, tasks: list[str], interop_python: str, tmp_path):
     plans = [reference_plan(host.store, task_id) for task_id in tasks]
     wrong = {"task_id": tasks[0], "steps": [], "answer": "I could not find it."}  # answers without looking
     async with running_http_server(host, ServeSettings()) as base, openenv_server(interop_python, base) as url:
         played = await run_json(interop_python, [PLAYER, url], [*plans, wrong])
         over_mcp = await run_json(interop_python, [PLAYER, url, "--mcp"], plans[:1])
+        example = doc_snippet("MCPToolClient").replace("http://127.0.0.1:8010", url)  # docs/interop.md's example
+        printed = await run_snippet(interop_python, example, tmp_path / "example.py")
 
     episodes = [p["episode_id"] for p in played]
     assert len(set(episodes)) == len(played)  # one fresh episode per reset
@@ -48,3 +50,7 @@ async def test_an_openenv_client_plays_admitted_tasks_and_gets_the_gates_verdict
     final = mcp_game["results"][-1]
     assert final["done"] is True and final["reward"] == 1.0
     assert host.store.verdict(final["metadata"]["episode_id"], GRADER_VERSION).score == 1.0
+
+    first = host.store.task(tasks[0])  # the example plays the first task, answering without looking
+    assert first is not None and first.instruction in printed
+    assert "submit_answer" in printed and "True" in printed and "'reason':" in printed

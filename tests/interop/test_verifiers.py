@@ -12,17 +12,20 @@ from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import ServeSettings, running_http_server
 
-from .conftest import HERE, run_json
+from .conftest import HERE, doc_snippet, run_json, run_snippet
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 
 
 async def test_verifiers_evaluates_the_served_model_with_the_gates_verdicts(
-        host: EpisodeHost, tasks: list[str], tool_model_server: str, interop_python: str):
+        host: EpisodeHost, tasks: list[str], tool_model_server: str, interop_python: str, tmp_path):
     settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
     async with running_http_server(host, settings) as base:
         rollouts = await run_json(interop_python, [str(HERE / "verifiers_eval.py")], {
             "url": base, "model": "tool-model", "base_url": tool_model_server, "max_turns": 4})
+        example = (doc_snippet("load_environment").replace("http://localhost:8765", base)  # docs/interop.md's example
+                   .replace("http://127.0.0.1:8000/v1", tool_model_server).replace('model="model"', 'model="tool-model"'))
+        printed = await run_snippet(interop_python, example, tmp_path / "example.py")
 
     assert sorted(r["task_id"] for r in rollouts) == sorted(tasks)  # one rollout per admitted task
     for rollout in rollouts:
@@ -39,3 +42,10 @@ async def test_verifiers_evaluates_the_served_model_with_the_gates_verdicts(
         assert rollout["verdict"]["reason"] == verdict.reason
         # the model was called through the episode's capture proxy: its conversation is the episode's
         assert any(m.role == "assistant" for m in host.store.messages(row.id))
+
+    lines = printed.splitlines()  # the example: four rollouts, each its episode's id and the gate's score
+    assert len(lines) == 4
+    for line in lines:
+        episode_id, reward = line.split()[:2]
+        verdict = host.store.verdict(episode_id, GRADER_VERSION)
+        assert verdict is not None and float(reward) == verdict.score
