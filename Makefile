@@ -33,7 +33,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
-	$(PY) -m pip install -q -e '.[test,train,docs]'
+	$(PY) -m pip install -q -e '.[test,train,docs,claw-eval]'
 	touch $@
 
 # vLLM in an environment of its own (it pins its own torch and transformers); serve-model runs it from there.

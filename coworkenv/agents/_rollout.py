@@ -202,7 +202,9 @@ async def rollout(model: BaseChatModel, target: Any, *, task: Task, style: Promp
             listed = await client.list_tools()
             tools = [t for t in listed.tools if t.name not in (SUBMIT_TOOL.name, ASK_TOOL.name)]
             can_ask = any(t.name == ASK_TOOL.name for t in listed.tools)
-            prompt = await client.get_prompt("task")
+            # the agent's model reads text: a task's images and documents are not asked for (so a Claw-Eval
+            # grader does not count them as shown to it)
+            prompt = await client.get_prompt("task", {"attachments": "none"} if task.attachments else None)
             first = prompt.messages[0].content
             instruction = first.text if isinstance(first, types.TextContent) else str(first)
             opening: list[BaseMessage] = [SystemMessage(agent_view(style, tools, task).system),

@@ -11,22 +11,32 @@ peer task's grader), fixtures, and the services' code under ``mock_services/``. 
   episode to the task's own grader; where that grader is (the checkout, the task's folder) and the
   judge it asks are recorded in the store beside the task (``ClawEvalGraderRow``), never in its spec.
 
+The prompt's attachments (a multimodal task's image) become the task's attachments: their bytes are
+blobs of the store, and the ``task`` prompt carries them as image or resource content, as Claw-Eval's
+runner puts them in its first user message.
+
 A task is left out, with the reason, when coworkenv cannot run it as Claw-Eval does: another
-language than asked, media (multimodal), no service or tools without one (tasks played with
-Claw-Eval's own shell, file and browser tools), a grader that reads the agent's sandbox, or a grader
-that asks an LLM judge when no ``judge`` is given. A multi-turn task's user agent (its persona,
-written as free text) becomes the task's user, played by a model (``--user-model``) through
-``ask_user``. Where a task's file and its grader disagree (a tool the file forbids that the grader
-never looks at; an audit key the grader reads that the service never returns) the import reports it
-and changes nothing.
+language than asked, no service or tools without one (tasks played with Claw-Eval's own shell, file
+and browser tools), a prompt that names files only those tools reach (a video in Claw-Eval's
+container), a grader that reads the agent's sandbox, or a grader that asks an LLM judge when no
+``judge`` is given. A multi-turn task's user agent (its persona, written as free text) becomes the
+task's user, played by a model (``--user-model``) through ``ask_user``. Where a task's file and its
+grader disagree (a tool the file forbids that the grader never looks at; an audit key the grader
+reads that the service never returns) the import reports it and changes nothing; where its services
+import a package this environment lacks, it says which (``pip install 'coworkenv[claw-eval]'``).
 """
 
 from __future__ import annotations
 
+import ast
 import base64
+import hashlib
+import importlib.util
 import json
+import mimetypes
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +45,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..store import ClawEvalGraderRow, Store
-from ..workspace import App, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace, load_yaml
+from ..workspace import (App, Attachment, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace,
+                         load_yaml)
 from ..workspace._spec import Effect
 
 MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together
@@ -121,6 +132,7 @@ class ClawTaskFile(_Loose):
     user_agent: _UserAgent = Field(default_factory=_UserAgent)
     env_snapshot_files: list[str] = Field(default_factory=list)
     env_snapshot_commands: list[str] = Field(default_factory=list)
+    sandbox_files: list[str] = Field(default_factory=list)  # what Claw-Eval's runner puts in the agent's container
 
     @property
     def split(self) -> str:
@@ -144,10 +156,23 @@ class ImportSummary:
     imported: list[ImportedTask] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # Claw-Eval task id -> why
     defects: dict[str, list[str]] = field(default_factory=dict)  # Claw-Eval task id -> what disagrees
+    # Claw-Eval task id -> the packages its services import that this environment lacks
+    missing_packages: dict[str, list[str]] = field(default_factory=dict)
+    # category -> {"tasks": seen, "imported": n, "judge_graded": imported with the judge, SKIP_KINDS kind: skipped for it}
+    by_category: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count(self, category: str, outcome: str, *, judge: bool = False) -> None:
+        """One task of ``category`` seen: ``imported`` (``judge``: graded with the judge) or skipped for a
+        ``SKIP_KINDS`` reason."""
+        counts = self.by_category.setdefault(category or "general", {"tasks": 0, "imported": 0, "judge_graded": 0})
+        counts["tasks"] += 1
+        counts[outcome] = counts.get(outcome, 0) + 1
+        counts["judge_graded"] += judge
 
     def as_dict(self) -> dict[str, Any]:
         return {"checkout": str(self.checkout), "imported": [vars(t) for t in self.imported],
-                "skipped": self.skipped, "defects": self.defects}
+                "skipped": self.skipped, "defects": self.defects, "missing_packages": self.missing_packages,
+                "by_category": dict(sorted(self.by_category.items()))}
 
 
 def find_checkout(directory: Path) -> tuple[Path, list[Path]]:
@@ -231,29 +256,111 @@ def _file_row(root: Path, path: Path) -> dict[str, Any]:
         return {"path": relative, "encoding": "base64", "content": base64.b64encode(data).decode()}
 
 
-def service_files(root: Path, spec: ClawTaskFile) -> list[Path]:
+def _named_by_services(root: Path, spec: ClawTaskFile) -> list[Path]:
+    """The files and folders of the checkout that the services' commands and environments name."""
+    named = []
+    for service in spec.services:
+        for word in [*shlex.split(service.command), *service.env.values()]:
+            candidate = (root / word).resolve()
+            if candidate.is_relative_to(root) and candidate != root and candidate.exists():
+                named.append(candidate)
+    return named
+
+
+def _task_file(root: Path, task_dir: Path, name: str) -> Path:
+    """A file a task names (an attachment, a sandbox file): beside its task.yaml, as Claw-Eval's runner
+    reads it, else in the checkout."""
+    beside = (task_dir / name).resolve()
+    return beside if beside.exists() or not (root / name).exists() else (root / name).resolve()
+
+
+def service_files(root: Path, spec: ClawTaskFile, task_dir: Path | None = None) -> list[Path]:
     """Every file the task's services read: their scripts with the modules beside them, the shared
-    ``mock_services`` modules, and the files or folders their environment names."""
+    ``mock_services`` modules, the files or folders their environment names, and the task's files
+    Claw-Eval puts beside them (its sandbox files and attachments, which a service may read at a path of
+    its own). Never a grader: a folder named whole gives its fixtures, not the task's ``grader.py``."""
     files: set[Path] = set()
     shared = root / "mock_services"
     if shared.is_dir():
         files.update(p for p in shared.glob("*.py"))
-    for service in spec.services:
-        for word in [*shlex.split(service.command), *service.env.values()]:
-            candidate = (root / word).resolve()
-            if not candidate.is_relative_to(root) or not candidate.exists():
-                continue
-            if candidate.is_file() and candidate.suffix == ".py":
-                files.update(candidate.parent.glob("*.py"))
-            elif candidate.is_file():
-                files.add(candidate)
-            elif candidate.is_dir() and candidate != root:
-                files.update(p for p in candidate.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    return sorted(files)
+    for candidate in _named_by_services(root, spec):
+        if candidate.is_file() and candidate.suffix == ".py":
+            files.update(candidate.parent.glob("*.py"))
+        elif candidate.is_file():
+            files.add(candidate)
+        elif candidate.is_dir():
+            files.update(p for p in candidate.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    if task_dir is not None:
+        for name in [*spec.sandbox_files, *spec.prompt.attachments]:
+            path = _task_file(root, task_dir, name)
+            if path.is_file() and path.is_relative_to(root):
+                files.add(path)
+    return sorted(p for p in files if p.name != "grader.py")
 
 
-def build_task(root: Path, spec: ClawTaskFile) -> tuple[Workspace, Task]:
-    """The coworkenv workspace and held-out task of one Claw-Eval task."""
+def _needs_sandbox_tools(root: Path, task_dir: Path, spec: ClawTaskFile) -> list[str]:
+    """Files the prompt names that reach the agent only through Claw-Eval's sandbox tools: sandbox files
+    that are no attachment of the prompt and that no service reads (a video in the agent's container)."""
+    served = _named_by_services(root, spec)
+    found = []
+    for name in spec.sandbox_files:
+        if name in spec.prompt.attachments or name not in spec.prompt.text:
+            continue
+        path = _task_file(root, task_dir, name)
+        if not any(path == s or s in path.parents for s in served):
+            found.append(name)
+    return found
+
+
+def _mime_type(path: Path) -> str:
+    guessed, _ = mimetypes.guess_type(path.name)
+    return guessed or ("text/markdown" if path.suffix.lower() == ".md" else "application/octet-stream")
+
+
+def prompt_attachments(root: Path, task_dir: Path, spec: ClawTaskFile) -> list[tuple[Attachment, bytes]]:
+    """The prompt's attachments with their bytes, as the task's attachments (images as images, anything
+    else as a document), named ``coworkenv://task/<path as the task names it>``.
+
+    Raises ``ClawEvalError`` naming an attachment the checkout lacks or one past ``MAX_SERVICE_BYTES``."""
+    found = []
+    for name in spec.prompt.attachments:
+        path = _task_file(root, task_dir, name)
+        if not path.is_file() or not path.is_relative_to(root):
+            raise ClawEvalError(f"its attachment {name} is not in the checkout")
+        if path.stat().st_size > MAX_SERVICE_BYTES:
+            raise ClawEvalError(f"its attachment {name} is over {MAX_SERVICE_BYTES >> 20} MiB")
+        data = path.read_bytes()
+        mime_type = _mime_type(path)
+        found.append((Attachment(kind="image" if mime_type.startswith("image/") else "document", mime_type=mime_type,
+                                 sha256=hashlib.sha256(data).hexdigest(), uri=f"coworkenv://task/{name}"), data))
+    return found
+
+
+def missing_packages(files: list[Path]) -> list[str]:
+    """The top-level packages the services' Python files import that this environment cannot import
+    (the services run with this interpreter and its packages)."""
+    local = {p.stem for p in files if p.suffix == ".py"} | {p.parent.name for p in files} | {"mock_services"}
+    wanted: set[str] = set()
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                wanted.add(node.module.split(".")[0])
+    return sorted(name for name in wanted - local - set(sys.stdlib_module_names) - {"__future__"}
+                  if importlib.util.find_spec(name) is None)
+
+
+def build_task(root: Path, spec: ClawTaskFile, task_dir: Path | None = None,
+               attachments: list[Attachment] | None = None) -> tuple[Workspace, Task]:
+    """The coworkenv workspace and held-out task of one Claw-Eval task (``task_dir``: its folder, for
+    the files it names; ``attachments``: its prompt's, from ``prompt_attachments``)."""
     bad = [t.name for t in spec.tools if not _TOOL_NAME.match(t.name)]
     if bad:
         raise ClawEvalError(f"tool name {bad[0]!r} is not a valid MCP tool name here ([a-z][a-z0-9_]*)")
@@ -261,7 +368,7 @@ def build_task(root: Path, spec: ClawTaskFile) -> tuple[Workspace, Task]:
     missing = [t.name for t in spec.tools if t.name not in endpoints]
     if missing:
         raise ClawEvalError(f"tool {missing[0]} has no endpoint in tool_endpoints")
-    files = service_files(root, spec)
+    files = service_files(root, spec, task_dir)
     if sum(p.stat().st_size for p in files) > MAX_SERVICE_BYTES:
         raise ClawEvalError(f"its services read more than {MAX_SERVICE_BYTES >> 20} MiB of files")
     tools = [ToolSpec(name=t.name, app="claweval", tool=t.name, description=t.description or t.name.replace("_", " "),
@@ -294,7 +401,8 @@ def build_task(root: Path, spec: ClawTaskFile) -> tuple[Workspace, Task]:
                 difficulty=_DIFFICULTY.get(spec.difficulty.lower(), 2), instruction=instruction, user=user,
                 checks=[check], reference=[],
                 forbidden_tools=[c.tool_name for c in spec.safety_checks if c.type == "tool_not_called" and c.tool_name],
-                max_steps=max(1, spec.environment.max_turns), shape=f"claw-eval/{spec.split}/{spec.category or 'general'}")
+                max_steps=max(1, spec.environment.max_turns), shape=f"claw-eval/{spec.split}/{spec.category or 'general'}",
+                attachments=attachments or [])
     return workspace, task
 
 
@@ -310,28 +418,43 @@ def read_task_file(task_dir: Path) -> ClawTaskFile:
         raise ClawEvalError(f"task.yaml: {'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}") from None
 
 
+SKIP_KINDS = {
+    "no_grader": "no grader.py",
+    "language": "another language than asked",
+    "no_persona": "multi-turn without a persona",
+    "sandbox_tools": "played with Claw-Eval's shell, file and browser tools (no mock service, or tools without one)",
+    "sandbox_files": "its prompt names files only Claw-Eval's sandbox tools reach",
+    "env_snapshot": "its grader reads the agent's sandbox",
+    "judge": "its grader asks an LLM judge (import with --judge)",
+    "invalid": "its files cannot be read or imported",
+}
+"""Why tasks are skipped, by kind (``ImportSummary.by_category`` counts them)."""
+
+
 def skip_reason(spec: ClawTaskFile, sources: list[str], languages: tuple[str, ...], judge: str,
-                needs_judge: bool) -> str | None:
-    """Why a task is not imported, or None."""
+                needs_judge: bool, root: Path | None = None, task_dir: Path | None = None) -> tuple[str, str] | None:
+    """Why a task is not imported, as a ``SKIP_KINDS`` kind and a sentence, or None."""
     if not sources:
-        return "no grader.py"
+        return "no_grader", "no grader.py"
     if languages and spec.prompt.language not in languages:
-        return f"language {spec.prompt.language} (importing {', '.join(languages)})"
-    if spec.split == "multimodal" or spec.prompt.attachments:
-        return "multimodal: its prompt or tools carry media"
+        return "language", f"language {spec.prompt.language} (importing {', '.join(languages)})"
     if spec.split == "multi_turn" and not spec.user_agent.persona.strip():
-        return "multi-turn without a persona for the simulated user"
+        return "no_persona", "multi-turn without a persona for the simulated user"
     if not spec.services and spec.split != "multi_turn":
-        return "no mock service: played with Claw-Eval's shell, file and browser tools"
+        return "sandbox_tools", "no mock service: played with Claw-Eval's shell, file and browser tools"
     served = {e.tool_name for e in spec.tool_endpoints}
     unserved = [t.name for t in spec.tools if t.name not in served]
     if unserved:
-        return (f"its tools {', '.join(unserved)} have no service endpoint (Claw-Eval's own sandbox tools: shell, "
-                "files, browser)")
+        return "sandbox_tools", (f"its tools {', '.join(unserved)} have no service endpoint (Claw-Eval's own "
+                                 "sandbox tools: shell, files, browser)")
     if spec.env_snapshot_files or spec.env_snapshot_commands:
-        return "its grader reads files of the agent's sandbox (env_snapshot)"
+        return "env_snapshot", "its grader reads files of the agent's sandbox (env_snapshot)"
+    unreached = _needs_sandbox_tools(root, task_dir, spec) if root is not None and task_dir is not None else []
+    if unreached:
+        return "sandbox_files", (f"its prompt names {', '.join(unreached)}, which the agent reaches only with "
+                                 "Claw-Eval's sandbox tools (Read, ReadMedia)")
     if not judge and needs_judge:
-        return "its grader asks an LLM judge (import with --judge openai:MODEL[@URL])"
+        return "judge", "its grader asks an LLM judge (import with --judge openai:MODEL[@URL])"
     return None
 
 
@@ -350,26 +473,36 @@ def import_claw_eval(store: Store, directory: str | Path, *, task_ids: tuple[str
             spec = read_task_file(task_dir)
         except ClawEvalError as exc:
             summary.skipped[task_dir.name] = str(exc)
+            summary.count("", "invalid")
             continue
         sources = _grader_sources(task_dir, root / "tasks")
         found = defects(spec, sources, root)
         if found:
             summary.defects[spec.task_id] = found
         needs_judge = any(_JUDGE_CALL.search(source) for source in sources)
-        reason = skip_reason(spec, sources, languages, judge, needs_judge)
+        reason = skip_reason(spec, sources, languages, judge, needs_judge, root, task_dir)
         if reason is not None:
-            summary.skipped[spec.task_id] = reason
+            summary.skipped[spec.task_id] = reason[1]
+            summary.count(spec.category, reason[0])
             continue
         try:
-            workspace, task = build_task(root, spec)
+            attached = prompt_attachments(root, task_dir, spec)
+            workspace, task = build_task(root, spec, task_dir, [attachment for attachment, _ in attached])
         except (ClawEvalError, ValidationError, OSError) as exc:
             summary.skipped[spec.task_id] = f"cannot be imported: {exc}"
+            summary.count(spec.category, "invalid")
             continue
+        for attachment, data in attached:
+            store.put_blob(data, attachment.mime_type)
         store.put_workspace(workspace)
         store.put_task(task, status="heldout", reason="claw-eval")
         store.put_claw_eval_grader(ClawEvalGraderRow(spec.task_id, str(root), str(task_dir), judge if needs_judge else ""))
         summary.imported.append(ImportedTask(spec.task_id, task.id, spec.split, task.capability,
                                              judge if needs_judge else ""))
+        summary.count(spec.category, "imported", judge=needs_judge)
+        lacking = missing_packages([p for p in service_files(root, spec, task_dir) if p.suffix == ".py"])
+        if lacking:
+            summary.missing_packages[spec.task_id] = lacking
     missing = wanted - {d.name for d in task_dirs}
     for name in sorted(missing):
         summary.skipped[name] = "no such task in the checkout"

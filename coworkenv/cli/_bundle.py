@@ -145,7 +145,8 @@ def import_command(
 
     Refused before anything is stored: a task id stored with another spec; a workspace stored with
     another spec under admitted or held-out tasks (their references were calibrated in the stored one;
-    --replace); a claw_eval check of a Claw-Eval task this store has no checkout for."""
+    --replace); a claw_eval check of a Claw-Eval task this store has no checkout for; a task attachment
+    whose bytes this store lacks."""
     loaded = [(directory, _load(directory)) for directory in directories]
     host = open_host(store, sandbox, create=True) if calibrate else None
     opened = host.store if host is not None else open_store(store, create=True)
@@ -202,12 +203,18 @@ def import_command(
 
 
 def _refuse_conflicts(opened: Store, store: Path, directory: Path, bundle: Bundle) -> None:
-    """A task id must keep its spec; a Claw-Eval check needs the checkout an operator imported here."""
+    """A task id must keep its spec; a Claw-Eval check needs the checkout an operator imported here; a
+    task's attachments need their bytes in this store (a bundle names them by hash, as the store keeps them)."""
     for task in bundle.tasks:
         row = opened.task(task.id)
         if row is not None and row.spec != task:
             raise fail(f"{directory}/tasks/{task.id}.yaml: task {task.id!r} is stored already with another "
                        "spec; give the new one another id")
+        for number, attachment in enumerate(task.attachments):
+            if opened.blob(attachment.sha256) is None:
+                raise fail(f"{directory}/tasks/{task.id}.yaml: attachments.{number}: {store} holds no bytes for "
+                           f"{attachment.uri or attachment.sha256}; import what brought it here first (for a "
+                           "Claw-Eval task: coworkenv claw-eval import CHECKOUT)")
         for number, check in enumerate(task.checks):
             if isinstance(check, ClawEvalCheck) and opened.claw_eval_grader(check.task_id) is None:
                 raise fail(f"{directory}/tasks/{task.id}.yaml: checks.{number}: no Claw-Eval checkout was imported "

@@ -52,6 +52,7 @@ def import_command(
             table.add_row(item.task_id, item.coworkenv_id, item.split, item.category,
                           f"grader + judge {item.judge}" if item.judge else "grader")
         out.print(table)
+        out.print(_categories(summary.by_category))
         reasons: dict[str, int] = {}
         for why in summary.skipped.values():
             reasons[why] = reasons.get(why, 0) + 1
@@ -60,9 +61,27 @@ def import_command(
         for task_id, found in sorted(summary.defects.items()):
             for defect in found:
                 err.print(f"[yellow]defect[/yellow] {task_id}: {escape(defect)}")
+        for task_id, packages in sorted(summary.missing_packages.items()):
+            err.print(f"[yellow]missing[/yellow] {task_id}: its services import {', '.join(packages)}, which this "
+                      "environment lacks (pip install 'coworkenv\\[claw-eval]')")
         err.print(f"{len(summary.imported)} imported into {store} (held out), {len(summary.skipped)} skipped, "
                   f"{sum(map(len, summary.defects.values()))} defects reported")
 
     emit(as_json, summary.as_dict(), human)
     if not summary.imported:
         raise fail("no task imported (see the reasons above)")
+
+
+def _categories(counts: dict[str, dict[str, int]]) -> Table:
+    """Tasks by category: how many the checkout holds, how many were imported (judge-graded among
+    them) and why the others were skipped (the kinds of ``SKIP_KINDS``)."""
+    from ..claweval import SKIP_KINDS
+
+    table = Table("category", "tasks", "imported", "judge-graded", "skipped", title="by category")
+    for category, row in sorted(counts.items(), key=lambda item: (-item[1]["imported"], -item[1]["tasks"], item[0])):
+        skipped = ", ".join(f"{row[kind]} {kind}" for kind in SKIP_KINDS if row.get(kind))
+        table.add_row(category, str(row["tasks"]), str(row["imported"]), str(row["judge_graded"]), skipped)
+    total = {key: sum(row.get(key, 0) for row in counts.values()) for key in ("tasks", "imported", "judge_graded")}
+    table.add_row("all", *(str(total[key]) for key in ("tasks", "imported", "judge_graded")),
+                  str(total["tasks"] - total["imported"]))
+    return table

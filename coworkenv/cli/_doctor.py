@@ -32,6 +32,8 @@ from ._common import DEFAULT_STORE, FAILED, JsonOpt, emit, err, out
 Status = Literal["ok", "missing", "broken", "note"]
 NODE_MAJOR = 22  # the MCP Inspector and the MCP conformance suite need Node 22
 TRAIN_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets")
+# what Claw-Eval's mock services import (they run with this interpreter in the sandbox), as its "mock" extra names them
+CLAW_EVAL_PACKAGES = ("fastapi", "uvicorn", "pypdf", "requests", "trafilatura")
 # each provider that needs a package, checked on its own: one missing does not make the other look missing
 PROVIDER_PACKAGES = {"openai": ("langchain-openai", "openai:MODEL and OpenAI-compatible servers, openai:MODEL@URL"),
                      "anthropic": ("langchain-anthropic", "anthropic:MODEL")}
@@ -192,6 +194,8 @@ def doctor_command(
     checks += [_package_check(f"provider {name}", (package,), "providers", what)
                for name, (package, what) in PROVIDER_PACKAGES.items()]
     checks.append(_package_check("ray", ("ray",), "ray", "synth, collect and eval --ray on a Ray cluster"))
+    checks.append(_package_check("claw-eval services", CLAW_EVAL_PACKAGES, "claw-eval",
+                                 "the mock services of imported Claw-Eval tasks"))
     checks.append(_vllm_check(vllm_python))
     checks.append(_node_check())
     checks.append(_store_check(store))

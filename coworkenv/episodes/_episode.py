@@ -381,6 +381,18 @@ class Episode:
                                           text=item.get("text")))
         return CallResult(True, result, attachments=attachments, blobs=blobs)
 
+    def attachment_bytes(self) -> dict[str, bytes]:
+        """The bytes of the task's attachments (the images and documents of its instruction), by sha256.
+
+        Raises ``KeyError`` naming an attachment whose bytes the store lacks."""
+        found = {}
+        for attachment in self.task.attachments:
+            kept = self.host.store.blob(attachment.sha256)
+            if kept is None:
+                raise KeyError(f"the store holds no bytes for the task's attachment {attachment.uri or attachment.sha256}")
+            found[attachment.sha256] = kept[1]
+        return found
+
     async def observe(self, app: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Read the live state with an app's read tool (for a resource or a completion; the caller
         records what the agent saw with ``note``).

@@ -12,7 +12,10 @@ service, ``trace_end``), built from the recorded episode:
   request body, and the service's status and body (a call that never reached the service gets the
   status the service would have given: 422 for arguments that fail the tool's schema, 404 for an
   unknown tool, 503 for a failure injected before the service);
-- audit snapshots: what each service's ``/audit`` returned after the last call (``claweval_audit``).
+- audit snapshots: what each service's ``/audit`` returned after the last call (``claweval_audit``);
+- media loads: one per attachment of the task (a multimodal task's image), ``loaded`` when the client
+  got it with the ``task`` prompt, else ``skipped``, as Claw-Eval's runner records an image its model
+  cannot take (its image graders give a share of completion for an image that reached the model).
 
 The grader is code, so it runs only from the checkout the operator gave ``coworkenv claw-eval import``
 (recorded in the store, ``ClawEvalGraderRow``; a spec names the Claw-Eval task only), and never in this
@@ -80,6 +83,7 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
         events.append({"type": "message", "trace_id": trace_id, "message": {"role": role, "content": list(blocks)}})
 
     message("user", {"type": "text", "text": task.instruction})
+    events += _media_loads(task, interactions, trace_id)
     turns = 0
     for call in interactions:
         if call.kind == "user":  # a question to the user and their reply, marked as Claw-Eval marks its user agent's
@@ -111,6 +115,21 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: list[ToolCallRow]
                        "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": json_or_text(data)})
     events.append({"type": "trace_end", "trace_id": trace_id, "total_turns": turns})
     return events
+
+
+def _media_loads(task: Task, interactions: list[ToolCallRow], trace_id: str) -> list[dict[str, Any]]:
+    """A ``media_load`` event per attachment of the task: ``loaded`` when the episode's client got the
+    ``task`` prompt with its attachments, ``skipped`` when it asked for the instruction alone or never
+    read the prompt. (``size_bytes`` is 0: the record keeps the attachment by its hash.)"""
+    shown = any(c.kind == "prompt" and c.tool == "task" and not c.is_error
+                and (c.arguments or {}).get("attachments", "all") == "all" for c in interactions)
+    return [{"type": "media_load", "trace_id": trace_id,
+             "modality": "image" if attachment.kind == "image" else "document",
+             "source_path": (attachment.uri or "").removeprefix("coworkenv://task/"),
+             "mime_type": attachment.mime_type, "size_bytes": 0, "sha256": attachment.sha256,
+             "status": "loaded" if shown else "skipped",
+             "note": "sent with the task prompt" if shown else "the client did not take it with the task prompt"}
+            for attachment in task.attachments]
 
 
 def run_claw_grader(source: ClawEvalGraderRow, events: list[dict[str, Any]], *,

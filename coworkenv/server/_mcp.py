@@ -33,13 +33,14 @@ from .. import __version__
 from .._errors import InfrastructureError
 from ..episodes import CallResult, Episode, EpisodeFailed, EpisodeHost
 from ..store import Provenance, VerdictRow
-from ..workspace import ResourceSpec, Task, ToolSpec, Workspace
+from ..workspace import Attachment, ResourceSpec, Task, ToolSpec, Workspace
 from ._limits import EPISODE, Caps, Slots
 from ._proxy import NotRecorded
 
 Resolver = Callable[[Any], Awaitable[Episode]]
 TASK_PROMPT = "task"
 TASK_URI = "coworkenv://task"
+ATTACHMENTS_ARGUMENT = "attachments"  # of the task prompt, for a task with attachments: 'all' (default) or 'none'
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -106,9 +107,14 @@ class _ToolListings:
 
 def _attachments(outcome: CallResult) -> list[types.ContentBlock]:
     """A result's images as image content, its documents as embedded resources, each with its text fallback."""
+    return _content(outcome.attachments, outcome.blobs)
+
+
+def _content(attachments: list[Attachment], blobs: Mapping[str, bytes]) -> list[types.ContentBlock]:
+    """Images as image content, documents as embedded resources, each with its text fallback."""
     blocks: list[types.ContentBlock] = []
-    for attachment in outcome.attachments:
-        data = base64.b64encode(outcome.blobs[attachment.sha256]).decode()
+    for attachment in attachments:
+        data = base64.b64encode(blobs[attachment.sha256]).decode()
         if attachment.kind == "image":
             blocks.append(types.ImageContent(data=data, mime_type=attachment.mime_type))
         else:
@@ -246,21 +252,46 @@ def build_server(resolve: Resolver, *, name: str = "coworkenv",
 
     async def list_prompts(ctx, params) -> types.ListPromptsResult:
         episode = await listed(ctx)
+        attached = episode.task.attachments
         return types.ListPromptsResult(prompts=[types.Prompt(
             name=TASK_PROMPT,
-            description=f"The instruction of task {episode.task.id} ({episode.task.capability})",
+            description=f"The instruction of task {episode.task.id} ({episode.task.capability})"
+                        + (f", with {len(attached)} attachment(s) (images, documents)" if attached else ""),
+            arguments=[types.PromptArgument(
+                name=ATTACHMENTS_ARGUMENT, required=False,
+                description="'all' (default): the instruction, then its images and documents; 'none': the "
+                            "instruction alone (a client whose model reads text only)")] if attached else None,
         )])
 
     async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        """The task's instruction, then one message per attachment (an image, or a document as an
+        embedded resource), unless the client asked for the instruction alone. What the client asked
+        is recorded with the prompt: a Claw-Eval grader counts an image as shown only when it was sent."""
         episode = await resolve(ctx)
+        arguments = dict(params.arguments or {})
         if params.name != TASK_PROMPT:
             message = f"unknown prompt {params.name!r}; the only prompt is {TASK_PROMPT!r}"
-            episode.note("prompt", params.name, dict(params.arguments or {}), error=message)
+            episode.note("prompt", params.name, arguments, error=message)
             raise MCPError(code=INVALID_PARAMS, message=message)
-        episode.note("prompt", TASK_PROMPT, {}, result=episode.task.instruction)
+        wanted = arguments.get(ATTACHMENTS_ARGUMENT, "all")
+        blocks: list[types.ContentBlock] = []
+        try:
+            if wanted not in ("all", "none"):
+                raise MCPError(code=INVALID_PARAMS, message=f"prompt argument {ATTACHMENTS_ARGUMENT}={wanted!r}: "
+                                                            "give 'all' or 'none'")
+            if wanted == "all" and episode.task.attachments:
+                try:
+                    blocks = _content(episode.task.attachments, episode.attachment_bytes())
+                except KeyError as exc:
+                    raise MCPError(code=INTERNAL_ERROR, message=str(exc.args[0])) from None
+        except MCPError as exc:
+            episode.note("prompt", TASK_PROMPT, arguments, error=exc.error.message)
+            raise
+        episode.note("prompt", TASK_PROMPT, arguments, result=episode.task.instruction)
         return types.GetPromptResult(
             description=f"task {episode.task.id}",
-            messages=[types.PromptMessage(role="user", content=types.TextContent(text=episode.task.instruction))],
+            messages=[types.PromptMessage(role="user", content=types.TextContent(text=episode.task.instruction)),
+                      *(types.PromptMessage(role="user", content=block) for block in blocks)],
         )
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:

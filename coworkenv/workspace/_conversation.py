@@ -25,8 +25,8 @@ class Attachment(BaseModel):
 
     kind: Literal["image", "document"]
     mime_type: str
-    sha256: str
-    uri: str | None = None
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    uri: str | None = Field(default=None, max_length=4096)
     text: str | None = None  # the text fallback that came with it
 
 

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._conversation import Attachment
 from ._yaml import YamlLimitError, load_yaml
 
 Effect = Literal["read", "write", "destructive"]
@@ -52,6 +53,7 @@ MAX_DESCRIPTION = 8_192
 MAX_INSTRUCTION = 65_536
 MAX_QUERY = 16_384
 MAX_SPEC_FILE_BYTES = 64 << 20
+MAX_ATTACHMENTS = 16
 CHECK_QUERY_LIMIT_S = 2.0
 """How long a check's SQL may run on a state (checks take milliseconds; a query that never ends must not
 hang grading or calibration)."""
@@ -68,6 +70,10 @@ class SpecError(ValueError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _none(value: list[Any]) -> bool:
+    return not value
 
 
 class ToolSpec(_Model):
@@ -650,6 +656,10 @@ class Task(_Model):
     faults: Faults | None = None  # transient failures injected into this task's tool calls
     shape: Name = ""  # the program shape or template it was made from (for reports and de-duplication)
     user: User | None = None  # a multi-turn task's simulated user, with the facts only they have
+    # images and documents that come with the instruction (the ``task`` prompt carries them; a Claw-Eval
+    # task's prompt attachments), their bytes kept in the store by ``sha256``. Left out of the spec when
+    # there are none, so that every other task keeps its hash.
+    attachments: list[Attachment] = Field(default_factory=list, max_length=MAX_ATTACHMENTS, exclude_if=_none)
 
 
 SUBMIT_TOOL = ToolSpec(

@@ -1,9 +1,11 @@
 """Play a scripted agent through Claw-Eval's own runner and grade it as Claw-Eval does (for the
 opt-in parity test in test_claw_eval_checkout.py; run with a checkout's ``src`` on the path).
 
-stdin: {"task_dir": DIR, "replies": [reply, ...]} where a reply is a string (the final text) or
-{"content": TEXT, "tool_calls": [{"name", "arguments"}]}, as coworkenv's scripted provider reads
-them. stdout (last line): {"completion", "safety", "robustness", "score"}.
+stdin: {"task_dir": DIR, "replies": [reply, ...], "modalities": ["text", ...]} where a reply is a
+string (the final text) or {"content": TEXT, "tool_calls": [{"name", "arguments"}]}, as coworkenv's
+scripted provider reads them, and the modalities are what the model takes (Claw-Eval's
+``input_modalities``; default text only). stdout (last line): {"completion", "safety", "robustness",
+"score"}.
 """
 
 import inspect
@@ -15,6 +17,7 @@ from pathlib import Path
 
 def main() -> None:
     request = json.load(sys.stdin)
+    from claw_eval.config import ModelConfig
     from claw_eval.graders.registry import get_grader
     from claw_eval.models.content import TextBlock, ToolUseBlock
     from claw_eval.models.message import Message
@@ -45,7 +48,8 @@ def main() -> None:
     task = TaskDefinition.from_yaml(task_dir / "task.yaml")
     with ServiceManager(task.services) as services, tempfile.TemporaryDirectory() as traces:
         services.reset_all()
-        trace = run_task(task, Scripted(request["replies"]), traces)
+        model = ModelConfig(input_modalities=request.get("modalities", ["text"]))
+        trace = run_task(task, Scripted(request["replies"]), traces, model_cfg=model)
         _start, messages, dispatches, media, _end, audit = load_trace(trace)
     grader = get_grader(task.task_id, tasks_dir="tasks", task_dir=task_dir)
     kwargs = {"audit_data": audit, "judge": None}

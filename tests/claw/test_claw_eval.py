@@ -4,8 +4,10 @@ played over MCP (stdio) and by ``eval --suite claw-eval``, and scored by their o
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -13,9 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 import yaml
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
@@ -55,11 +58,21 @@ def scripted(tmp_path: Path, replies: list) -> str:
 def test_import_keeps_what_coworkenv_can_run_and_names_the_rest(tmp_path):
     store_path = tmp_path / "s.db"
     summary = imported(store_path)
-    assert [t["task_id"] for t in summary["imported"]] == ["T900_note_filing", "T903_offsite_advice"]
+    assert [t["task_id"] for t in summary["imported"]] == ["T900_note_filing", "T903_offsite_advice", "T904_vendor_logo"]
     assert summary["imported"][0] | {"coworkenv_id": TASK, "split": "general", "category": "productivity", "judge": ""} \
         == summary["imported"][0]
     assert "LLM judge" in summary["skipped"]["T901_note_digest"]
     assert summary["skipped"]["T902zh_note_filing"] == "language zh (importing en)"
+    # a video in Claw-Eval's container, which only its sandbox tools reach
+    assert summary["skipped"]["T905_video_question"] == (
+        "its prompt names fixtures/clip.mp4, which the agent reaches only with Claw-Eval's sandbox tools (Read, ReadMedia)")
+    # how many tasks import, by category, and why the others do not
+    assert summary["by_category"] == {
+        "multimodal": {"tasks": 1, "imported": 1, "judge_graded": 0},
+        "productivity": {"tasks": 3, "imported": 1, "judge_graded": 0, "judge": 1, "language": 1},
+        "planning": {"tasks": 1, "imported": 1, "judge_graded": 0},
+        "video_qa": {"tasks": 1, "imported": 0, "judge_graded": 0, "sandbox_files": 1}}
+    assert summary["missing_packages"] == {}
     # a task file that forbids a tool its grader never checks: reported, not patched
     assert summary["defects"] == {"T902zh_note_filing": [
         "task.yaml forbids notes_delete (safety_checks), but its grader never checks for it"]}
@@ -80,7 +93,36 @@ def test_import_keeps_what_coworkenv_can_run_and_names_the_rest(tmp_path):
     summary = imported(store_path, "--language", "all", "--judge", "openai:judge@http://127.0.0.1:9/v1")
     assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {
         "T900_note_filing": "", "T901_note_digest": "openai:judge@http://127.0.0.1:9/v1", "T902zh_note_filing": "",
-        "T903_offsite_advice": ""}
+        "T903_offsite_advice": "", "T904_vendor_logo": ""}
+    assert summary["by_category"]["productivity"] == {"tasks": 3, "imported": 3, "judge_graded": 1}
+
+    # the table a person reads
+    code, output = cli("claw-eval", "import", str(CHECKOUT), "--store", str(store_path))
+    assert code == 0
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in output.splitlines() if line.count("│") == 6}
+    assert rows["productivity"] == ["3", "1", "0", "1 language, 1 judge"]
+    assert rows["video_qa"] == ["1", "0", "0", "1 sandbox_files"] and rows["all"] == ["6", "3", "0", "3"]
+
+
+def test_a_multimodal_tasks_image_comes_with_its_prompt(tmp_path):
+    """A prompt attachment (Claw-Eval's multimodal tasks) is a task attachment: its bytes in the store,
+    the file beside the services, never a grader."""
+    store_path = tmp_path / "s.db"
+    imported(store_path)
+    store = Store(store_path)
+    task = store.task_spec("claw-T904_vendor_logo")
+    (attachment,) = task.attachments
+    logo = (CHECKOUT / "tasks" / "T904_vendor_logo" / "fixtures" / "media" / "logo.png").read_bytes()
+    assert (attachment.kind, attachment.mime_type, attachment.uri) == (
+        "image", "image/png", "coworkenv://task/fixtures/media/logo.png")
+    assert store.blob(attachment.sha256) == ("image/png", logo)
+    files = next(o for o in store.workspace(task.workspace_id).overrides if o.table == "claweval_files").insert
+    assert sorted(row["path"] for row in files) == [
+        "mock_services/_base.py", "mock_services/notes/server.py", "tasks/T904_vendor_logo/fixtures/media/logo.png",
+        "tasks/T904_vendor_logo/fixtures/notes/notes.json"]
+    # a task without attachments has none in its spec: its hash is what it was before tasks could have them
+    assert "attachments" not in store.task_spec(TASK).model_dump() and "attachments" in task.model_dump()
 
 
 def test_a_folder_that_is_no_checkout_is_refused_and_nothing_stored_is_lost(tmp_path):
@@ -128,6 +170,71 @@ async def test_an_mcp_client_plays_it_in_a_sandbox_and_its_own_grader_scores_it(
     assert "Claw-Eval's grader of T900_note_filing" in verdict.checks[0].detail
 
 
+def test_an_image_counts_as_shown_only_to_a_client_that_took_it(tmp_path):
+    """The task prompt carries the image (as Claw-Eval's runner puts it in its first message); the
+    grader's media_load says whether it reached the agent. An MCP client that takes the prompt whole
+    gets the image's share of completion; eval's agent, whose model reads text, asks for the
+    instruction alone and does not, as Claw-Eval's runner scores a text-only model."""
+    store_path = tmp_path / "s.db"
+    imported(store_path, "--task", "T904_vendor_logo")
+    logo = (CHECKOUT / "tasks" / "T904_vendor_logo" / "fixtures" / "media" / "logo.png").read_bytes()
+    params = StdioServerParameters(command=sys.executable, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                   args=["-m", "coworkenv", "serve", "--stdio", "--task", "claw-T904_vendor_logo",
+                                         "--serve-heldout", "--store", str(store_path)])
+
+    async def play() -> None:
+        """An MCP client that takes the task prompt whole, image included."""
+        with anyio.fail_after(120):
+            async with Client(params) as client:
+                (prompt,) = (await client.list_prompts()).prompts
+                assert [a.name for a in prompt.arguments or []] == ["attachments"]
+                with pytest.raises(MCPError, match="attachments='some': give 'all' or 'none'"):
+                    await client.get_prompt("task", {"attachments": "some"})
+                got = await client.get_prompt("task")
+                text, image = (m.content for m in got.messages)
+                assert isinstance(text, types.TextContent) and "fixtures/media/logo.png" in text.text
+                assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
+                assert base64.b64decode(image.data) == logo
+                assert not (await client.call_tool("notes_list", {})).is_error
+                done = await client.call_tool("submit_answer", {"answer": "That is Ardent Supplies' logo."})
+                assert (done.structured_content["score"], done.structured_content["passed"]) == (1.0, True)
+
+    anyio.run(play)
+    store = Store(store_path)
+    (episode,) = store.episodes(task_id="claw-T904_vendor_logo")
+    assert store.verdict(episode.id, GRADER_VERSION).completion == 1.0
+
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(yaml.safe_dump({"claw-T904_vendor_logo": [
+        {"tool_calls": [{"name": "notes_list", "arguments": {}}]}, "That is Ardent Supplies' logo."]}))
+    code, output = cli("eval", "--suite", "claw-eval", "--task", "T904_vendor_logo", "--model", f"scripted:{agent}",
+                       "--trials", "1", "--store", str(store_path), "--json")
+    assert code == 0, output
+    (played,) = store.episodes(task_id="claw-T904_vendor_logo", source="eval")
+    asked = [c for c in store.interactions(played.id) if c.kind == "prompt"]
+    assert [c.arguments for c in asked] == [{"attachments": "none"}]
+    verdict = store.verdict(played.id, GRADER_VERSION)
+    assert (verdict.completion, verdict.score) == (0.7, 0.76)
+
+
+def test_an_environment_without_a_services_package_is_told_which(tmp_path):
+    """A service that imports a package this environment lacks would fail in every episode: the import
+    says which package, and how to install what Claw-Eval's services need."""
+    checkout = tmp_path / "claw-eval"
+    shutil.copytree(CHECKOUT, checkout)
+    server = checkout / "mock_services" / "notes" / "server.py"
+    server.write_text(server.read_text().replace("from fastapi import FastAPI\n",
+                                                 "from fastapi import FastAPI\nimport coworkenv_absent_package\n"))
+    code, output = cli("claw-eval", "import", str(checkout), "--store", str(tmp_path / "s.db"), "--task",
+                       "T900_note_filing", "--json")
+    assert code == 0, output
+    assert json.loads(output)["missing_packages"] == {"T900_note_filing": ["coworkenv_absent_package"]}
+    code, output = cli("claw-eval", "import", str(checkout), "--store", str(tmp_path / "s.db"), "--task",
+                       "T900_note_filing")
+    assert ("missing T900_note_filing: its services import coworkenv_absent_package, which this environment lacks "
+            "(pip install 'coworkenv[claw-eval]')") in " ".join(output.split())
+
+
 class _Judge(BaseHTTPRequestHandler):
     """An OpenAI-compatible chat endpoint that scores every answer 0.9 and keeps what it was asked."""
 
@@ -166,7 +273,7 @@ def test_a_judge_graded_task_is_scored_with_the_judge_given_at_import(tmp_path, 
     store_path = tmp_path / "s.db"
     summary = imported(store_path, "--judge", judge)
     assert {t["task_id"]: t["judge"] for t in summary["imported"]} == {
-        "T900_note_filing": "", "T901_note_digest": judge, "T903_offsite_advice": ""}
+        "T900_note_filing": "", "T901_note_digest": judge, "T903_offsite_advice": "", "T904_vendor_logo": ""}
     agent = tmp_path / "agent.yaml"
     answer = "Two inbox notes: a vendor call to Ardent Supplies, and offsite ideas within 4,000 EUR."
     agent.write_text(yaml.safe_dump({"claw-T901_note_digest": [

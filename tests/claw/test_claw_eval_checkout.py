@@ -1,10 +1,12 @@
 """Opt-in: a real Claw-Eval checkout (``CLAW_EVAL_DIR``; README, "Claw-Eval" says how to get one).
 
-Its programmatically graded English service tasks import, every one's services start inside a
-sandbox, and a scripted agent that follows a task's reference solution gets the same score through
-coworkenv (``eval --suite claw-eval``, services in bubblewrap, the episode graded from a trace of
-it) as through Claw-Eval's own runner (its ``run_task`` with its services on this machine, then its
-grader), run by ``claw_runner.py`` with the checkout's package.
+Its programmatically graded English service tasks import (the multimodal one, T057, with its image),
+every one's services start inside a sandbox, and a scripted agent that follows a task's reference
+solution gets the same score through coworkenv (``eval --suite claw-eval``, services in bubblewrap,
+the episode graded from a trace of it) as through Claw-Eval's own runner (its ``run_task`` with its
+services on this machine, then its grader), run by ``claw_runner.py`` with the checkout's package.
+An image reaches eval's agent (a text model) as it reaches a text-only model in Claw-Eval's runner:
+not at all; taken whole by an MCP client, it scores as for a model that reads images.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mcp import Client, StdioServerParameters
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
@@ -435,6 +438,9 @@ SCRIPTS = {  # the reference solution of each task, as a scripted agent's replie
             "path": "fixtures/docs/OpenClaw Agent Use Cases and Gap Analysis for PinchBench.pdf"}}]},
         "5705\n2999\nAI & LLMs: 287\nSearch & Research: 253\nSKILL.md\ntyped WebSocket API\nFebruary 7, 2026\n6\n"
         "(The PDF could not be opened here: file not found. These values are the task's reference answers, not re-read from it.)"],
+    "T057_deepseek_logo_identification": [  # web_real answers nothing here (no key, no route out of the sandbox)
+        {"tool_calls": [{"name": "caption_describe_image", "arguments": {"image_path": "fixtures/media/image.jpg"}}]},
+        "The logo belongs to DeepSeek (深度求索)."],
     "T099_pinbench_second_brain_recall": [
         {"tool_calls": [{"name": "notes_list", "arguments": {}}]},
         {"tool_calls": [{"name": "notes_get", "arguments": {"note_id": "mem_001"}}]},
@@ -483,6 +489,22 @@ def test_every_imported_tasks_services_start_in_a_sandbox(store_path, tmp_path, 
     assert asyncio.run(check()) == {}
 
 
+def _through_claw_eval(task_id: str, modalities: tuple[str, ...] = ("text",)) -> dict[str, float]:
+    """The script of ``task_id`` played by Claw-Eval's runner for a model that takes ``modalities``."""
+    request = {"task_dir": str(Path(CHECKOUT) / "tasks" / task_id), "replies": SCRIPTS[task_id],
+               "modalities": list(modalities)}
+    env = {**os.environ, "PYTHONPATH": str(Path(CHECKOUT) / "src")}
+    done = subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(request), text=True, capture_output=True,
+                          cwd=CHECKOUT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _same(ours, theirs: dict[str, float]) -> None:
+    assert (ours.completion, ours.safety, ours.robustness, ours.score) == pytest.approx(
+        (theirs["completion"], theirs["safety"], theirs["robustness"], theirs["score"]))
+
+
 @pytest.mark.parametrize("task_id", sorted(SCRIPTS))
 def test_a_scripted_reference_scores_as_through_claw_evals_own_runner(store_path, tmp_path, task_id):
     agent = tmp_path / "agent.yaml"
@@ -492,13 +514,31 @@ def test_a_scripted_reference_scores_as_through_claw_evals_own_runner(store_path
     assert result.exit_code == 0, result.output
     store = Store(store_path)
     episode = store.episodes(task_id=f"claw-{task_id}", source="eval")[0]
-    ours = store.verdict(episode.id, GRADER_VERSION)
+    _same(store.verdict(episode.id, GRADER_VERSION), _through_claw_eval(task_id))
 
-    request = {"task_dir": str(Path(CHECKOUT) / "tasks" / task_id), "replies": SCRIPTS[task_id]}
-    env = {**os.environ, "PYTHONPATH": str(Path(CHECKOUT) / "src")}
-    done = subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(request), text=True, capture_output=True,
-                          cwd=CHECKOUT, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    theirs = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (ours.completion, ours.safety, ours.robustness, ours.score) == pytest.approx(
-        (theirs["completion"], theirs["safety"], theirs["robustness"], theirs["score"]))
+
+def test_an_image_taken_with_the_prompt_scores_as_for_a_model_that_reads_images(store_path, tmp_path, copy_store):
+    """An MCP client that takes T057's task prompt whole (its image included), then plays the script."""
+    task_id = "T057_deepseek_logo_identification"
+    copy_store(store_path, tmp_path / "s.db")
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "coworkenv", "serve", "--stdio", "--task", f"claw-{task_id}", "--serve-heldout", "--store",
+        str(tmp_path / "s.db")])
+
+    async def play() -> None:
+        async with Client(params) as client:
+            got = await client.get_prompt("task")
+            assert [type(m.content).__name__ for m in got.messages] == ["TextContent", "ImageContent"]
+            for reply in SCRIPTS[task_id]:
+                if isinstance(reply, str):
+                    await client.call_tool("submit_answer", {"answer": reply})
+                    return
+                for call in reply["tool_calls"]:
+                    await client.call_tool(call["name"], call["arguments"])
+
+    asyncio.run(play())
+    store = Store(tmp_path / "s.db")
+    (episode,) = store.episodes(task_id=f"claw-{task_id}", source="live")
+    ours = store.verdict(episode.id, GRADER_VERSION)
+    _same(ours, _through_claw_eval(task_id, ("text", "image")))
+    assert ours.completion == 1.0

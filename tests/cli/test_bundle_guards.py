@@ -4,6 +4,7 @@ calibration. Each is shown through the CLI, on bundles exported from a synthesiz
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -177,6 +178,30 @@ def test_text_in_specs_is_bounded(synthesized, tmp_path):
         assert result.exit_code == 2 and task_file.name in result.output
         assert expected in " ".join(result.output.split())
     assert Store(tmp_path / "n.db").tasks() == []
+
+
+def test_a_tasks_attachment_needs_its_bytes_in_the_store(synthesized, tmp_path):
+    """A bundle names a task's attachments (images of its instruction) by hash, as the store keeps them:
+    an import into a store without those bytes is refused, naming the attachment, and stores nothing."""
+    _, bundle = synthesized
+    image = b"\x89PNG\r\n\x1a\n a picture"
+    digest = hashlib.sha256(image).hexdigest()
+    attached = _copy(bundle, tmp_path / "attached")
+    task_file = sorted((attached / "tasks").glob("*.yaml"))[0]
+    assert "attachments" not in task_file.read_text()  # a task without any: its spec (and hash) as before
+    spec = yaml.safe_load(task_file.read_text())
+    spec["attachments"] = [{"kind": "image", "mime_type": "image/png", "sha256": digest,
+                            "uri": "coworkenv://task/fixtures/logo.png"}]
+    task_file.write_text(yaml.safe_dump(spec))
+    assert run("bundle", "validate", str(attached)).exit_code == 0
+    result = run("bundle", "import", str(attached), "--store", str(tmp_path / "n.db"))
+    assert result.exit_code == 2 and f"{task_file.name}: attachments.0:" in result.output
+    assert "holds no bytes for coworkenv://task/fixtures/logo.png" in " ".join(result.output.split())
+    assert Store(tmp_path / "n.db").tasks() == []
+    Store(tmp_path / "n.db").put_blob(image, "image/png")
+    result = run("bundle", "import", str(attached), "--store", str(tmp_path / "n.db"))
+    assert result.exit_code == 0, result.output
+    assert Store(tmp_path / "n.db").task_spec(spec["id"]).attachments[0].sha256 == digest
 
 
 def test_a_check_query_that_never_ends_fails_its_check_within_the_limit(synthesized, tmp_path):

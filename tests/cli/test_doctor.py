@@ -50,6 +50,8 @@ def test_a_machine_with_everything_is_ready_and_each_sandbox_really_ran(store):
     assert checks["sandbox"] == {**checks["sandbox"], "status": "ok", "detail": "working backends: bwrap, docker"}
     assert checks["training"]["status"] == "ok" and "trl 1.16.0" in checks["training"]["detail"]
     assert checks["ray"]["status"] == "ok" and checks["ray"]["detail"].startswith("ray ")  # the test extra has it
+    # make install installs Claw-Eval's service packages (pypdf for its documents service, among them)
+    assert checks["claw-eval services"]["status"] == "ok" and "pypdf " in checks["claw-eval services"]["detail"]
     assert checks["store"]["status"] == "ok" and "schema current" in checks["store"]["detail"]
 
 
