@@ -18,6 +18,7 @@ coworkenv pins mcp 2): ``python -m coworkenv.interop.openenv_server --server URL
 
 from __future__ import annotations
 
+import hmac
 import threading
 from typing import Any
 
@@ -191,7 +192,34 @@ class CoworkEnvironment(Environment):
             self._end_open()
 
 
-def openenv_app(server: CoworkServer, *, max_sessions: int = 64) -> Any:
-    """OpenEnv's FastAPI app over ``server``'s tasks: one ``CoworkEnvironment`` per session."""
-    return create_app(lambda: CoworkEnvironment(server), CallToolAction, CallToolObservation, env_name="coworkenv",
-                      max_concurrent_envs=max_sessions, state_cls=CoworkState, reset_observation_cls=TaskObservation)
+def openenv_app(server: CoworkServer, *, max_sessions: int = 64, client_token: str | None = None) -> Any:
+    """OpenEnv's FastAPI app over ``server``'s tasks: one ``CoworkEnvironment`` per session. With
+    ``client_token``, every request and WebSocket must carry ``Authorization: Bearer <client_token>``
+    (OpenEnv's clients send it with ``headers=``): whoever reaches this server plays episodes as its client."""
+    app = create_app(lambda: CoworkEnvironment(server), CallToolAction, CallToolObservation, env_name="coworkenv",
+                     max_concurrent_envs=max_sessions, state_cls=CoworkState, reset_observation_cls=TaskObservation)
+    return _Bearer(app, client_token) if client_token else app
+
+
+class _Bearer:
+    """An ASGI guard: a request or WebSocket without the bearer token is refused (401; a WebSocket closes
+    with 1008) before OpenEnv sees it."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        if not token.strip():
+            raise ValueError("an empty client token protects nothing; give a non-blank one")
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong bearer token"})
+                    return
+                body = b'{"error": {"message": "missing or wrong bearer token (Authorization: Bearer ...)"}}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -11,6 +11,8 @@ import os
 import socket
 import sys
 
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m coworkenv.interop.openenv_server", description=__doc__)
@@ -19,7 +21,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve OpenEnv on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8010, help="port to serve OpenEnv on (default 8010; 0: any free one)")
     parser.add_argument("--max-sessions", type=int, default=64, help="OpenEnv sessions open at once (default 64)")
+    parser.add_argument("--client-token", default=None,
+                        help="bearer token OpenEnv clients must send (default: $COWORKENV_OPENENV_TOKEN); needed to "
+                             "serve on any address but loopback")
     args = parser.parse_args(argv)
+    client_token = args.client_token or os.environ.get("COWORKENV_OPENENV_TOKEN")
+    if client_token is not None and not client_token.strip():
+        sys.exit("openenv_server: the client token is blank; give a non-blank one")
+    if not client_token and args.host not in LOOPBACK:
+        sys.exit(f"openenv_server: serving on {args.host} needs --client-token: whoever reaches this server plays "
+                 "episodes as its client")
 
     import uvicorn
 
@@ -31,13 +42,14 @@ def main(argv: list[str] | None = None) -> None:
         served = len(server.tasks())
     except ServeError as exc:
         sys.exit(f"openenv_server: {exc}")
-    listening = socket.create_server((args.host, args.port))  # bound here, so that --port 0 can be told
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    listening = socket.create_server((args.host, args.port), family=family)  # bound here: --port 0 can be told
     port = listening.getsockname()[1]
     print(f"OpenEnv server for {served} coworkenv tasks of {args.server} on http://{args.host}:{port}",
           file=sys.stderr, flush=True)
     try:
-        uvicorn.Server(uvicorn.Config(openenv_app(server, max_sessions=args.max_sessions), log_level="warning",
-                                      ws_max_size=16 << 20)).run(sockets=[listening])
+        app = openenv_app(server, max_sessions=args.max_sessions, client_token=client_token)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=16 << 20)).run(sockets=[listening])
     finally:
         server.close()
 

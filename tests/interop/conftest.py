@@ -51,10 +51,10 @@ def interop_env() -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def openenv_server(python: str, coworkenv_url: str) -> AsyncIterator[str]:
+async def openenv_server(python: str, coworkenv_url: str, *options: str) -> AsyncIterator[str]:
     """``python -m coworkenv.interop.openenv_server`` in front of ``coworkenv_url``; yields its URL."""
     process = await asyncio.create_subprocess_exec(
-        python, "-m", "coworkenv.interop.openenv_server", "--server", coworkenv_url, "--port", "0",
+        python, "-m", "coworkenv.interop.openenv_server", "--server", coworkenv_url, "--port", "0", *options,
         stderr=subprocess.PIPE, env=interop_env())
     assert process.stderr is not None
     try:

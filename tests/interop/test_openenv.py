@@ -5,15 +5,34 @@ as rewards; the episodes are the coworkenv server's live episodes, one per reset
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from coworkenv.episodes import EpisodeHost
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.server import ServeSettings, running_http_server
 
-from .conftest import PLAYER, doc_snippet, openenv_server, reference_plan, run_json, run_snippet
+from .conftest import PLAYER, doc_snippet, interop_env, openenv_server, reference_plan, run_json, run_snippet
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
+
+# an OpenEnv client that asks for a task the server does not serve, and one that names a provenance
+CLAIMS = """
+import asyncio
+from openenv.core.mcp_client import MCPToolClient
+
+async def main():
+    async with MCPToolClient(base_url=URL) as env:
+        try:
+            await env.reset(task_id="no-such-task")
+        except Exception as exc:
+            print("refused:", exc)
+        reset = await env.reset(task_id=TASK, source="teacher", provider="anthropic", hint="the answer is 42")
+        print("opened:", reset.observation.episode_id)
+
+asyncio.run(main())
+"""
 
 
 async def test_an_openenv_client_plays_admitted_tasks_and_gets_the_gates_verdicts(
@@ -25,6 +44,8 @@ async def test_an_openenv_client_plays_admitted_tasks_and_gets_the_gates_verdict
         over_mcp = await run_json(interop_python, [PLAYER, url, "--mcp"], plans[:1])
         example = doc_snippet("MCPToolClient").replace("http://127.0.0.1:8010", url)  # docs/interop.md's example
         printed = await run_snippet(interop_python, example, tmp_path / "example.py")
+        claims = await run_snippet(interop_python, CLAIMS.replace("URL", repr(url)).replace("TASK", repr(tasks[0])),
+                                   tmp_path / "claims.py")
 
     episodes = [p["episode_id"] for p in played]
     assert len(set(episodes)) == len(played)  # one fresh episode per reset
@@ -54,3 +75,43 @@ async def test_an_openenv_client_plays_admitted_tasks_and_gets_the_gates_verdict
     first = host.store.task(tasks[0])  # the example plays the first task, answering without looking
     assert first is not None and first.instruction in printed
     assert "submit_answer" in printed and "True" in printed and "'reason':" in printed
+
+    refused, opened = claims.splitlines()[-2:]  # an unknown task is named; a claimed provenance is not taken
+    assert refused.startswith("refused:") and "no-such-task" in refused
+    claimed = host.store.episode(opened.removeprefix("opened: "))
+    assert claimed is not None and claimed.source == "live" and claimed.client.startswith("openenv")
+    assert (claimed.provider, claimed.hint) == ("", "")
+
+
+TOKEN = """
+import asyncio
+import httpx
+from openenv.core.mcp_client import MCPToolClient
+
+async def main():
+    print("health without the token:", httpx.get(URL + "/health").status_code)
+    try:
+        async with MCPToolClient(base_url=URL) as env:
+            await env.reset()
+        print("played without the token")
+    except Exception as exc:
+        print("refused without the token:", type(exc).__name__)
+    async with MCPToolClient(base_url=URL, headers={"Authorization": "Bearer s3cret"}) as env:
+        print("opened:", (await env.reset()).observation.episode_id)
+
+asyncio.run(main())
+"""
+
+
+async def test_an_openenv_server_beyond_loopback_serves_only_clients_with_its_token(
+        host: EpisodeHost, tasks: list[str], interop_python: str, tmp_path):
+    refused = subprocess.run([interop_python, "-m", "coworkenv.interop.openenv_server", "--server", "http://127.0.0.1:1",
+                              "--host", "0.0.0.0"], capture_output=True, text=True, env=interop_env(), timeout=120)
+    assert refused.returncode != 0 and "needs --client-token" in refused.stderr
+    async with (running_http_server(host, ServeSettings()) as base,
+                openenv_server(interop_python, base, "--client-token", "s3cret") as url):
+        printed = await run_snippet(interop_python, TOKEN.replace("URL", repr(url)), tmp_path / "token_client.py")
+    health, without, opened = printed.splitlines()[-3:]
+    assert health.endswith("401") and without.startswith("refused")
+    row = host.store.episode(opened.removeprefix("opened: "))
+    assert row is not None and row.source == "live"
