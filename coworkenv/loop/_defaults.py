@@ -14,6 +14,6 @@ FULL_UNSEEN_SHARE = 0.2  # of each capability's combinations, kept out of traini
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
 FULL_VALUE_SWAPS = 0  # value-swapped variants of each SFT row; one did not make the tiny model copy (benchmarks/loop.md)
 FULL_STEPS = 2400  # SFT steps (what they cost on a 2-core CPU: benchmarks/loop.md)
-FULL_BASE = "pretrained"  # the committed PocketWorker base (coworkenv model pretrain-base); "scratch": init-tiny
+FULL_BASE = "scratch"  # init-tiny; "pretrained": the PocketWorker base once one is committed (coworkenv model pretrain-base)
 FULL_LR = 2e-3  # SFT learning rate from the pretrained base (from scratch: 1e-2)
 FULL_REPLAY = 0.5  # pretraining exercises mixed into SFT, per task row (the base keeps copying while it learns tools)

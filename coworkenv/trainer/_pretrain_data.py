@@ -20,6 +20,13 @@ Each exercise is a ``Sample``: pieces of text, each marked whether the model lea
 - ``extract``: an email address, a code, a date or a file name quoted out of a text field;
 - ``text``: a tool result or a text field to continue, every token learned (language and format).
 
+Most exercises (``SCRAMBLED``) run on a made-up copy of the result (``scrambled``): every value's words
+swapped for random words of the workspace and its digits for random digits, the same value made up the
+same way wherever it stands in the result. A generated world repeats its names, titles and codes, and
+a small model learns to recall them rather than to copy them (measured: on exercises of real values
+its exact answers stopped improving while its training loss kept falling); a made-up value can only
+be copied.
+
 Everything is drawn from ``random.Random`` seeded by the workspace seed: the same seed gives the same
 exercises, byte for byte.
 """
@@ -27,6 +34,7 @@ exercises, byte for byte.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import sqlite3
@@ -46,6 +54,7 @@ KINDS = ("echo", "lookup", "reverse", "json", "prose", "extract", "text")
 MIX = {"echo": 0.16, "lookup": 0.3, "reverse": 0.1, "json": 0.16, "prose": 0.12, "extract": 0.08, "text": 0.08}
 LABEL_FIELDS = ("name", "title", "subject", "label", "id")
 TEXT_FIELDS = ("body", "content", "description", "notes", "text", "snippet")
+SCRAMBLED = 0.75  # share of exercises whose values are made up (see ``scrambled``)
 MAX_RECORDS = 8  # records of a list shown in one exercise (longer lists are cut to a window of them)
 MAX_TEXT = 1200  # characters of a text field shown in one exercise
 
@@ -335,16 +344,81 @@ def text(result: Result, rng: random.Random) -> Sample | None:
 BUILDERS = {"echo": echo, "lookup": lookup, "reverse": reverse, "json": to_json, "prose": prose, "extract": extract, "text": text}
 
 
+_PARTS = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
+_WORD = re.compile(r"\b[A-Za-z][a-z]{1,11}\b")  # words as prose writes them (not codes, hashes or encodings)
+
+
+def words_of(results: list[Result]) -> list[str]:
+    """The words prose writes (lower case) in every value of ``results``: what ``scrambled`` draws from."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str):
+            found.update(w.lower() for w in _WORD.findall(value))
+
+    for result in results:
+        walk(result.value)
+    return sorted(found)
+
+
+def scrambled(result: Result, rng: random.Random, words: list[str]) -> Result:
+    """A made-up copy of ``result``: in every value (not the keys), each word replaced by a random word
+    of ``words`` in the same case, each run of digits by random digits of the same length; a value that
+    recurs is made up the same way each time, so the records still agree with each other."""
+    made: dict[Any, Any] = {}
+
+    def word(w: str) -> str:
+        new = rng.choice(words)
+        return new.upper() if w.isupper() and len(w) > 1 else new.capitalize() if w[0].isupper() else new
+
+    def digits(d: str) -> str:
+        first = str(rng.randint(1, 9)) if d[0] != "0" or len(d) == 1 else "0"
+        return first + "".join(str(rng.randint(0, 9)) for _ in d[1:])
+
+    def value(v: Any) -> Any:
+        if isinstance(v, bool) or v is None:
+            return v
+        if isinstance(v, dict):
+            return {k: value(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [value(x) for x in v]
+        if v not in made:
+            if isinstance(v, str):
+                made[v] = "".join(word(p) if p.isalpha() else digits(p) if p.isdigit() else p
+                                  for p in _PARTS.findall(v))
+            elif isinstance(v, int):
+                made[v] = int(digits(str(abs(v)))) * (1 if v >= 0 else -1)
+            else:
+                made[v] = float(re.sub(r"\d+", lambda m: digits(m.group()), repr(v))) if math.isfinite(v) else v
+        return made[v]
+
+    records = [value(r) for r in result.records]
+    if result.key is not None:
+        return Result(result.tool, result.collection, {**value(result.value), result.key: records}, records, result.key)
+    return Result(result.tool, result.collection, value(result.value), records, None)
+
+
 def exercises(seed: int, count: int) -> Iterator[tuple[str, Sample]]:
-    """``count`` exercises over workspace ``seed``, each with its kind, drawn by ``MIX``."""
+    """``count`` exercises over workspace ``seed``, each with its kind, drawn by ``MIX``; most over a
+    made-up copy of a result (``SCRAMBLED``)."""
     results = workspace_results(seed)
+    words = words_of(results)
     rng = random.Random(f"pretrain:{seed}")
     kinds, weights = zip(*MIX.items(), strict=True)
     made = attempts = 0
     while made < count and attempts < count * 20:
         attempts += 1
         kind = rng.choices(kinds, weights)[0]
-        sample = BUILDERS[kind](rng.choice(results), rng)
+        result = rng.choice(results)
+        if rng.random() < SCRAMBLED:
+            result = scrambled(result, rng, words)
+        sample = BUILDERS[kind](result, rng)
         if sample is not None:
             made += 1
             yield kind, sample

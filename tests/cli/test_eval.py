@@ -33,8 +33,8 @@ def test_eval_cli_names_bad_input(tmp_path):
     assert result.exit_code == 2 and "unknown app 'teleport'" in result.output and "mail" in result.output
     result = runner.invoke(app, ["eval", "--model", "oracle", "--generator", "magic", "--store", str(store)])
     assert result.exit_code == 2 and "magic" in result.output
-    result = runner.invoke(app, ["eval", "--model", "oracle", "--app", "mail", "--suite", "claw-eval",
-                                 "--store", str(store)])
+    result = runner.invoke(app, ["eval", "--model", "openai:m@http://127.0.0.1:9/v1", "--app", "mail",
+                                 "--suite", "claw-eval", "--store", str(store)])
     assert result.exit_code == 2 and "--suite generated only" in result.output
 
 

@@ -4,6 +4,7 @@ bit for bit (at a size that trains in seconds)."""
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -17,6 +18,8 @@ from coworkenv.trainer._pretrain_data import (
     exercises,
     render,
     replay_rows,
+    scrambled,
+    words_of,
     workspace_results,
 )
 
@@ -29,10 +32,6 @@ TINY = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, h
 
 def test_exercises_copy_values_the_records_hold_and_never_show_a_tool_call():
     seed = PRETRAIN_SEED_FROM + 7
-    values = set()
-    for result in workspace_results(seed):
-        for record in result.records:
-            values.update(str(v) for v in record.values() if isinstance(v, (str, int, float)))
     made = list(exercises(seed, 200))
     assert {kind for kind, _ in made} >= {"lookup", "json", "prose", "text"} and {k for k, _ in made} <= set(KINDS)
     assert [render(s) for _, s in made] == [render(s) for _, s in exercises(seed, 200)]  # the same seed, the same text
@@ -41,11 +40,31 @@ def test_exercises_copy_values_the_records_hold_and_never_show_a_tool_call():
         assert "<tool_call>" not in text and "<tools>" not in text
         if kind in ("lookup", "reverse"):
             answers = [m["content"] for m in as_messages(sample) or [] if m["role"] == "assistant"]
-            assert answers and all(a in text.split("<|im_start|>assistant")[0] or a in values for a in answers)
-            assert all(a in values for a in answers), answers  # copied from a record, not made up
+            prompt = text.split("<|im_start|>assistant")[0]
+            assert answers and all(a in prompt for a in answers), answers  # copied from the result shown
         if kind == "json":
             answer = json.loads([m for m in as_messages(sample) or [] if m["role"] == "assistant"][-1]["content"])
-            assert all(str(v) in values for v in answer.values())
+            prompt = text.split("<|im_start|>assistant")[0]
+            assert all(str(v) in prompt or json.dumps(v)[1:-1] in prompt for v in answer.values())
+
+
+def test_made_up_results_keep_their_shape_and_agree_with_themselves():
+    results = workspace_results(PRETRAIN_SEED_FROM + 3)
+    words = words_of(results)
+    changed = 0
+    for result in results:
+        made = scrambled(result, random.Random(1), words)
+        assert made.tool == result.tool and len(made.records) == len(result.records)
+        for old, new in zip(result.records, made.records, strict=True):
+            assert old.keys() == new.keys()  # field names kept, values made up
+            assert all(type(old[k]) is type(new[k]) for k in old)
+            changed += sum(old[k] != new[k] for k in old if isinstance(old[k], str) and any(c.isalnum() for c in old[k]))
+        seen: dict = {}  # the same value made up the same way wherever it stands
+        for old, new in zip(result.records, made.records, strict=True):
+            for k in old:
+                if isinstance(old[k], (str, int)) and not isinstance(old[k], bool):
+                    assert seen.setdefault((type(old[k]), old[k]), new[k]) == new[k]
+    assert changed > 0
     assert replay_rows(5) == replay_rows(5) and all(r["messages"][-1]["role"] == "assistant" for r in replay_rows(5))
 
 
