@@ -231,23 +231,39 @@ def vllm_python() -> str:
     return str(local) if local.exists() else sys.executable
 
 
-@pytest.fixture
-async def tool_model_tasks(host: EpisodeHost) -> list[str]:
-    """The tasks the fixture model ``tool-model`` was trained on (its bundles), calibrated in this
-    test's store; returns the admitted ids. The model replays the oracle's compact trajectories of
-    these, whatever synthesis makes of their seed today."""
+async def admit_bundles(host: EpisodeHost, folder: Path) -> list[str]:
+    """Store and calibrate every bundle under ``folder`` in ``host``'s store; returns the task ids,
+    all admitted. A task calibration quarantines fails the test, naming it and the reason: a test
+    that plays "the admitted ones" would otherwise play none and check nothing."""
     from coworkenv.synth import calibrate_task
     from coworkenv.workspace import load_bundle
 
-    ids = []
-    for directory in sorted((FIXTURES / "tool-model-tasks").iterdir()):
+    ids, refused = [], []
+    for directory in sorted(folder.iterdir()):
         workspace, specs = load_bundle(directory)
         host.store.put_workspace(workspace)
         for task in specs:
             host.store.put_task(task)
-            await calibrate_task(host, task)
+            calibration = await calibrate_task(host, task)
             ids.append(task.id)
-    return [i for i in ids if host.store.task(i).status == "admitted"]
+            if host.store.task(task.id).status != "admitted":
+                refused.append(f"{task.id}: {calibration.reason}")
+    if not ids:
+        pytest.fail(f"{folder}: no tasks in its bundles")
+    if refused:
+        pytest.fail(f"{len(refused)} of {len(ids)} tasks under {folder} are not admitted (regenerate what went stale):\n"
+                    + "\n".join(refused), pytrace=False)
+    return ids
+
+
+@pytest.fixture
+async def tool_model_tasks(host: EpisodeHost) -> list[str]:
+    """The tasks the fixture model ``tool-model`` was trained on (its bundles), calibrated in this
+    test's store; returns their ids, every one admitted (the fixture fails naming those that are not:
+    a stale guard digest is refreshed with ``python tests/fixtures/make_tool_model.py --guards``).
+    The model replays the oracle's compact trajectories of these, whatever synthesis makes of their
+    seed today."""
+    return await admit_bundles(host, FIXTURES / "tool-model-tasks")
 
 
 @pytest.fixture(scope="session")
