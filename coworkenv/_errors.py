@@ -1,6 +1,12 @@
-"""Infrastructure failures: what went wrong outside the agent's control, and which boundary it crossed.
+"""The package's two kinds of failure that are not bugs: user errors and infrastructure failures.
 
-A tool's failure is a result the agent sees; an infrastructure failure is one of these, recorded
+A ``CoworkenvError`` is something the person running coworkenv can fix (a malformed spec, a store
+file that is not a store, an unknown provider, a missing package): the CLI prints it as one line
+``error: ...`` (with its hint) and exits 2. Any other exception is a bug, in coworkenv or in a
+library it drives (TRL, transformers), and keeps its traceback.
+
+Infrastructure failures say what went wrong outside the agent's control, and which boundary it
+crossed. A tool's failure is a result the agent sees; an infrastructure failure is one of these, recorded
 once on the episode it ended (``episodes.error`` and ``episodes.boundary``), never as a tool
 result and never graded as the agent's work. ``collect`` and ``eval`` retry such episodes.
 """
@@ -11,6 +17,23 @@ from typing import Literal, get_args
 
 Boundary = Literal["model", "sandbox", "store", "protocol", "process"]
 BOUNDARIES: tuple[str, ...] = get_args(Boundary)
+
+
+class CoworkenvError(Exception):
+    """A user error: the message names what was wrong, ``hint`` (optional) what to do about it.
+
+    Subclasses that used to be ``ValueError``s stay ``ValueError``s too (``class SpecError(CoworkenvError,
+    ValueError)``), so callers catching ``ValueError`` keep working."""
+
+    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    @property
+    def line(self) -> str:
+        """The one line a person reads: the message, then the hint when there is one."""
+        message = str(self) or type(self).__name__
+        return f"{message} ({self.hint})" if self.hint else message
 
 
 class InfrastructureError(RuntimeError):

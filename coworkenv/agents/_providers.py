@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from .._errors import CoworkenvError
 from ..workspace import Task, Workspace
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
 
 
-class ProviderError(ValueError):
+class ProviderError(CoworkenvError, ValueError):
     """A provider spec is malformed or its package is missing; the message says what to do."""
 
 

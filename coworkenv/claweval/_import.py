@@ -44,6 +44,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._errors import CoworkenvError
 from ..store import ClawEvalGraderRow, Store
 from ..workspace import (App, Attachment, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace,
                          load_yaml)
@@ -61,7 +62,7 @@ _AUDIT_READ = re.compile(r"get_service_actions\(\s*\w+\s*,\s*[\"'](\w+)[\"']\s*,
 _DIFFICULTY = {"easy": 1, "simple": 1, "medium": 2, "hard": 3, "expert": 4}
 
 
-class ClawEvalError(ValueError):
+class ClawEvalError(CoworkenvError, ValueError):
     """The folder is not a Claw-Eval checkout or task folder; the message says what is wrong."""
 
 

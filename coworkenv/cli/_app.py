@@ -512,8 +512,8 @@ LicenseOpt = Annotated[str, typer.Option(
 
 def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptStyle, as_json: bool, fmt: DatasetFormat,
             license: str, vision: bool = False, run_tag: str | None = None) -> None:
-    from ..trainer import (SKIP_REASONS, check_dataset_target, dpo_skipped, export_dataset, export_dpo, export_rl,
-                           export_sft, sft_skipped)
+    from ..trainer import (SKIP_REASONS, TrainingError, check_dataset_target, dpo_skipped, export_dataset, export_dpo,
+                           export_rl, export_sft, sft_skipped)
 
     if out_path is None:
         out_path = Path("runs/export") / (kind if fmt == "hf" else f"{kind}.{fmt}")
@@ -521,7 +521,7 @@ def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptS
         raise fail("--vision gives messages list content, which only --format jsonl writes")
     try:
         check_dataset_target(out_path, fmt, kind)
-    except ValueError as exc:
+    except TrainingError as exc:
         raise fail(str(exc)) from None
     opened = open_store(store)
     # what the export leaves out, and why (a conversation that is not what was graded, say)
@@ -548,7 +548,7 @@ def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptS
         raise fail(f"cannot write {out_path}: {exc.strerror or exc}") from None
     except TrainingUnavailable as exc:
         raise fail(str(exc)) from None
-    except ValueError as exc:  # nothing to export: no file is written
+    except TrainingError as exc:  # nothing to export: no file is written (a ValueError from a library is a bug)
         raise fail("\n".join([str(exc), *told]), code=FAILED) from None
     noun = "pairs" if kind == "dpo" else "rows"
 

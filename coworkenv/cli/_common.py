@@ -27,7 +27,7 @@ from rich.progress import (
 
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
-from ..store import Store, StoreError
+from ..store import Store
 from ..synth import GENERATED, Generator
 
 PIPE_WIDTH = 100_000  # characters a line may have when the output is not a terminal: tables are not cut
@@ -183,12 +183,9 @@ def check_apps(names: list[str] | None) -> tuple[str, ...] | None:
 
 
 def open_store(path: Path, *, create: bool = False) -> Store:
-    """The store at ``path`` (created when missing only with ``create``), or a usage error naming
-    what is wrong with the file."""
-    try:
-        return Store(path, create=create)
-    except StoreError as exc:
-        raise fail(str(exc)) from None
+    """The store at ``path`` (created when missing only with ``create``); a file that cannot be a
+    store raises ``StoreError``, which the command line's one handler prints as a usage error."""
+    return Store(path, create=create)
 
 
 def check_sandbox(sandbox: str, *, here: bool = True) -> None:

@@ -1,5 +1,6 @@
 """How the ``coworkenv`` command meets a person at a terminal: the commands listed in the loop's
-order, usage lines that name arguments plainly, and Ctrl-C answered with one line.
+order, usage lines that name arguments plainly, Ctrl-C answered with one line, and a user error
+(``CoworkenvError``) answered with one line too, while any other exception keeps its traceback.
 
 ``CoworkGroup`` is the class of the top-level command (``typer.Typer(cls=CoworkGroup)``).
 """
@@ -11,7 +12,8 @@ from typing import Any
 import typer
 from typer.core import TyperArgument, TyperGroup
 
-from ._common import err
+from .._errors import CoworkenvError
+from ._common import USAGE, err, fail
 
 # ``coworkenv --help`` lists the commands as the loop runs: make and play tasks, grade, train,
 # serve and evaluate, then look at the store, then the tools around it. Commands not named here
@@ -47,7 +49,12 @@ def _plain_arguments(command: Any) -> None:
 class CoworkGroup(TyperGroup):
     """The top-level command. Besides ordering and usage lines, it answers Ctrl-C (which stops
     a command between two things it stores) with one line and exit status 130; a command that is
-    a server (``serve``, ``view``, ``serve-model``) stops on Ctrl-C by itself and exits 0."""
+    a server (``serve``, ``view``, ``serve-model``) stops on Ctrl-C by itself and exits 0.
+
+    It is the one handler of user errors: a ``CoworkenvError`` that a command lets through is
+    printed as ``error: ...`` (with its hint) and exits 2. Only that root is caught here, never
+    ``ValueError``: a ``ValueError`` or ``KeyError`` from a bug (ours, or TRL's) shows its
+    traceback instead of passing for bad input."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -75,3 +82,5 @@ class CoworkGroup(TyperGroup):
             err.print(f"interrupted: {what} stopped; what it stored is kept{resume}", highlight=False,
                       markup=False)
             raise typer.Exit(130) from None
+        except CoworkenvError as exc:
+            raise fail(exc.line, USAGE) from None

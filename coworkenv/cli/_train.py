@@ -22,10 +22,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from ..store import StoreError
-from ..trainer import TinyConfig, TrainingUnavailable, TrainSettings, init_model, init_tiny_model, read_rows
+from ..trainer import TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
 from ..trainer import REPORTERS
 from ..workspace import PromptStyle
+from .._errors import CoworkenvError
 from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
 if TYPE_CHECKING:
@@ -68,7 +68,12 @@ def _reason(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-USER_ERRORS = (TrainingUnavailable, OSError, ValueError, StoreError)  # ValidationError is a ValueError
+# Settings and their checks (ours; pydantic's ValidationError is a ValueError) may raise any ValueError:
+# nothing of TRL has run yet. While TRL runs, only our own user errors (CoworkenvError: TrainingError,
+# StoreError, TrainingUnavailable, ...) and OSError are one-line errors; any other ValueError is a bug in
+# coworkenv or TRL and keeps its traceback.
+CHECK_ERRORS = (CoworkenvError, OSError, ValueError)
+RUN_ERRORS = (CoworkenvError, OSError)
 
 
 def _clock(seconds: float | None) -> str:
@@ -169,7 +174,7 @@ def init_tiny_command(
             rows = read_rows(data)
             with spinner(f"building a tiny model from {len(rows):,} rows of {data}") as stage:
                 path = init_tiny_model(rows, out, config, on_stage=stage)
-    except USER_ERRORS as exc:
+    except RUN_ERRORS as exc:
         raise fail(_reason(exc)) from None
     meta = json.loads((path / "coworkenv_model.json").read_text())
     written = {"path": str(path), "kind": meta["kind"], "parameters": meta["parameters"],
@@ -186,7 +191,7 @@ def _train(kind: str, *, as_json: bool, **options) -> None:
     store = options.pop("store")
     try:
         settings = check_training(TrainSettings(**options))  # before the store is opened or created
-    except USER_ERRORS as exc:
+    except CHECK_ERRORS as exc:
         raise fail(_reason(exc)) from None
     quiet_training_logs()
     opened = open_store(store, create=True)
@@ -195,7 +200,7 @@ def _train(kind: str, *, as_json: bool, **options) -> None:
             result = (train_sft if kind == "sft" else train_dpo)(opened, settings, on_progress=display)
     except FloatingPointError as exc:  # the run was tried and diverged; it is recorded as failed
         raise fail(str(exc), FAILED) from None
-    except USER_ERRORS as exc:
+    except RUN_ERRORS as exc:
         raise fail(_reason(exc)) from None
     m = result.metrics
     losses = "no loss logged" if m["first_loss"] is None else f"loss {m['first_loss']:.3f} → {m['final_loss']:.3f}"
@@ -267,7 +272,7 @@ def pretrain_base_command(
 
         try:
             path = pretrain_base(settings, on_progress=show)
-        except USER_ERRORS as exc:
+        except RUN_ERRORS as exc:
             raise fail(_reason(exc)) from None
     if path.name != "model":  # stopped by --max-minutes: checkpointed, not finished
         state = {"out": str(out), "finished": False, "checkpoint": str(path)}
@@ -356,7 +361,7 @@ def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **optio
 
     try:
         settings = check_rl_training(RLSettings(**options))  # before the store is opened
-    except (*USER_ERRORS, ServeError) as exc:
+    except (*CHECK_ERRORS, ServeError) as exc:
         raise fail(_reason(exc)) from None
     quiet_training_logs()
     host = open_host(store, sandbox)  # the store must exist: its admitted tasks are the environments
@@ -373,7 +378,7 @@ def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **optio
         result, _ = asyncio.run(run())
     except (FloatingPointError, ServeError, WeightSyncError) as exc:  # tried and failed (recorded as failed)
         raise fail(str(exc), FAILED) from None
-    except USER_ERRORS as exc:
+    except RUN_ERRORS as exc:
         raise fail(_reason(exc)) from None
     m = result.metrics
     rewards = ", ".join(f"{name} {value:.2f}" for name, value in m["final_rewards"].items() if value is not None)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from pydantic import BaseModel, Field, model_validator
 
-from .._errors import InfrastructureError
+from .._errors import CoworkenvError, InfrastructureError
 from ..agents import ProviderSettings, chat_model, parse_provider
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 
 
-class EvalError(ValueError):
+class EvalError(CoworkenvError, ValueError):
     """The evaluation cannot run as asked; the message says what was wrong."""
 
 

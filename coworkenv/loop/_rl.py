@@ -30,6 +30,7 @@ from ..agents import Policy, PolicyChatModel, ServedPolicy, Trajectory, chat_tex
 from ..episodes import EpisodeHost
 from ..store import Provenance, Store, VerdictRow
 from ..trainer import (
+    TrainingError,
     RLKind,
     RLSettings,
     RolloutBatch,
@@ -86,7 +87,7 @@ class LiveRollouts:
                 self.tasks[key].append(row["task_id"])
             self.tools.setdefault(key, row.get("tools") or [])
         if missing:
-            raise ValueError(f"{len(missing)} task(s) of the rows are not in {store.path}: {', '.join(missing[:3])}")
+            raise TrainingError(f"{len(missing)} task(s) of the rows are not in {store.path}: {', '.join(missing[:3])}")
         self._turn: dict[str, int] = {}
         self.played: list[RLEpisode] = []  # every episode of the run, in order
 
@@ -170,7 +171,7 @@ def rl_training_rows(store: Store, settings: RLSettings) -> list[dict[str, Any]]
     """The prompt rows of a run: its ``data`` file, or the store's admitted tasks in its view."""
     rows = read_rows(settings.data) if settings.data else rl_rows(store, style=settings.style)
     if not rows:
-        raise ValueError(f"no RL rows in {settings.data}" if settings.data else
+        raise TrainingError(f"no RL rows in {settings.data}" if settings.data else
                          f"{store.path} has no admitted tasks to train on (run coworkenv synth first)")
     return rows
 

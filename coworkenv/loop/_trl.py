@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from ..episodes import EpisodeHost, EpisodeSettings
 from ..store import Store
-from ..trainer import GATE_REWARDS, RLSettings, gate_reward, rl_dataset, rl_rows, trl_rollout_func
+from ..trainer import GATE_REWARDS, RLSettings, TrainingError, gate_reward, rl_dataset, rl_rows, trl_rollout_func
 from ..workspace import PromptStyle, check_style
 from ._episodes import LocalEpisodes
 from ._rl import LiveRollouts, RLEpisode
@@ -63,10 +63,10 @@ class CoworkEnv:
             wanted = set(tasks)
             unknown = wanted - {r["task_id"] for r in rows}
             if unknown:
-                raise ValueError(f"not admitted tasks of {self.store.path}: {', '.join(sorted(unknown)[:5])}")
+                raise TrainingError(f"not admitted tasks of {self.store.path}: {', '.join(sorted(unknown)[:5])}")
             rows = [r for r in rows if r["task_id"] in wanted]
         if not rows:
-            raise ValueError(f"{self.store.path} has no admitted tasks to train on (run coworkenv synth first)")
+            raise TrainingError(f"{self.store.path} has no admitted tasks to train on (run coworkenv synth first)")
         self.rows = rows
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="coworkenv-episodes", daemon=True)
@@ -97,7 +97,7 @@ class CoworkEnv:
         ``rewards/<part>/mean``."""
         unknown = [p for p in parts if p not in GATE_REWARDS]
         if unknown:
-            raise ValueError(f"unknown reward {unknown[0]!r}; one of: {', '.join(GATE_REWARDS)}")
+            raise TrainingError(f"unknown reward {unknown[0]!r}; one of: {', '.join(GATE_REWARDS)}")
         return [gate_reward(part) for part in parts or ("score",)]
 
     @property
@@ -116,7 +116,7 @@ class CoworkEnv:
         """The settings ``LiveRollouts`` plays by, read from the trainer that asks (its group size and
         sampling temperature: the log-probabilities it computes assume them)."""
         if getattr(trainer, "use_vllm", False):
-            raise ValueError("coworkenv.trl plays episodes with the trainer's own model: set use_vllm=False "
+            raise TrainingError("coworkenv.trl plays episodes with the trainer's own model: set use_vllm=False "
                              "(coworkenv train grpo --generation vllm samples turns with vLLM)")
         return RLSettings(model=str(getattr(trainer.model.config, "_name_or_path", "") or "the trainer's model"),
                           out_dir=str(trainer.args.output_dir), style=self.style,

@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
-from .._errors import Boundary
+from .._errors import Boundary, CoworkenvError
 from ..workspace import Attachment, CheckResult, Message, Task, ToolCall, Workspace, resolve_state
 from ._catalog import canned_queries
 from ._migrations import MIGRATIONS, applied_migrations, apply_migrations
@@ -114,7 +114,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
-class StoreError(ValueError):
+class StoreError(CoworkenvError, ValueError):
     """A store file cannot be used; the message names the file and what is wrong with it."""
 
 

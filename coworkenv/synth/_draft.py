@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
-from .._errors import ModelError
+from .._errors import CoworkenvError, ModelError
 from ..agents import ProviderSettings, ProviderSpec, chat_model
 from ..episodes import EpisodeHost
 from ..store import DraftOutcome, Store, TaskDraftRow, new_id
@@ -111,7 +111,7 @@ forbidden_probe:
 REPLY = "Reply with the task as one YAML document in a ```yaml block, and nothing else."
 
 
-class DraftError(ValueError):
+class DraftError(CoworkenvError, ValueError):
     """A draft that cannot be a task of the workspace; the message is the feedback the model gets."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from .._errors import CoworkenvError
 
 PROFILE_VERSION = 1
 WEIGHT_FLOOR = 0.1
@@ -54,7 +55,7 @@ class Profile(BaseModel):
         return sum(c.pass_rate * c.trials for c in cells if c.pass_rate is not None) / sum(c.trials for c in cells)
 
 
-class ProfileError(ValueError):
+class ProfileError(CoworkenvError, ValueError):
     """A profile file is missing or malformed; the message names the file and what was wrong."""
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     )
     from ._model import (
         TinyConfig,
+        TrainingError,
         TrainingUnavailable,
         init_model,
         init_tiny_model,
@@ -103,7 +104,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_hf": ("DATASET_FORMATS", "DEFAULT_LICENSE", "DatasetFormat", "ExportKind", "card_metadata",
             "check_dataset_target", "dataset_features", "export_dataset"),
     "_model": (
-        "TinyConfig", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
+        "TinyConfig", "TrainingError", "TrainingUnavailable", "init_model", "init_tiny_model", "read_rows",
         "require_training", "train_tokenizer",
     ),
     "_pretrain": ("POCKETWORKER_BASE", "PretrainProgress", "PretrainSettings", "copy_probe", "pretrain_base",

@@ -34,6 +34,7 @@ from ..workspace import (
     clean,
     to_chat,
 )
+from ._model import TrainingError
 
 RL_REWARD_SOURCES: tuple[str, ...] = (*TRAINING_SOURCES, "rl")
 """The episodes whose verdicts an RL row carries: the teacher's, live agents' and earlier RL runs'
@@ -330,7 +331,7 @@ def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", a
     rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag,
                     without=without)
     if not rows and not allow_empty:
-        raise ValueError(f"{store.path} has no admitted episodes with a conversation to export "
+        raise TrainingError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")
     return _write_jsonl(Path(path), rows)
 
@@ -341,7 +342,7 @@ def export_dpo(store: Store, path: str | Path, *, style: PromptStyle = "full", a
     With ``allow_empty=False`` a store with no pair raises ``ValueError`` and writes nothing."""
     rows = dpo_rows(store, style=style)
     if not rows and not allow_empty:
-        raise ValueError(f"{store.path} has no repaired-versus-failed pairs to export (collect with an oracle "
+        raise TrainingError(f"{store.path} has no repaired-versus-failed pairs to export (collect with an oracle "
                          "--error-rate, or a teacher that fails and is repaired); nothing written")
     return _write_jsonl(Path(path), rows)
 
@@ -353,5 +354,5 @@ def export_rl(store: Store, path: str | Path, *, style: PromptStyle = "full", al
     With ``allow_empty=False`` a store without admitted tasks raises ``ValueError`` and writes nothing."""
     rows = rl_rows(store, style=style)
     if not rows and not allow_empty:
-        raise ValueError(f"{store.path} has no admitted tasks to export (run coworkenv synth first); nothing written")
+        raise TrainingError(f"{store.path} has no admitted tasks to export (run coworkenv synth first); nothing written")
     return _write_jsonl(Path(path), rows)

@@ -31,7 +31,7 @@ import yaml
 from ..store import Store
 from ..workspace import PromptStyle
 from ._export import dpo_rows, rl_rows, sft_rows
-from ._model import TrainingUnavailable
+from ._model import TrainingError, TrainingUnavailable
 
 ExportKind = Literal["sft", "dpo", "rl"]
 DatasetFormat = Literal["jsonl", "parquet", "hf"]
@@ -84,7 +84,7 @@ def _check_text_content(rows: list[dict[str, Any]]) -> None:
         for column in ("messages", "prompt", "chosen", "rejected"):
             for message in row.get(column) or []:
                 if not isinstance(message.get("content"), str):
-                    raise ValueError("a message with list content (an SFT export with --vision) has no parquet "
+                    raise TrainingError("a message with list content (an SFT export with --vision) has no parquet "
                                      "schema here; export it as JSON lines")
 
 
@@ -136,12 +136,12 @@ def check_dataset_target(out: Path, fmt: DatasetFormat, kind: str = "rows") -> N
     (which replacing it would lose)."""
     if fmt != "hf":
         if out.is_dir():
-            raise ValueError(f"--out {out} is a folder; give a file name, e.g. {out / f'{kind}.{fmt}'}")
+            raise TrainingError(f"--out {out} is a folder; give a file name, e.g. {out / f'{kind}.{fmt}'}")
         return
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder for a dataset (--format hf)")
+        raise TrainingError(f"--out {out} is a file; give a folder for a dataset (--format hf)")
     if out.is_dir() and any(out.iterdir()) and not _is_export(out):
-        raise ValueError(f"--out {out} is a folder that holds other files than a dataset export; give a new folder")
+        raise TrainingError(f"--out {out} is a folder that holds other files than a dataset export; give a new folder")
 
 
 def _is_export(folder: Path) -> bool:
@@ -169,7 +169,7 @@ def export_dataset(store: Store, kind: ExportKind, out: str | Path, *, fmt: Data
     check_dataset_target(out, fmt)
     rows = ROWS[kind](store, style=style, **options)
     if not rows and not allow_empty:
-        raise ValueError(f"{store.path} has no {kind.upper()} rows to export; nothing written")
+        raise TrainingError(f"{store.path} has no {kind.upper()} rows to export; nothing written")
     if fmt == "parquet":
         table = _table(kind, rows)
 

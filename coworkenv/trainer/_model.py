@@ -29,11 +29,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .._errors import CoworkenvError
 from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS, tojson
 
 
-class TrainingUnavailable(RuntimeError):
+class TrainingUnavailable(CoworkenvError, RuntimeError):
     """The training extra is not installed; the message says what to install."""
+
+
+class TrainingError(CoworkenvError, ValueError):
+    """Rows, a data file, an output folder or a setting that training or an export cannot use; the
+    message says what was wrong. A ``ValueError`` raised inside TRL or transformers is not one of
+    these: it is a bug, and the CLI shows its traceback."""
 
 
 def require_training() -> None:
@@ -182,7 +189,7 @@ def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config:
     config = config or TinyConfig()
     texts = list(corpus_texts(rows))
     if not texts:
-        raise ValueError("the corpus is empty: export SFT rows first (coworkenv export sft)")
+        raise TrainingError("the corpus is empty: export SFT rows first (coworkenv export sft)")
     require_training()
     on_stage(f"training a {config.vocab_size:,}-token BPE tokenizer on {len(texts):,} texts")
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
@@ -238,5 +245,5 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+            raise TrainingError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
     return rows

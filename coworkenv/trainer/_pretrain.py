@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from ..workspace import app_spec, listed_apps
 from ._chat_template import EOS, IM_END, IM_START, POCKET_CHAT_TEMPLATE, TOOL_TOKENS
-from ._model import ENTITY_PATTERNS, parameter_count, require_training
+from ._model import ENTITY_PATTERNS, TrainingError, parameter_count, require_training
 from ._pretrain_data import PRETRAIN_SEED_FROM, Sample, exercises, render
 
 POCKETWORKER_BASE = Path(__file__).resolve().parents[1] / "assets" / "pocketworker-base"
@@ -281,7 +281,7 @@ def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _qu
     recipe_path = out / "recipe.json"
     recipe = settings.model_dump(exclude={"out_dir", "max_minutes"})
     if recipe_path.exists() and json.loads(recipe_path.read_text()) != recipe:
-        raise ValueError(f"{out} holds a run of another recipe ({recipe_path}); use another folder")
+        raise TrainingError(f"{out} holds a run of another recipe ({recipe_path}); use another folder")
     recipe_path.write_text(json.dumps(recipe, indent=2))
     torch.set_num_threads(settings.threads)
     torch.use_deterministic_algorithms(True)
@@ -305,7 +305,7 @@ def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _qu
     if checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
         if saved["state"]["data_hash"] != data_hash:
-            raise ValueError(f"{checkpoint} was trained on other data ({saved['state']['data_hash']}, now {data_hash})")
+            raise TrainingError(f"{checkpoint} was trained on other data ({saved['state']['data_hash']}, now {data_hash})")
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         state = {"window": [], **saved["state"]}

@@ -43,7 +43,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from ..store import Store
 from ..workspace import PromptStyle
-from ._model import require_training
+from ._model import TrainingError, require_training
 from ._train import (
     ProgressHook,
     RunRecord,
@@ -163,9 +163,9 @@ def rl_dataset(rows: list[dict[str, Any]]):
     for n, row in enumerate(rows, 1):
         prompt = row.get("prompt")
         if not isinstance(prompt, list) or not any(isinstance(m, dict) and m.get("role") == "user" for m in prompt):
-            raise ValueError(f"row {n} is not an RL row: it needs a conversational `prompt` with a user turn")
+            raise TrainingError(f"row {n} is not an RL row: it needs a conversational `prompt` with a user turn")
         if not isinstance(row.get("task_id"), str):
-            raise ValueError(f"row {n} is not an RL row: it needs the `task_id` of its task")
+            raise TrainingError(f"row {n} is not an RL row: it needs the `task_id` of its task")
     return Dataset.from_list([
         {"prompt": [{"role": m["role"], "content": m.get("content") or ""} for m in row["prompt"]],
          "task_id": row["task_id"]}
@@ -178,7 +178,7 @@ def gate_reward(component: str):
     ``robustness`` or ``score``): it reads the rollout's ``grade_<component>`` field (TRL keeps
     ``completion`` for the decoded completion), so it rewards each episode with its verdict."""
     if component not in GATE_REWARDS:
-        raise ValueError(f"unknown reward {component!r}; one of: {', '.join(GATE_REWARDS)}")
+        raise TrainingError(f"unknown reward {component!r}; one of: {', '.join(GATE_REWARDS)}")
 
     def reward(prompts, completions, **kwargs) -> list[float]:
         return [float(x) for x in kwargs[f"grade_{component}"]]

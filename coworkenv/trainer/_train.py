@@ -37,7 +37,7 @@ from ..store import Store
 from ._chat_template import tojson
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
-from ._model import TrainingUnavailable, read_rows, require_training
+from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 
 
 class TrainSettings(BaseModel):
@@ -127,7 +127,7 @@ def check_reporters(names: list[str]) -> list[str]:
     known = ["none", "all", *INTEGRATION_TO_CALLBACK]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown --report-to {unknown[0]!r}; choose from: {', '.join(known)}")
+        raise TrainingError(f"unknown --report-to {unknown[0]!r}; choose from: {', '.join(known)}")
     if "all" in names:
         names = list(dict.fromkeys([*(n for n in names if n != "all"), *get_available_reporting_integrations()]))
     for name in names:
@@ -195,7 +195,7 @@ def _select(rows: list[dict[str, Any]], settings: TrainSettings) -> list[dict[st
         rows = [r for r in rows if r.get("capability") in settings.capabilities]
     if not rows:
         which = f" of capabilities {settings.capabilities}" if settings.capabilities else ""
-        raise ValueError(f"no training rows{which} in {settings.data}")
+        raise TrainingError(f"no training rows{which} in {settings.data}")
     return rows
 
 
@@ -205,7 +205,7 @@ def sft_dataset(rows: list[dict[str, Any]]):
 
     for n, row in enumerate(rows, 1):
         if not isinstance(row.get("messages"), list) or not any(m.get("role") == "assistant" for m in row["messages"]):
-            raise ValueError(f"row {n} is not an SFT row: it needs `messages` with an assistant turn")
+            raise TrainingError(f"row {n} is not an SFT row: it needs `messages` with an assistant turn")
     return Dataset.from_list([
         {"messages": [_message(m) for m in row["messages"]], "tools": json.dumps(row.get("tools") or [])}
         for row in rows
@@ -219,7 +219,7 @@ def dpo_dataset(rows: list[dict[str, Any]]):
     for n, row in enumerate(rows, 1):
         missing = [k for k in ("prompt", "chosen", "rejected") if not isinstance(row.get(k), list)]
         if missing:
-            raise ValueError(f"row {n} is not a DPO pair: missing {', '.join(missing)}")
+            raise TrainingError(f"row {n} is not a DPO pair: missing {', '.join(missing)}")
     return Dataset.from_list([
         {"prompt": [_message(m) for m in row["prompt"]], "chosen": [_message(m) for m in row["chosen"]],
          "rejected": [_message(m) for m in row["rejected"]], "tools": json.dumps(row.get("tools") or [])}
@@ -392,7 +392,7 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
         trainer, tokenizer = build()
         dataset = getattr(trainer, "train_dataset", None)
         if dataset is not None and len(dataset) == 0:  # TRL dropped every row while preparing them
-            raise ValueError(
+            raise TrainingError(
                 f"none of the {record.rows} rows is left to train on once prepared: each must keep tokens to learn "
                 f"from within --max-length {getattr(record.settings, 'max_length', '?')} (rows of the full view are "
                 "long: export with --style compact or minimal, or raise --max-length)")

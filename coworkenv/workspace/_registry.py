@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from .._errors import CoworkenvError
 from . import apps as _apps
 
 ENTRY_POINT_GROUP = "coworkenv.apps"
@@ -33,7 +34,7 @@ _external: dict[str, Path] = {}  # app name -> its file, for apps registered fro
 _entry_points_loaded = False
 
 
-class AppError(ValueError):
+class AppError(CoworkenvError, ValueError):
     """An app cannot be registered; the message names the file and what is wrong."""
 
 

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._errors import CoworkenvError
 from ._conversation import Attachment
 from ._yaml import YamlLimitError, load_yaml
 
@@ -64,7 +65,7 @@ Description = Annotated[str, Field(max_length=MAX_DESCRIPTION)]
 LongText = Annotated[str, Field(max_length=MAX_INSTRUCTION)]
 
 
-class SpecError(ValueError):
+class SpecError(CoworkenvError, ValueError):
     """A spec file or value is malformed; the message names what was wrong."""
 
 

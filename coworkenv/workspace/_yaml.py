@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from .._errors import CoworkenvError
 
 MAX_YAML_CHARS = 64 << 20  # the text of one document, and its scalars once aliases are expanded
 MAX_YAML_NODES = 1_000_000  # nodes once aliases are expanded
 
 
-class YamlLimitError(yaml.YAMLError):
+class YamlLimitError(CoworkenvError, yaml.YAMLError):
     """A YAML document over the bounds above (or nested past what the parser can follow)."""
 
 
