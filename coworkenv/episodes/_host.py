@@ -12,9 +12,9 @@ import sqlite3
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from ..gate import GRADER_VERSION, EpisodeRecord, grade_episode
@@ -127,11 +127,25 @@ class HeldSandbox:
         return episode
 
 
-class EpisodeHost:
-    """Opens episodes of stored tasks, each in a fresh sandbox with a private copy of the state."""
+class Timer(Protocol):
+    """What ``call_later`` returns: a timer that can be cancelled (``asyncio.TimerHandle`` is one)."""
 
-    def __init__(self, store: Store, settings: EpisodeSettings | None = None) -> None:
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[..., Timer]  # call_later(delay, callback, *args), as the event loop's
+
+
+class EpisodeHost:
+    """Opens episodes of stored tasks, each in a fresh sandbox with a private copy of the state.
+
+    ``call_later`` schedules the host's timers of parked sandboxes (``hold_sandbox``); by default the
+    running event loop's. A test passes one it moves on by hand instead of waiting ``PARK_S`` out."""
+
+    def __init__(self, store: Store, settings: EpisodeSettings | None = None, *,
+                 call_later: CallLater | None = None) -> None:
         self.store = store
+        self._call_later = call_later
         self.settings = settings or EpisodeSettings()
         self._tmp: tempfile.TemporaryDirectory | None = None
         if self.settings.cache_dir is None:
@@ -154,7 +168,7 @@ class EpisodeHost:
         self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
         self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
-        self._parked: dict[Path, list[tuple[Sandbox, asyncio.TimerHandle]]] = {}  # see hold_sandbox
+        self._parked: dict[Path, list[tuple[Sandbox, Timer]]] = {}  # see hold_sandbox
         self._scratch: OrderedDict[str, bytearray] = OrderedDict()  # workspace hash -> its initial state (see state_changes)
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
@@ -263,7 +277,8 @@ class EpisodeHost:
         if sandbox.closed:
             self.pool.release_soon(sandbox)
             return
-        timer = asyncio.get_running_loop().call_later(PARK_S, self._park_ended, initial, sandbox)
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        timer = call_later(PARK_S, self._park_ended, initial, sandbox)
         self._parked.setdefault(initial, []).append((sandbox, timer))
 
     def _unpark(self, initial: Path) -> Sandbox | None:

@@ -32,6 +32,7 @@ import math
 import time
 import weakref
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -60,11 +61,14 @@ class SandboxPool:
     """Started sandboxes of one backend, keyed by the initial state they restore.
 
     ``config`` is the backend's own (``BACKENDS[backend].config_type``), given to every sandbox it starts.
+    ``clock`` (seconds, monotonic) times what the pool remembers (``BUSY_S``, ``UNASKED_S``); a test
+    moves a clock of its own past them instead of waiting them out.
     """
 
     def __init__(self, backend: str, *, limits: Limits | None = None, settings: PoolSettings | None = None,
-                 config: SandboxConfig | None = None) -> None:
+                 config: SandboxConfig | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.backend = backend
+        self._clock = clock
         self.limits = limits or Limits()
         self.settings = settings or PoolSettings()
         self.config = config
@@ -125,7 +129,7 @@ class SandboxPool:
         ready = self._idle.get(key)
         if not ready and self._resetting[key]:
             ready = await self._wait_for_reset(key)
-        now = time.monotonic()
+        now = self._clock()
         if ready:
             sandbox = ready.pop()
             self._idle.move_to_end(key)
@@ -148,7 +152,7 @@ class SandboxPool:
         """A ready sandbox of another workspace (of the one used least recently; with ``unasked_for``,
         only of one none of whose sandboxes was acquired for that many seconds), retargeted to ``key``;
         None when there is none or the backend cannot (then it stays where it was)."""
-        now = time.monotonic()
+        now = self._clock()
         for other, ready in self._idle.items():
             if other != key and ready and (
                     unasked_for is None or now - self._asked.get(other, -math.inf) > unasked_for):
@@ -237,7 +241,7 @@ class SandboxPool:
         sandbox handed out at once lately (each will be wanted again as soon as its run's next
         episode starts)."""
         busiest, since = self._busiest.get(key, (0, 0.0))
-        return self.settings.size + (max(busiest, self._out[key]) if time.monotonic() - since <= BUSY_S else self._out[key])
+        return self.settings.size + (max(busiest, self._out[key]) if self._clock() - since <= BUSY_S else self._out[key])
 
     def release_soon(self, sandbox: Sandbox) -> None:
         """``release`` in the background (an episode's end does not wait for the reset)."""

@@ -280,20 +280,29 @@ async def test_a_workspace_without_a_ready_sandbox_takes_another_s_instead_of_st
             await pool.close()
 
 
+class Clock:
+    """A monotonic clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.bwrap
 async def test_workspaces_used_in_turn_keep_their_own_sandboxes_and_a_stale_one_gives_them_up(tmp_path: Path,
-                                                                                             apps_dir: Path,
-                                                                                             monkeypatch):
+                                                                                             apps_dir: Path):
     """Episodes that go back and forth between two workspaces (as synthesis's tasks do) find ready
     sandboxes of their own: a fill starts one rather than retarget one that the other workspace asked
     for lately (and that it would take back a moment later). A workspace nobody asked for in
     ``UNASKED_S`` seconds gives a fill its spare ready sandbox instead of a start."""
-    import coworkenv.sandbox._pool as pool_module
+    from coworkenv.sandbox._pool import BUSY_S, UNASKED_S
 
-    monkeypatch.setattr(pool_module, "UNASKED_S", 2.0)
     first, second, third = states(tmp_path, 3)
+    clock = Clock()
     pool = SandboxPool("bwrap", limits=LIMITS, settings=PoolSettings(size=1),
-                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path))
+                       config=BwrapConfig(apps_dir=apps_dir, root=tmp_path), clock=clock)
     try:
         with anyio.fail_after(120):
             for _ in range(4):
@@ -306,7 +315,8 @@ async def test_workspaces_used_in_turn_keep_their_own_sandboxes_and_a_stale_one_
             assert pool.stats["retargeted"] == 1 and pool.stats["started"] == 4, pool.stats
             assert pool.idle(first) == 2 and pool.idle(second) == 2
 
-            await anyio.sleep(2.5)  # nobody asks for `first` or `second` any more
+            clock.now += UNASKED_S + 0.5  # nobody asks for `first` or `second` any more
+            assert UNASKED_S + 0.5 < BUSY_S  # (what was busy lately still counts)
             started = pool.stats["started"]
             sandbox = await pool.acquire(third)  # none of its own: a spare one is retargeted, and so is its fill
             await pool.drain()

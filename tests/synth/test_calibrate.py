@@ -1,6 +1,5 @@
 """Calibration admits consistent tasks and quarantines the others, with their reason."""
 
-import asyncio
 
 import pytest
 
@@ -109,54 +108,90 @@ async def test_a_task_s_episodes_in_one_restored_sandbox_grade_as_in_fresh_sandb
     assert host.pool.stats["started"] - started < len(made.tasks), host.pool.stats
 
 
-async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(host, tmp_path, monkeypatch):
+class Timers:
+    """``call_later`` as the event loop's, on a clock that moves only when the test calls ``advance``."""
+
+    class Timer:
+        def __init__(self, when: float, callback, args: tuple) -> None:
+            self.when, self.callback, self.args, self.cancelled = when, callback, args, False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pending: list[Timers.Timer] = []
+
+    def call_later(self, delay: float, callback, *args) -> "Timers.Timer":
+        timer = Timers.Timer(self.now + delay, callback, args)
+        self.pending.append(timer)
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on, running the callbacks that come due (in their order)."""
+        self.now += seconds
+        due = sorted((t for t in self.pending if t.when <= self.now), key=lambda t: t.when)
+        self.pending = [t for t in self.pending if t.when > self.now]
+        for timer in due:
+            if not timer.cancelled:
+                timer.callback(*timer.args)
+
+
+async def test_tasks_of_one_workspace_calibrate_in_one_sandbox_as_each_alone(store, tmp_path):
     """The sandbox held for one task's calibration waits ``PARK_S`` for the next task of its workspace,
     whose episodes restore it in place (no fresh worker, no reset): a run of one workspace's tasks takes
     one sandbox from the pool, and each task calibrates as it does alone, on a host of its own. Then the
     sandbox goes back to the pool; one whose hold ended with an error goes back at once."""
     from coworkenv.episodes import EpisodeHost, EpisodeSettings
-    from coworkenv.episodes import _host
+    from coworkenv.episodes._host import PARK_S
     from coworkenv.store import Store
 
-    monkeypatch.setattr(_host, "PARK_S", 0.3)
-    made = generate(len(GENERATED), seed=21, generator="composed")
-    workspace = made.workspaces[0]
-    tasks = [t for t in made.tasks if t.workspace_id == workspace.id]
-    assert len({t.capability for t in tasks}) >= 4, [t.capability for t in tasks]
-    host.store.put_workspace(workspace)
+    timers = Timers()
+    host = EpisodeHost(store, EpisodeSettings(cache_dir=tmp_path / "cache"), call_later=timers.call_later)
+    try:
+        made = generate(len(GENERATED), seed=21, generator="composed")
+        workspace = made.workspaces[0]
+        tasks = [t for t in made.tasks if t.workspace_id == workspace.id]
+        assert len({t.capability for t in tasks}) >= 4, [t.capability for t in tasks]
+        host.store.put_workspace(workspace)
 
-    def acquired(pool) -> int:
-        return pool.stats["warm"] + pool.stats["cold"] + pool.stats["retargeted"]
+        def acquired(pool) -> int:
+            return pool.stats["warm"] + pool.stats["cold"] + pool.stats["retargeted"]
 
-    together = []
-    for task in tasks:
-        host.store.put_task(task)
-        together.append(await calibrate_task(host, task, record=False))
-    assert acquired(host.pool) == 1, host.pool.stats
-    initial = host.initial_state(workspace)
-    ready = host.pool.idle(initial)  # the pool's own spares; the one held is parked
-    await asyncio.sleep(0.6)
-    await host.pool.drain()
-    assert host.pool.idle(initial) == ready + 1  # back, reset, ready for anyone
+        together = []
+        for task in tasks:
+            host.store.put_task(task)
+            together.append(await calibrate_task(host, task, record=False))
+        assert acquired(host.pool) == 1, host.pool.stats
+        initial = host.initial_state(workspace)
+        ready = host.pool.idle(initial)  # the pool's own spares; the one held is parked
+        timers.advance(PARK_S * 0.9)
+        await host.pool.drain()
+        assert host.pool.idle(initial) == ready  # still parked for the workspace's next task
+        timers.advance(PARK_S * 0.2)
+        await host.pool.drain()
+        assert host.pool.idle(initial) == ready + 1  # back, reset, ready for anyone
 
-    for n, task in enumerate(tasks):
-        alone = EpisodeHost(Store(tmp_path / f"alone-{n}.db"), EpisodeSettings(cache_dir=tmp_path / "cache-alone"))
-        try:
-            alone.store.put_workspace(workspace)
-            alone.store.put_task(task)
-            result = await calibrate_task(alone, task, record=False)
-        finally:
-            await alone.close()
-        assert result == together[n], task.id
+        for n, task in enumerate(tasks):
+            alone = EpisodeHost(Store(tmp_path / f"alone-{n}.db"), EpisodeSettings(cache_dir=tmp_path / "cache-alone"))
+            try:
+                alone.store.put_workspace(workspace)
+                alone.store.put_task(task)
+                result = await calibrate_task(alone, task, record=False)
+            finally:
+                await alone.close()
+            assert result == together[n], task.id
 
-    before = acquired(host.pool)
-    with pytest.raises(RuntimeError):
-        async with host.hold_sandbox(tasks[0]) as held:
-            await (await held.open(Provenance("calibration", provider="reference"))).finish("x")
-            raise RuntimeError("the holder failed")
-    async with host.hold_sandbox(tasks[0]):
-        pass
-    assert acquired(host.pool) == before + 2  # the failed hold's sandbox was not parked for the next
+        before = acquired(host.pool)
+        with pytest.raises(RuntimeError):
+            async with host.hold_sandbox(tasks[0]) as held:
+                await (await held.open(Provenance("calibration", provider="reference"))).finish("x")
+                raise RuntimeError("the holder failed")
+        async with host.hold_sandbox(tasks[0]):
+            pass
+        assert acquired(host.pool) == before + 2  # the failed hold's sandbox was not parked for the next
+    finally:
+        await host.close()
 
 
 async def test_an_episode_without_a_call_leaves_its_held_sandbox_as_it_was(host, monkeypatch):
