@@ -240,7 +240,9 @@ ReportOpt = Annotated[list[str] | None, typer.Option(
 def pretrain_base_command(
     out: Annotated[Path, typer.Option(help="The run folder: tokenizer/, data/, checkpoint.pt, then model/.")] = Path(
         "runs/models/pretrain"),
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of the whole run.")] = 3000,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps on the exercises.")] = 3000,
+    copy_steps: Annotated[int, typer.Option(min=0, help="Steps of random-token copying before the exercises (the "
+                                            "model forms the head that copies; 0: none).")] = 8000,
     seeds: Annotated[int, typer.Option(min=1, help="Pretraining workspaces (seeds from 1,000,000 on).")] = 600,
     hidden_size: Annotated[int, typer.Option(min=16, help="Width of the model (its hidden state).")] = 192,
     layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 3,
@@ -257,16 +259,18 @@ def pretrain_base_command(
     from ..trainer import PretrainSettings, pretrain_base
 
     try:
-        settings = PretrainSettings(out_dir=str(out), steps=steps, seeds=seeds, hidden_size=hidden_size, layers=layers,
-                                    heads=max(1, hidden_size // 32), intermediate_size=4 * hidden_size,
+        settings = PretrainSettings(out_dir=str(out), steps=steps, copy_steps=copy_steps, seeds=seeds,
+                                    hidden_size=hidden_size, layers=layers, heads=max(1, hidden_size // 32),
+                                    intermediate_size=4 * hidden_size,
                                     threads=threads, seed=seed, max_minutes=max_minutes)
     except ValueError as exc:
         raise fail(_reason(exc)) from None
     quiet_training_logs()
     with spinner(f"pretraining a base into {out}") as stage:
         def show(p) -> None:
-            if p.stage == "train":
-                stage(f"train: step {p.step}/{p.steps}, loss {p.loss:.4f}, {_clock(p.seconds)}")
+            if p.stage in ("copy", "train"):
+                stage(f"{p.stage}: step {p.step}/{p.steps}, loss {p.loss:.4f}, {_clock(p.seconds)}"
+                      + (f"; {p.detail}" if p.detail else ""))
             else:
                 stage(f"{p.stage}: {p.detail}" + (f" ({p.step}/{p.steps})" if p.steps else ""))
 
@@ -280,7 +284,8 @@ def pretrain_base_command(
         return
     meta = json.loads((path / "coworkenv_model.json").read_text())
     emit(as_json, {"path": str(path), "finished": True, **{k: meta[k] for k in (
-        "steps", "wall_seconds", "final_loss", "parameters", "vocab_size", "weights_sha256")}}, lambda: err.print(
+        "steps", "wall_seconds", "final_loss", "copy_rate_after_copying", "parameters", "vocab_size",
+        "weights_sha256")}}, lambda: err.print(
         f"pretrained {meta['parameters']:,} parameters in {meta['steps']} steps ({_clock(meta['wall_seconds'])}), "
         f"final loss {meta['final_loss']}; weights {meta['weights_sha256'][:16]} in {path}"))
 

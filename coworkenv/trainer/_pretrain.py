@@ -1,6 +1,6 @@
 """``pretrain_base``: a PocketWorker base pretrained by the project, resumable, rebuilt bit for bit.
 
-The recipe (``PretrainSettings``) has three stages, each kept in the output folder so that a run
+The recipe (``PretrainSettings``) has these stages, each kept in the output folder so that a run
 interrupted at any point resumes where it stopped:
 
 1. **Tokenizer**: a byte-level BPE trained on the exercises of the first ``tokenizer_seeds``
@@ -10,7 +10,15 @@ interrupted at any point resumes where it stopped:
 2. **Data**: ``seeds`` workspaces' exercises (``_pretrain_data``), tokenized and packed into
    sequences of ``seq_len`` tokens, a shard per ``SHARD_SEEDS`` seeds (``data/shard-*.npz``: token ids
    and the mask of learned tokens). Exercises longer than a sequence are left out.
-3. **Training**: a Qwen3 of the recipe's size from a seeded initialisation, AdamW with warm-up and a
+3. **Copying** (``copy_steps``): the model's first steps learn to copy, on sequences of random
+   tokens in which a span recurs (``copy_batch``): the loss is on the recurrence only, which only
+   an induction head (a head that finds the token after an earlier occurrence of the current one)
+   predicts. A small model does not form that head on the exercises alone: measured, it recalled
+   the generated world's values instead of copying them, and on random spans it formed the head
+   only after a plateau of thousands of steps, on short sequences first (benchmarks/loop.md).
+   The last eighth of the stage runs on sequences four times as long, so the head reaches across
+   the context an episode fills.
+4. **Training**: a Qwen3 of the recipe's size from a seeded initialisation, AdamW with warm-up and a
    cosine decay, ``batch_size`` sequences a step in an order drawn from the seed; a checkpoint
    (weights, optimizer, step, losses, wall time) every ``save_every`` steps and at the end.
 
@@ -63,7 +71,10 @@ class PretrainSettings(BaseModel):
     intermediate_size: int = Field(default=768, ge=16)
     seq_len: int = Field(default=1024, ge=64)
     batch_size: int = Field(default=16, ge=1)
-    steps: int = Field(default=6000, ge=1)
+    steps: int = Field(default=6000, ge=1)  # steps on the exercises, after the copying stage
+    copy_steps: int = Field(default=8000, ge=0)  # steps of random-token copying first (0: none)
+    copy_seq_len: int = Field(default=64, ge=16)  # the stage's sequences (the last eighth: four times as long)
+    copy_batch_size: int = Field(default=16, ge=1)
     learning_rate: float = Field(default=3e-3, gt=0)
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
     warmup_steps: int = Field(default=200, ge=0)
@@ -79,7 +90,7 @@ class PretrainSettings(BaseModel):
 
 @dataclass(frozen=True)
 class PretrainProgress:
-    stage: str  # tokenizer | data | train | done
+    stage: str  # tokenizer | data | copy | train | done
     step: int = 0
     steps: int = 0
     loss: float | None = None
@@ -218,6 +229,63 @@ def _digest(ids, mask) -> str:
     return digest.hexdigest()[:16]
 
 
+# ---------------------------------------------------------------- copying
+
+
+def copy_tokens(tokenizer) -> tuple[list[int], int]:
+    """The ids random copying sequences draw from (every learned BPE token: no special, tool or
+    whole-value token) and the separator between a span and its repeat (the newline)."""
+    added = set(tokenizer.get_added_vocab().values()) | set(tokenizer.all_special_ids)
+    separator = tokenizer.convert_tokens_to_ids("\u010a")  # byte-level BPE's newline
+    return [i for i in range(len(tokenizer)) if i not in added and i != separator], separator
+
+
+def copy_batch(tokens: list[int], separator: int, size: int, seq_len: int, rng):
+    """``size`` sequences of ``seq_len`` random ``tokens`` in which a span (5 to about a third of
+    the sequence, at most 60 tokens) recurs after ``separator``; labels only on the recurrence."""
+    import numpy as np
+
+    ids = np.array(tokens)[rng.integers(0, len(tokens), size=(size, seq_len))]
+    labels = np.full((size, seq_len), -100, dtype=np.int64)
+    longest = min(60, (seq_len - 2) // 3)
+    for row in range(size):
+        span = int(rng.integers(5, longest + 1))
+        start = int(rng.integers(0, seq_len - 2 * span))
+        repeat = start + span + 1
+        ids[row, start + span] = separator
+        ids[row, repeat:repeat + span] = ids[row, start:start + span]
+        labels[row, repeat:repeat + span] = ids[row, start:start + span]
+    return ids.astype(np.int64), labels
+
+
+def _copy_step_batch(settings: PretrainSettings, tokens: list[int], separator: int, step: int):
+    """The copying stage's batch of ``step``: drawn from the seed and the step (a resumed run draws
+    the same); the last eighth of the stage at four times the length, a quarter of the sequences."""
+    import numpy as np
+
+    rng = np.random.default_rng([settings.seed, 1, step])
+    if step >= settings.copy_steps - settings.copy_steps // 8:
+        return copy_batch(tokens, separator, max(1, settings.copy_batch_size // 4), settings.copy_seq_len * 4, rng)
+    return copy_batch(tokens, separator, settings.copy_batch_size, settings.copy_seq_len, rng)
+
+
+def copy_rate(model, tokenizer, *, seq_len: int = 256, sequences: int = 64, seed: int = 7) -> float:
+    """The share of a random span's repeated tokens a model predicts exactly (greedy next token), on
+    ``sequences`` fresh sequences of ``seq_len``: about 0.9 for a model that copies, 1/vocabulary
+    for one that guesses."""
+    import numpy as np
+    import torch
+
+    tokens, separator = copy_tokens(tokenizer)
+    ids, labels = copy_batch(tokens, separator, sequences, seq_len, np.random.default_rng([seed, 2]))
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(ids)).logits[:, :-1]
+    predicted = logits.argmax(-1).numpy()
+    target = labels[:, 1:]
+    scored = target != -100
+    return round(float(((predicted == target) & scored).sum() / scored.sum()), 3)
+
+
 # ---------------------------------------------------------------- training
 
 
@@ -312,13 +380,22 @@ def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _qu
     model.train()
     started = time.perf_counter() - state["seconds"]
     session = time.perf_counter()
-    while state["step"] < settings.steps:
+    tokens, separator = copy_tokens(tokenizer)
+    total = settings.copy_steps + settings.steps
+    while state["step"] < total:
         step = state["step"]
-        rows = batch_indices(settings, len(ids), step)
-        input_ids = torch.from_numpy(ids[rows].astype("int64"))
-        labels = input_ids.masked_fill(torch.from_numpy(mask[rows]) == 0, -100)
+        copying = step < settings.copy_steps
+        if copying:
+            batch, targets = _copy_step_batch(settings, tokens, separator, step)
+            input_ids, labels = torch.from_numpy(batch), torch.from_numpy(targets)
+            rate = settings.learning_rate * min(1.0, (step + 1) / max(1, settings.warmup_steps))
+        else:
+            rows = batch_indices(settings, len(ids), step - settings.copy_steps)
+            input_ids = torch.from_numpy(ids[rows].astype("int64"))
+            labels = input_ids.masked_fill(torch.from_numpy(mask[rows]) == 0, -100)
+            rate = learning_rate(settings, step - settings.copy_steps)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(settings, step)
+            group["lr"] = rate
         loss = model(input_ids=input_ids, labels=labels, use_cache=False).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -327,17 +404,23 @@ def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _qu
         state["window"].append(loss.item())
         state["step"] = step + 1
         state["seconds"] = time.perf_counter() - started
-        logged = state["step"] % LOG_EVERY == 0 or state["step"] == settings.steps
+        logged = state["step"] % LOG_EVERY == 0 or state["step"] in (settings.copy_steps, total)
         if logged:
             window = state["window"]
             state["losses"].append({"step": state["step"], "loss": round(sum(window) / len(window), 4)})
             state["window"] = []
         out_of_time = settings.max_minutes is not None and time.perf_counter() - session > settings.max_minutes * 60
-        if state["step"] % settings.save_every == 0 or state["step"] == settings.steps or out_of_time:
+        if state["step"] == settings.copy_steps:
+            model.eval()
+            state["copy_rate"] = copy_rate(model, tokenizer)
+            model.train()
+        if state["step"] % settings.save_every == 0 or state["step"] == total or out_of_time:
             _save_checkpoint(checkpoint, model, optimizer, state)
         if logged:
-            on_progress(PretrainProgress("train", state["step"], settings.steps, state["losses"][-1]["loss"],
-                                         state["seconds"]))
+            on_progress(PretrainProgress("copy" if copying else "train", state["step"], total,
+                                         state["losses"][-1]["loss"], state["seconds"],
+                                         f"copies {state['copy_rate']:.0%} of a repeated span"
+                                         if state["step"] == settings.copy_steps else ""))
         if out_of_time:
             return checkpoint
     return _finish(settings, model, tokenizer, state, out)
@@ -375,6 +458,7 @@ def _finish(settings: PretrainSettings, model, tokenizer, state: dict[str, Any],
         "steps": state["step"],
         "wall_seconds": round(state["seconds"], 1),
         "final_loss": state["losses"][-1]["loss"] if state["losses"] else None,
+        "copy_rate_after_copying": state.get("copy_rate"),  # copy_rate when the copying stage ended
         "losses": state["losses"][:: max(1, len(state["losses"]) // 50)],
         "parameters": parameter_count(model),
         "vocab_size": len(tokenizer),

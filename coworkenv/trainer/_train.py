@@ -73,6 +73,9 @@ class TrainSettings(BaseModel):
     # task uses) mixed in, this many per task row: a pretrained base keeps what it was pretrained for
     # while it learns the tools, instead of unlearning it in the first hundred steps (benchmarks/loop.md)
     replay: float = Field(default=0.0, ge=0)
+    # SFT: the attention layers kept as the base has them (only embeddings, MLPs and norms train): a
+    # base's copying heads, which a few hundred SFT steps on a few hundred rows erase (benchmarks/loop.md)
+    freeze_attention: bool = False
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
     # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
@@ -475,6 +478,10 @@ def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
     from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
 
     model, tokenizer = load_model(settings.model)
+    if settings.freeze_attention:
+        for name, parameter in model.named_parameters():
+            if ".self_attn." in name:
+                parameter.requires_grad_(False)
     fused = settings.fused_lm_head
     if fused is None:
         fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB

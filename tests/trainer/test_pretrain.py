@@ -27,7 +27,7 @@ pytest.importorskip("torch")
 
 TINY = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
             kv_heads=1, head_dim=32, intermediate_size=64, seq_len=384, batch_size=2, steps=24, save_every=7,
-            warmup_steps=3)
+            warmup_steps=3, copy_steps=9, copy_seq_len=32, copy_batch_size=4)
 
 
 def test_exercises_copy_values_the_records_hold_and_never_show_a_tool_call():
@@ -85,11 +85,58 @@ def test_the_pocket_template_lists_tools_as_signatures_and_renders_calls_as_herm
     assert '<tool_call>\n{"name": "files_move_file", "arguments": {"id": "f03", "folder": "Finance"}}\n</tool_call>' in text
 
 
+def test_copying_sequences_repeat_a_span_and_label_only_the_repeat():
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from coworkenv.trainer._pretrain import copy_batch, copy_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained("tests/fixtures/tool-model")
+    tokens, separator = copy_tokens(tokenizer)
+    assert separator not in tokens and not set(tokens) & set(tokenizer.all_special_ids)
+    assert tokenizer.decode([separator]) == "\n"
+    ids, labels = copy_batch(tokens, separator, 8, 64, np.random.default_rng(0))
+    assert ids.shape == labels.shape == (8, 64)
+    for row, label in zip(ids, labels, strict=True):
+        learned = np.flatnonzero(label != -100)
+        span = len(learned)
+        assert 5 <= span <= 20 and (np.diff(learned) == 1).all()  # one contiguous repeat
+        first = learned[0]
+        assert row[first - 1] == separator
+        assert (row[first - 1 - span:first - 1] == label[learned]).all()  # it repeats the span before the separator
+        assert (row[learned] == label[learned]).all()
+
+
+@pytest.mark.slow
+def test_the_copying_stage_teaches_a_model_to_copy_a_repeated_span(tmp_path):
+    """Random-token copying at the size demo --full trains: after 2,000 steps the model predicts
+    exactly more than 30% of a repeated span's tokens, at four times the length it mostly trained at,
+    where an untrained one guesses (1/vocabulary): the head that copies has formed
+    (benchmarks/loop.md has when it forms at other sizes)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.trainer import copy_rate
+
+    settings = PretrainSettings(out_dir=str(tmp_path / "run"), **{
+        **TINY, "vocab_size": 512, "hidden_size": 128, "layers": 2, "heads": 4, "kv_heads": 4, "intermediate_size": 512,
+        "copy_steps": 2000, "copy_seq_len": 64, "copy_batch_size": 16, "steps": 1, "save_every": 1000,
+        "learning_rate": 3e-3, "warmup_steps": 50, "threads": 2})
+    folder = pretrain_base(settings)
+    meta = json.loads((folder / "coworkenv_model.json").read_text())
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    chance = 1 / len(tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype="float32").eval()
+    untrained = AutoModelForCausalLM.from_config(model.config).eval()
+    assert copy_rate(untrained, tokenizer) < 3 * chance
+    assert meta["copy_rate_after_copying"] > 0.3, (meta["copy_rate_after_copying"], chance)
+    assert copy_rate(model, tokenizer, seq_len=64) > 0.3
+
+
 def test_a_pretraining_run_resumes_where_it_stopped_and_rebuilds_bit_for_bit(tmp_path):
     whole = pretrain_base(PretrainSettings(out_dir=str(tmp_path / "whole"), **TINY))
 
     def interrupt(progress):
-        if progress.stage == "train" and progress.step == 20:  # saved at 7 and 14, not at 20
+        if progress.stage == "train" and progress.step == 30:  # saved at 7..28 (the copying stage ends at 9), not 30
             raise KeyboardInterrupt
 
     broken = tmp_path / "broken"
@@ -100,7 +147,8 @@ def test_a_pretraining_run_resumes_where_it_stopped_and_rebuilds_bit_for_bit(tmp
     resumed = pretrain_base(PretrainSettings(out_dir=str(broken), **TINY))
     assert weights_hash(resumed) == weights_hash(whole)
     meta = json.loads((resumed / "coworkenv_model.json").read_text())
-    assert meta["steps"] == 24 and meta["weights_sha256"] == weights_hash(whole)
+    assert meta["steps"] == 9 + 24 and meta["weights_sha256"] == weights_hash(whole)
+    assert 0 <= meta["copy_rate_after_copying"] <= 1
     assert meta["data_seeds"] == [PRETRAIN_SEED_FROM, PRETRAIN_SEED_FROM + 1] and re.fullmatch(r"[0-9a-f]{16}", meta["data_hash"])
     assert meta["losses"][-1]["loss"] == json.loads((whole / "coworkenv_model.json").read_text())["losses"][-1]["loss"]
     with pytest.raises(ValueError, match="another recipe"):

@@ -109,6 +109,15 @@ def test_sft_plain_and_fused_lm_head_give_the_same_loss(base, sft_data, tmp_path
     assert sorted(c["fused_lm_head"] for c in configs) == [False, False, True, True]
 
 
+def test_sft_with_frozen_attention_keeps_the_bases_attention_and_trains_the_rest(base, sft_data, tmp_path, store):
+    settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "frozen"), max_steps=2,
+                             batch_size=2, warmup_steps=0, learning_rate=1e-2, freeze_attention=True)
+    before, after = _weights(base), _weights(train_sft(store, settings).model_dir)
+    attention = [k for k in before if ".self_attn." in k]
+    assert attention and all(torch.equal(before[k], after[k]) for k in attention)
+    assert any(not torch.equal(before[k], after[k]) for k in before if ".mlp." in k)
+
+
 def test_sft_with_lora_saves_an_adapter_and_a_merged_model(base, sft_data, tmp_path, store):
     settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "lora"), max_steps=2,
                              batch_size=2, warmup_steps=0, learning_rate=1e-2, lora=True, lora_r=4, lora_alpha=8,
