@@ -5,13 +5,21 @@ PY := $(VENV)/bin/python
 # Extra pip arguments for torch, e.g. --index-url https://download.pytorch.org/whl/cpu for a CPU-only build.
 TORCH_PIP_ARGS ?=
 
-.PHONY: demo test check docs install node vllm interop browser clean
+.PHONY: demo test test-fast check docs install install-core python-packages node vllm interop browser clean
 
 demo: install
 	$(VENV)/bin/coworkenv demo
 
 test: install node vllm interop browser
 	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python COWORKENV_INTEROP_PYTHON=$(abspath $(INTEROP_VENV))/bin/python $(PY) -m pytest
+
+# The fast lane (a few minutes): only the Python packages are installed (no vLLM, Node, Chromium or OpenEnv
+# environments, no system packages), and only the tests that need no sandbox and no long run are selected: not
+# `bwrap`, `docker` or `slow`. `make test` (CI) still runs everything.
+FAST_TESTS ?= not slow and not bwrap and not docker
+
+test-fast: install-core
+	$(PY) -m pytest -m "$(FAST_TESTS)"
 
 # Static checks (CI runs them): ruff's lint rules over the package, tests and benchmarks; pyright in basic mode over the
 # package; the documentation site (README + docs/) built with MkDocs in strict mode (a broken link or anchor fails)
@@ -28,13 +36,29 @@ docs: install
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	./scripts/system-deps.sh
+
+# The Python packages: the package with its training (torch, TRL), documentation, Claw-Eval and test extras
+define PYTHON_PACKAGES
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q -e '.[test,train,docs,claw-eval]'
+endef
+
+$(VENV)/.installed: pyproject.toml
+	./scripts/system-deps.sh
+	$(PYTHON_PACKAGES)
 	touch $@
+
+# The Python packages alone (no system packages: no bubblewrap, no npm); `make install` has installed them already
+install-core: $(VENV)/.installed-core
+
+$(VENV)/.installed-core: pyproject.toml
+	if [ -f $(VENV)/.installed ] && [ $(VENV)/.installed -nt pyproject.toml ]; then touch $@; exit 0; fi; \
+	$(MAKE) --no-print-directory python-packages && touch $@
+
+python-packages:
+	$(PYTHON_PACKAGES)
 
 # vLLM in an environment of its own (it pins its own torch and transformers); serve-model runs it from there.
 VLLM_VENV ?= .venv-vllm
