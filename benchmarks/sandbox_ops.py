@@ -23,11 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from episode_start import machine_cpu_s, own_cpu_s
+
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.sandbox import STATE_FILE
 from coworkenv.store import Store
 from coworkenv.synth import generate
-from episode_start import machine_cpu_s, own_cpu_s
 
 
 async def measure(ops: int, runs: int) -> dict[str, tuple[float, float, float]]:

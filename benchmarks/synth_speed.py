@@ -32,10 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from episode_start import machine_cpu_s, own_cpu_s  # CPU of the whole machine and of this process
+
 from coworkenv.episodes import EpisodeHost, EpisodeSettings
 from coworkenv.store import Store
 from coworkenv.synth import calibrate_task, generate, synthesize
-from episode_start import machine_cpu_s, own_cpu_s  # CPU of the whole machine and of this process
 
 
 async def end_to_end(tasks: int, seed: int, concurrency: int, workers: int, generator: str,

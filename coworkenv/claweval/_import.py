@@ -46,8 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import CoworkenvError
 from ..store import ClawEvalGraderRow, Store
-from ..workspace import (App, Attachment, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace,
-                         load_yaml)
+from ..workspace import App, Attachment, ClawEvalCheck, DataOverride, Persona, Task, ToolSpec, User, Workspace, load_yaml
 from ..workspace._spec import Effect
 
 MAX_SERVICE_BYTES = 32 << 20  # the files one task's services read, all together

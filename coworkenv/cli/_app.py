@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from pydantic import SecretStr
+from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
@@ -21,6 +21,9 @@ from ..server import ServeSettings, redact_url, serve_conformance, serve_http, s
 from ..synth import ProfileError, WorkerError, load_profile, synthesize
 from ..trainer import DEFAULT_LICENSE, DatasetFormat, ExportKind, TrainingUnavailable
 from ..workspace import PromptStyle
+from ._browse import browse_command
+from ._bundle import bundle_app
+from ._claw import claw_app
 from ._common import (
     DEFAULT_STORE,
     FAILED,
@@ -29,40 +32,37 @@ from ._common import (
     GeneratorOpt,
     JsonOpt,
     RayOpt,
-    UserModelOpt,
     SandboxOpt,
     StoreOpt,
+    UserModelOpt,
     check_apps,
     check_capabilities,
     check_ray,
-    on_cluster,
-    ray_cluster,
     check_sandbox,
     emit,
     err,
     fail,
     is_quiet,
     listen_or_fail,
+    on_cluster,
     open_host,
     open_store,
     out,
     progress,
+    ray_cluster,
     set_verbosity,
 )
-from ._bundle import bundle_app
-from ._browse import browse_command
-from ._claw import claw_app
 from ._compose import compose_app
 from ._demo import demo_command
 from ._doctor import doctor_command
 from ._draft import draft_command
-from ._report import report_command
 from ._eval import eval_command
 from ._inspect import register as register_inspect
+from ._report import report_command
 from ._sandbox import sandbox_app
 from ._serve_model import serve_model_command
-from ._train import model_app, train_app
 from ._terminal import CoworkGroup
+from ._train import model_app, train_app
 from ._view import view_command
 
 app = typer.Typer(
@@ -512,8 +512,17 @@ LicenseOpt = Annotated[str, typer.Option(
 
 def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptStyle, as_json: bool, fmt: DatasetFormat,
             license: str, vision: bool = False, run_tag: str | None = None) -> None:
-    from ..trainer import (SKIP_REASONS, TrainingError, check_dataset_target, dpo_skipped, export_dataset, export_dpo,
-                           export_rl, export_sft, sft_skipped)
+    from ..trainer import (
+        SKIP_REASONS,
+        TrainingError,
+        check_dataset_target,
+        dpo_skipped,
+        export_dataset,
+        export_dpo,
+        export_rl,
+        export_sft,
+        sft_skipped,
+    )
 
     if out_path is None:
         out_path = Path("runs/export") / (kind if fmt == "hf" else f"{kind}.{fmt}")

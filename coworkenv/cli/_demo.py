@@ -19,8 +19,17 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ..loop import (DEMO_TASKS, FULL_BASE, FULL_CAPABILITIES, FULL_VALUE_SWAPS, FULL_EVAL_TASKS, FULL_STEPS, FULL_TASKS,
-                    FULL_UNSEEN_SHARE, SPLITS)
+from ..loop import (
+    DEMO_TASKS,
+    FULL_BASE,
+    FULL_CAPABILITIES,
+    FULL_EVAL_TASKS,
+    FULL_STEPS,
+    FULL_TASKS,
+    FULL_UNSEEN_SHARE,
+    FULL_VALUE_SWAPS,
+    SPLITS,
+)
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, err, fail, open_store, out, progress
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from ..agents import provider_help
@@ -24,20 +24,20 @@ from ._common import (
     GeneratorOpt,
     JsonOpt,
     RayOpt,
-    UserModelOpt,
     SandboxOpt,
     StoreOpt,
+    UserModelOpt,
     check_apps,
     check_capabilities,
     check_ray,
-    on_cluster,
-    ray_cluster,
     emit,
     err,
+    on_cluster,
     open_host,
     open_store,
     out,
     progress,
+    ray_cluster,
 )
 from ._common import fail as _fail
 

@@ -21,8 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..gate import GRADER_VERSION, reason_rule
-from ..store import (EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow,
-                     VerdictRow, json_or_text)
+from ..store import EpisodeRow, EpisodeStatus, EvalRunRow, Source, Store, TaskRow, TaskStatus, TrainingRunRow, VerdictRow, json_or_text
 from ..workspace import Capability
 from ._common import DEFAULT_STORE, JsonOpt, StoreOpt, err, fail, open_store, out
 

@@ -22,10 +22,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from ..trainer import TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
-from ..trainer import REPORTERS
-from ..workspace import PromptStyle
 from .._errors import CoworkenvError
+from ..trainer import REPORTERS, TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
+from ..workspace import PromptStyle
 from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
 if TYPE_CHECKING:
@@ -185,8 +184,7 @@ def init_tiny_command(
 
 
 def _train(kind: str, *, as_json: bool, **options) -> None:
-    from ..trainer import train_dpo, train_sft
-    from ..trainer import check_training
+    from ..trainer import check_training, train_dpo, train_sft
 
     store = options.pop("store")
     try:

@@ -21,8 +21,8 @@ import jsonschema
 from jsonschema.protocols import Validator
 
 from .._errors import InfrastructureError
-from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..gate import EpisodeRecord, reason_rule  # reason_rule: re-exported for the transport, which shows verdicts
+from ..sandbox import STATE_FILE, Sandbox, SandboxError
 from ..store import InteractionKind, Provenance, ToolCallRow, VerdictRow, storable
 from ..workspace import ASK_TOOL, SUBMIT_TOOL, Attachment, StateConnection, Task, ToolSpec, Workspace
 

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
+
 from pydantic import BaseModel, Field
 
 from ..gate import GRADER_VERSION, EpisodeRecord, grade_episode
@@ -22,18 +23,18 @@ from ..sandbox import BACKENDS, STATE_FILE, FileChanges, Limits, PoolSettings, S
 from ..store import Provenance, Store, ToolCallRow, VerdictRow, new_id
 from ..workspace import (
     ASK_TOOL,
+    STATE_BASE,
+    FixedState,
+    StateConnection,
+    StateImage,
     Task,
     ToolSpec,
     Workspace,
     apps_dir,
     bundle_hash,
-    STATE_BASE,
-    FixedState,
-    StateImage,
     dump_state,
-    keep_state_changes,
-    StateConnection,
     fixed_state,
+    keep_state_changes,
     state_hashes,
     workspace_hash,
     write_initial_state,

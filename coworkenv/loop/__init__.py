@@ -14,8 +14,20 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._collect import CollectSummary, TaskRun, Teacher, TeacherSettings, collect, pending_tasks
-    from ._defaults import (DEFAULT_EVAL_SEED, DEMO_TASKS, FULL_BASE, FULL_CAPABILITIES, FULL_VALUE_SWAPS,
-                            FULL_EVAL_TASKS, FULL_LR, FULL_REPLAY, FULL_STEPS, FULL_TASKS, FULL_UNSEEN_SHARE, SPLITS)
+    from ._defaults import (
+        DEFAULT_EVAL_SEED,
+        DEMO_TASKS,
+        FULL_BASE,
+        FULL_CAPABILITIES,
+        FULL_EVAL_TASKS,
+        FULL_LR,
+        FULL_REPLAY,
+        FULL_STEPS,
+        FULL_TASKS,
+        FULL_UNSEEN_SHARE,
+        FULL_VALUE_SWAPS,
+        SPLITS,
+    )
     from ._demo import FullSettings, run_demo, run_full
     from ._episodes import EpisodeService, LocalEpisodes, OpenedEpisode, RemoteEpisodes
     from ._eval import (

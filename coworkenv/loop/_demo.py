@@ -19,15 +19,24 @@ from ..episodes import EpisodeHost, EpisodeSettings
 from ..gate import GRADER_VERSION, run_gate
 from ..server import running_http_server
 from ..store import Store
-from ..synth import synthesize
+from ..synth import GENERATED, Generator, synthesize
 from ..view import write_report
-from ..synth import GENERATED, Generator
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
+from ._defaults import (
+    DEFAULT_EVAL_SEED,
+    FULL_BASE,
+    FULL_CAPABILITIES,
+    FULL_EVAL_TASKS,
+    FULL_LR,
+    FULL_REPLAY,
+    FULL_STEPS,
+    FULL_UNSEEN_SHARE,
+    FULL_VALUE_SWAPS,
+)
 from ._episodes import LocalEpisodes
 from ._eval import EvalReport
-from ._defaults import (DEFAULT_EVAL_SEED, FULL_BASE, FULL_CAPABILITIES, FULL_EVAL_TASKS, FULL_LR, FULL_REPLAY,
-                        FULL_STEPS, FULL_UNSEEN_SHARE, FULL_VALUE_SWAPS)
+
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
@@ -195,8 +204,7 @@ def compare_paths(reports: dict[str, EvalReport]) -> dict[str, Any]:
 async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
                    progress: Progress) -> dict:
     """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
-    from ..trainer import (TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, resolve_base, train_sft,
-                           weights_hash)
+    from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, resolve_base, train_sft, weights_hash
     from ._eval import combination, task_ids_in, training_task_ids, unseen_combinations
 
     started = time.perf_counter()

@@ -28,7 +28,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,8 +42,8 @@ from ..gate import GRADER_VERSION
 from ..store import EvalTrialRow, Provenance, Store
 from ..synth import GENERATED, Generator, Profile, ProfileCell, calibrate_task, generate_tasks
 from ..workspace import PromptStyle, Task, check_style
-from ._episodes import LocalEpisodes
 from ._defaults import DEFAULT_EVAL_SEED, SPLITS
+from ._episodes import LocalEpisodes
 from ._play import Played, play
 
 if TYPE_CHECKING:

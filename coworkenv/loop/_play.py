@@ -5,7 +5,6 @@ recorded on the episode with the boundary it crossed)."""
 from __future__ import annotations
 
 import contextlib
-
 from dataclasses import dataclass
 
 from langchain_core.language_models.chat_models import BaseChatModel

@@ -30,10 +30,10 @@ from ..agents import Policy, PolicyChatModel, ServedPolicy, Trajectory, chat_tex
 from ..episodes import EpisodeHost
 from ..store import Provenance, Store, VerdictRow
 from ..trainer import (
-    TrainingError,
     RLKind,
     RLSettings,
     RolloutBatch,
+    TrainingError,
     TrainProgress,
     TrainResult,
     VLLMWeightSync,

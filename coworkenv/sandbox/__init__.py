@@ -1,10 +1,10 @@
 """Sandboxes in which the tools of a workspace execute, one per episode."""
 
+from ._app_image import build_app_image
 from ._backends import BACKENDS, BackendName, cleanup, create_sandbox
 from ._base import FileChanges, Limits, Sandbox, SandboxConfig, SandboxError, SandboxUnavailable, ToolOutcome
 from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
-from ._app_image import build_app_image
 from ._image import IMAGE, BuildResult, build_image, docker_client, image_exists
 from ._labels import CleanupReport, is_orphan, make_episode_dir, owner
 from ._pool import PoolSettings, SandboxPool

@@ -10,11 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
-from ._runner import STATE_FILE
 from ._base import Limits, SandboxConfig, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._labels import CleanupReport, cleanup_directories, make_episode_dir
-
+from ._runner import STATE_FILE
 
 
 def runner_python() -> str:

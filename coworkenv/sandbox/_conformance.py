@@ -25,10 +25,10 @@ import sys
 import tempfile
 import textwrap
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 from ._backends import backend_class, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, SandboxError, ToolOutcome

@@ -23,12 +23,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ._runner import STATE_FILE
 from ._base import Limits, SandboxConfig, SandboxError, SandboxUnavailable
 from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
-from ._labels import (DOCKER_LABEL, LABEL, OWNER_LABELS, CleanupReport, cleanup_directories, docker_labels, is_orphan,
-                      make_episode_dir)
+from ._labels import DOCKER_LABEL, LABEL, OWNER_LABELS, CleanupReport, cleanup_directories, docker_labels, is_orphan, make_episode_dir
+from ._runner import STATE_FILE
 
 SOCKET_DIR = "/run/coworkenv"  # in the container: the read-only mount of the host's socket directory
 SOCKET_NAME = "runner.sock"

@@ -24,15 +24,15 @@ from ._rows import (
     ModelCallRow,
     Provenance,
     Source,
-    TaskRow,
     TaskClaim,
     TaskDraftRow,
+    TaskRow,
     TaskStatus,
     ToolCallRow,
-    json_or_text,
     TrainingRunRow,
     VerdictRow,
     WorkspaceRow,
+    json_or_text,
 )
 from ._store import EpisodeRecords, SchemaStatus, Store, StoreError, new_id, schema_status, storable
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 import os
 import re
 import sqlite3
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ from ._rows import (
     WorkspaceRow,
     _json,
 )
-
 
 _TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error",
                       "state_changes")

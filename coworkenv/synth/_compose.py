@@ -27,8 +27,20 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..workspace import (Faults, FixedState, ReferenceStep, SqlCheck, Task, app_module, load_world, mentions,
-                         ordinary_tables, row_key, text_bound, text_gives)
+from ..workspace import (
+    Faults,
+    FixedState,
+    ReferenceStep,
+    SqlCheck,
+    Task,
+    app_module,
+    load_world,
+    mentions,
+    ordinary_tables,
+    row_key,
+    text_bound,
+    text_gives,
+)
 from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]

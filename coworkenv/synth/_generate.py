@@ -9,8 +9,8 @@ import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
 from pathlib import Path
+from typing import Any, Literal
 
 from ..workspace import (
     ASK_TOOL,
@@ -23,9 +23,10 @@ from ..workspace import (
     fixed_state,
     write_initial_state,
 )
-from ._probes import Probe, dry_run, harden, probes as find_probes, reference_holds
-from ._profile import allocate
 from ._compose import SHAPES
+from ._probes import Probe, dry_run, harden, reference_holds
+from ._probes import probes as find_probes
+from ._profile import allocate
 from .templates import TEMPLATES
 
 Generator = Literal["all", "composed", "templates"]

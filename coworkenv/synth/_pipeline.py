@@ -11,12 +11,12 @@ from typing import Any
 
 from ..episodes import EpisodeHost
 from ..workspace import Task, Workspace, task_apps
+from ._apart import generate_apart
 from ._calibrate import Calibration, calibrate_task
 from ._generate import GENERATED, Generation, Generator, generate
 from ._probes import Probe
 from ._profile import Profile, capability_weights, difficulty_weights
 from ._workers import CalibrationWorkers, WorkerError
-from ._apart import generate_apart
 
 GENERATE_APART = 200  # a run of this many tasks or more generates them in a process of its own (``generate_apart``)
 

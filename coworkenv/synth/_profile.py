@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+
 from .._errors import CoworkenvError
 
 PROFILE_VERSION = 1

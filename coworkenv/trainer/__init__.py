@@ -13,7 +13,6 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._chat_template import CHAT_TEMPLATE
-    from ._swaps import common_words, copied_words, swapped_rows
     from ._export import (
         SKIP_REASONS,
         Skipped,
@@ -84,6 +83,7 @@ if TYPE_CHECKING:
         vllm_server,
         vllm_venv_places,
     )
+    from ._swaps import common_words, copied_words, swapped_rows
     from ._train import (
         REPORTERS,
         TrainProgress,

@@ -35,9 +35,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
 from ._chat_template import tojson
+from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
-from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 
 
 class TrainSettings(BaseModel):

@@ -18,6 +18,7 @@ from ..workspace import task_apps
 from ._html import Raw, page, table
 from ._svg import bar_chart, line_chart
 
+
 def synthesis_section(store: Store) -> str:
     tasks = store.tasks()
     statuses = sorted({t.status for t in tasks})

@@ -1,6 +1,7 @@
 """The workspace spec, the built-in apps and the state they keep, what an agent sees of a task,
 and the conversation model shared by agents, the store and the exports."""
 
+from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
 from ._conversation import (
     Attachment,
     Message,
@@ -12,72 +13,69 @@ from ._conversation import (
     from_openai_responses,
     to_chat,
 )
+from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
 from ._spec import (
-    CAPABILITIES,
-    Capability,
-    SUBMIT_TOOL,
     ASK_TOOL,
+    CAPABILITIES,
     FISHING_SLACK,
+    SAFE_NAME,
+    SUBMIT_TOOL,
     AnswerCheck,
+    App,
+    Capability,
+    Check,
+    CheckQueryTimeout,
+    CheckResult,
+    ClawEvalCheck,
     Confirmation,
+    DataOverride,
+    Faults,
     HiddenFact,
     Persona,
-    User,
-    App,
-    Check,
-    CheckResult,
-    DataOverride,
     ReferenceStep,
     ResourceSpec,
     SpecError,
     SqlCheck,
-    UnchangedCheck,
-    ClawEvalCheck,
-    CheckQueryTimeout,
-    run_check_query,
-    SAFE_NAME,
-    Faults,
-    mentions,
-    text_bound,
-    text_gives,
-    tokens,
-    state_digest,
-    row_key,
-    ordinary_tables,
     Task,
     ToolSpec,
+    UnchangedCheck,
+    User,
     Workspace,
     WorldEvent,
     load_task,
     load_workspace,
+    mentions,
+    ordinary_tables,
+    row_key,
+    run_check_query,
     save_task,
     save_workspace,
+    state_digest,
+    text_bound,
+    text_gives,
+    tokens,
 )
 from ._state import (
     APPS_DIR,
     STATE_BASE,
     FixedState,
-    StateImage,
     StateConnection,
+    StateImage,
     app_module,
     app_spec,
     build_workspace,
     changed_tables,
-    fixed_state,
-    listed_apps,
     dump_state,
     dump_state_changes,
+    fixed_state,
     keep_state_changes,
+    listed_apps,
     load_state,
     open_state,
     resolve_state,
     state_hashes,
     write_initial_state,
 )
-from ._yaml import YamlLimitError, load_yaml
-from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
-from ._registry import ENTRY_POINT_GROUP, AppError, apps_dir, register_app, registered_apps
-from ._world import World, build_world, load_world, write_world
 from ._view import (
     COMPACT_SYSTEM_PROMPT,
     PROMPT_STYLES,
@@ -88,6 +86,8 @@ from ._view import (
     check_style,
     task_apps,
 )
+from ._world import World, build_world, load_world, write_world
+from ._yaml import YamlLimitError, load_yaml
 
 __all__ = [
     "APPS_DIR",

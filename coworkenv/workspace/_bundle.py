@@ -25,8 +25,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _world
-from ._spec import (ASK_TOOL, SAFE_NAME, SUBMIT_TOOL, SpecError, Task, Workspace, WorldEvent, load_task, load_workspace,
-                    save_task, save_workspace)
+from ._spec import (
+    ASK_TOOL,
+    SAFE_NAME,
+    SUBMIT_TOOL,
+    SpecError,
+    Task,
+    Workspace,
+    WorldEvent,
+    load_task,
+    load_workspace,
+    save_task,
+    save_workspace,
+)
 from ._state import app_module, event_problem, write_initial_state
 
 HASH_FORMAT = 1

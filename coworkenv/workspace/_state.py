@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from . import apps as _apps
+from ._registry import registered_apps
 from ._spec import (
     BLOB_REFERENCE,
     MIN_REFERENCED_BLOB,
@@ -29,7 +30,6 @@ from ._spec import (
     WorldEvent,
     ordinary_tables,
 )
-from ._registry import registered_apps
 from ._world import build_world, write_world
 
 APPS_DIR = Path(_apps.__file__).parent

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+
 from .._errors import CoworkenvError
 
 MAX_YAML_CHARS = 64 << 20  # the text of one document, and its scalars once aliases are expanded

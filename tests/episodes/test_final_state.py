@@ -4,7 +4,7 @@ the store rebuilds the whole final state from both, and large blobs are kept onc
 import pytest
 
 from coworkenv.store import Provenance
-from coworkenv.workspace import SUBMIT_TOOL, STATE_BASE, load_state
+from coworkenv.workspace import STATE_BASE, SUBMIT_TOOL, load_state
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
 

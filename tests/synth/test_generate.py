@@ -6,9 +6,8 @@ from collections import Counter
 
 import pytest
 
-from coworkenv.synth import TEMPLATES, generate_tasks
+from coworkenv.synth import GENERATED, TEMPLATES, generate_tasks
 from coworkenv.synth.templates import office
-from coworkenv.synth import GENERATED
 from coworkenv.workspace import ASK_TOOL, CAPABILITIES, Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 

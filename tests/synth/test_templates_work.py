@@ -11,8 +11,7 @@ import sqlite3
 import pytest
 
 from coworkenv.synth import calibrate_task, harden
-from coworkenv.synth.templates import TEMPLATES
-from coworkenv.synth.templates import work
+from coworkenv.synth.templates import TEMPLATES, work
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-
 # --- small hand-written conversations (tools, parallel tool calls, string and dict arguments) ----------
 
 CHAT_TOOLS = [

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer
 from coworkenv.trainer._model import corpus_texts
 
+
 @pytest.fixture(scope="module")
 def tokenizer(chat_rows):
     return train_tokenizer(list(corpus_texts(chat_rows)), vocab_size=600)

@@ -24,8 +24,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from coworkenv.workspace import build_workspace, build_world, load_world, write_initial_state, write_world  # noqa: E402
-from coworkenv.workspace.apps import ALL_APPS, ToolFailure  # noqa: E402
-from coworkenv.workspace.apps import _base  # noqa: E402
+from coworkenv.workspace.apps import (  # noqa: E402
+    ALL_APPS,
+    ToolFailure,
+    _base,
+)
 
 APPS_DIR = ROOT / "coworkenv" / "workspace" / "apps"
 OFFICE = ("calendar", "files", "mail")

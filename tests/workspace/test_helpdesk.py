@@ -12,9 +12,8 @@ import jsonschema
 import pytest
 
 from coworkenv.workspace import build_world, write_world
-from coworkenv.workspace.apps import ToolFailure
+from coworkenv.workspace.apps import ToolFailure, kb
 from coworkenv.workspace.apps import helpdesk as app
-from coworkenv.workspace.apps import kb
 
 
 def state(seed: int = 3) -> tuple[sqlite3.Connection, dict]:

@@ -15,7 +15,6 @@ from coworkenv.workspace import build_world, write_world
 from coworkenv.workspace.apps import ToolFailure
 from coworkenv.workspace.apps import spreadsheets as app
 
-
 _SEEDED: dict[int, tuple[bytes, dict]] = {}
 
 

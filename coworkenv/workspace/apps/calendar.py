@@ -10,8 +10,21 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (ROOM_NAMES, ToolFailure, check_date, check_emails, check_time, colleagues, days_from, next_id,
-                    office_plan, opt_str, req_str, tool_args, world_names)
+from ._base import (
+    ROOM_NAMES,
+    ToolFailure,
+    check_date,
+    check_emails,
+    check_time,
+    colleagues,
+    days_from,
+    next_id,
+    office_plan,
+    opt_str,
+    req_str,
+    tool_args,
+    world_names,
+)
 from ._base import object_schema as _obj
 
 NAME = "calendar"

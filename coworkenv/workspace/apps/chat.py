@@ -16,8 +16,22 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import (NOW_TIME, object_schema as _obj, ToolFailure, check_email, check_emails, next_id, opt_bool,
-                    opt_int, opt_str, req_str, tool_args, world_names, world_today, world_user)
+from ._base import (
+    NOW_TIME,
+    ToolFailure,
+    check_email,
+    check_emails,
+    next_id,
+    opt_bool,
+    opt_int,
+    opt_str,
+    req_str,
+    tool_args,
+    world_names,
+    world_today,
+    world_user,
+)
+from ._base import object_schema as _obj
 from .contacts import story
 
 NAME = "chat"

@@ -21,8 +21,8 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import (object_schema as _obj, ToolFailure, check_email, next_id, opt_int, opt_str, req_str,
-                    tool_args, world_today)
+from ._base import ToolFailure, check_email, next_id, opt_int, opt_str, req_str, tool_args, world_today
+from ._base import object_schema as _obj
 
 NAME = "contacts"
 DESCRIPTION = "The user's address book: search, read, create, update, merge and delete contacts; groups and tags."

@@ -15,8 +15,8 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import (object_schema as _obj, ToolFailure, next_id, opt_int, opt_str, req_str, tool_args, world_names,
-                    world_today, world_user)
+from ._base import ToolFailure, next_id, opt_int, opt_str, req_str, tool_args, world_names, world_today, world_user
+from ._base import object_schema as _obj
 from .contacts import story
 
 NAME = "documents"

@@ -7,8 +7,20 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import (ToolFailure, colleagues, days_from, next_id, office_plan, opt_str, req_str, slug, today,
-                    tool_args, world_today, world_user)
+from ._base import (
+    ToolFailure,
+    colleagues,
+    days_from,
+    next_id,
+    office_plan,
+    opt_str,
+    req_str,
+    slug,
+    today,
+    tool_args,
+    world_today,
+    world_user,
+)
 from ._base import object_schema as _obj
 
 NAME = "files"

@@ -7,8 +7,23 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (NOW_TIME, ToolFailure, check_args, check_emails, days_from, next_id, office_plan, opt_bool, opt_int, opt_str,
-                    req_str, today, tool_args, world_today, world_user)
+from ._base import (
+    NOW_TIME,
+    ToolFailure,
+    check_args,
+    check_emails,
+    days_from,
+    next_id,
+    office_plan,
+    opt_bool,
+    opt_int,
+    opt_str,
+    req_str,
+    today,
+    tool_args,
+    world_today,
+    world_user,
+)
 from ._base import object_schema as _obj
 
 NAME = "mail"
