@@ -2,6 +2,7 @@
 at a temperature, and is checked before anything plays."""
 
 import json
+import shutil
 from pathlib import Path
 
 import anyio
@@ -102,14 +103,17 @@ def test_temperature_samples_and_a_seed_replays_a_trial():
     assert len({replies[0] for replies in by_seed.values()}) > 1
 
 
-def test_a_reply_uses_what_is_left_of_the_context_as_vllm_does():
+def test_a_reply_uses_what_is_left_of_the_context_as_vllm_does(tmp_path):
+    """A copy of the fixture model whose context ends a few tokens past the probe's prompt: the model
+    meets a prompt it was trained on (a prompt padded to its full context gets noise, whitespace
+    even, which an answer cannot tell from none), so the start of its tool call fills the room."""
     pytest.importorskip("transformers", reason="needs the 'train' extra")
     from coworkenv.agents import chat_text
     from coworkenv.agents._hf import LocalChatModel, load_local_model
 
-    path = str(FIXTURES / "tool-model")
-    tokenizer, model = load_local_model(path)
-    context = model.config.max_position_embeddings
+    path = tmp_path / "tool-model"
+    shutil.copytree(FIXTURES / "tool-model", path)
+    tokenizer, _ = load_local_model(str(FIXTURES / "tool-model"))
     probe = json.loads((FIXTURES / "tool-model" / "probe.json").read_text())
 
     def prompt_tokens(filler: int) -> tuple[list, int]:
@@ -118,16 +122,15 @@ def test_a_reply_uses_what_is_left_of_the_context_as_vllm_does():
         chat = [{"role": "system", "content": messages[0].content}, {"role": "user", "content": messages[1].content}]
         return messages, len(tokenizer(chat_text(tokenizer, chat, probe["tools"]), add_special_tokens=False)["input_ids"])
 
-    filler = 0
-    while prompt_tokens(filler)[1] < context - 8:  # a prompt that leaves fewer than 8 tokens of room
-        filler += max(1, (context - 8 - prompt_tokens(filler)[1]) // 2)
-    messages, length = prompt_tokens(filler)
-    assert context - 8 <= length < context
-    local = LocalChatModel(path=path, max_tokens=256).bind_tools(probe["tools"])
+    messages, length = prompt_tokens(0)
+    config = json.loads((path / "config.json").read_text())
+    config["max_position_embeddings"] = context = length + 6  # a prompt that leaves 6 tokens of room
+    (path / "config.json").write_text(json.dumps(config))
+    local = LocalChatModel(path=str(path), max_tokens=256).bind_tools(probe["tools"])
     reply = local.invoke(messages)  # room for a few tokens: they are generated (vLLM's rule), not refused
     assert 0 < len(tokenizer(str(reply.content) or " ".join(c["name"] for c in reply.tool_calls),
                              add_special_tokens=False)["input_ids"]) <= context - length
-    messages, length = prompt_tokens(filler + context)  # past the context: an empty answer
+    messages, length = prompt_tokens(context)  # past the context: an empty answer
     assert length > context
     reply = local.invoke(messages)
     assert reply.content == "" and not reply.tool_calls

@@ -30,6 +30,30 @@ pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 PROBE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "tool-model" / "probe.json").read_text())
 
 
+# Of the six tasks the fixture model was trained on, greedy decoding through either agent passes 5 (the
+# model loops on cross_app-0-compose_join-000 until its context is full): one of slack for another build's numerics
+PASSING = 4
+# vLLM's 400 for a prompt longer than the served model's context (2,048 tokens for the fixture model)
+CONTEXT_EXHAUSTED = "maximum context length"
+
+
+def ran_out_of_context(exc: Exception) -> bool:
+    """Whether an agent's model request failed because its conversation no longer fits the model's
+    context: the agent's failure (it cannot go on), which ends its episode like running out of turns."""
+    return getattr(exc, "status_code", None) == 400 and CONTEXT_EXHAUSTED in str(exc)
+
+
+def check_statuses(calls: list, ran_out: bool) -> None:
+    """Every recorded call was answered (200) but the last, which is the upstream's 400 for a conversation
+    past the model's context exactly when the agent ran out of it: the proxy records what the upstream
+    said, refusals included, and the agent's model client raised on it and stopped asking."""
+    assert calls and all(c.status == 200 for c in calls[:-1])
+    if ran_out:
+        assert calls[-1].status == 400 and CONTEXT_EXHAUSTED in json.dumps(calls[-1].response)
+    else:
+        assert calls[-1].status == 200
+
+
 async def settle(host: EpisodeHost) -> None:
     """Wait for the proxy's writes (they go to the store off the request's path)."""
     from coworkenv.server._proxy import recorded
@@ -212,7 +236,7 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
     from agents.mcp import MCPServerStreamableHttp
 
     set_tracing_disabled(True)
-    results = {}
+    results, ran_out = {}, set()
     settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
     with anyio.fail_after(600):
         async with running_http_server(host, settings) as base:
@@ -228,6 +252,10 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
                         answer = str((await Runner.run(agent, task.instruction, max_turns=8)).final_output)
                     except (MaxTurnsExceeded, ModelBehaviorError):
                         answer = ""
+                    except openai.BadRequestError as exc:  # a looping agent filled the context: its failure
+                        if not ran_out_of_context(exc):
+                            raise
+                        answer, ran_out = "", ran_out | {task.id}
                     done = await server.call_tool("submit_answer", {"answer": answer})  # the app's harness ends it
                     results[task.id] = done.structured_content["episode_id"]
                 await model.close()
@@ -238,7 +266,7 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
         task = host.store.task_spec(task_id)
         view = agent_view("compact", host.store.workspace(task.workspace_id).tools, task)
         calls = host.store.model_calls(episode_id)
-        assert calls and all(c.status == 200 for c in calls)
+        check_statuses(calls, task_id in ran_out)
         for call in calls:  # the model saw its training view, not the app's instructions and tool list
             assert call.request["messages"][0] == {"role": "system", "content": view.system}
             assert call.request["tools"] == view.tools and "helpful coworker" not in json.dumps(call.request)
@@ -253,19 +281,20 @@ async def test_an_agents_sdk_agent_plays_a_served_model_through_the_proxy(host, 
     assert played >= len(results) // 2  # the tiny model's calls reached the workspace in most episodes
     exported = [r for r in sft_rows(host.store) if r["episode_id"] in set(results.values())]
     # the fixture model replays the oracle's compact trajectories of these tasks: most pass and export
-    assert len(exported) >= len(results) // 2 and all(r["source"] == "live" and r["client"] for r in exported)
+    assert len(exported) >= PASSING and all(r["source"] == "live" and r["client"] for r in exported)
 
 
 async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, tool_model_tasks, tool_model_server):
     """LangGraph's prebuilt ReAct agent, the model client at the episode's proxy address and the
     workspace's MCP tools as LangChain tools: whole episodes recorded, graded and exported."""
+    import openai
     from langchain_openai import ChatOpenAI
     from langgraph.errors import GraphRecursionError
     from langgraph.prebuilt import create_react_agent
 
     from coworkenv.agents import mcp_tools
 
-    episodes = {}
+    episodes, ran_out = {}, set()
     settings = ServeSettings(upstream=tool_model_server, upstream_view="compact")
     with anyio.fail_after(600):
         async with running_http_server(host, settings) as base:
@@ -283,6 +312,10 @@ async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, to
                         answer = str(state["messages"][-1].content)
                     except GraphRecursionError:
                         answer = ""
+                    except openai.BadRequestError as exc:  # a looping agent filled the context: its failure
+                        if not ran_out_of_context(exc):
+                            raise
+                        answer, ran_out = "", ran_out | {task_id}
                     done = await mcp.call_tool("submit_answer", {"answer": answer})
                     episodes[task_id] = done.structured_content["episode_id"]
             await settle(host)
@@ -291,7 +324,8 @@ async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, to
     for task_id, episode_id in episodes.items():
         task = host.store.task_spec(task_id)
         calls = host.store.model_calls(episode_id)
-        assert calls and all(c.status == 200 and c.api == "chat" for c in calls)
+        check_statuses(calls, task_id in ran_out)
+        assert all(c.api == "chat" for c in calls)
         conversation = host.store.messages(episode_id)
         assert [m.role for m in conversation[:2]] == ["system", "user"] and conversation[1].content == task.instruction
         ran = [c.tool for c in host.store.tool_calls(episode_id) if c.tool != "submit_answer"]
@@ -305,7 +339,7 @@ async def test_a_langgraph_agent_plays_a_served_model_through_the_proxy(host, to
             view = agent_view("full", host.store.workspace(task.workspace_id).tools, task)
             assert [m["role"] for m in row["messages"]][:2] == ["system", "user"]
             assert [t["function"]["name"] for t in row["tools"]] == view.names  # exported in the asked view
-    assert passed >= len(episodes) // 2  # the fixture model replays the oracle's compact trajectories of these tasks
+    assert passed >= PASSING  # the fixture model replays the oracle's compact trajectories of these tasks
 
 
 async def test_a_body_with_a_key_twice_is_refused_before_it_reaches_an_episode(host, tasks, scripted_model):

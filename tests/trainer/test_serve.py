@@ -130,17 +130,15 @@ def test_a_busy_port_is_named(tmp_path):
 @pytest.mark.bwrap
 @pytest.mark.anyio
 async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_model_server):
-    """Here rather than in tests/loop: it needs this directory's one vLLM server per session."""
-    from coworkenv.loop import LocalEpisodes, TeacherSettings, collect
-    from coworkenv.synth import synthesize
-
-    await synthesize(host, 3, seed=0)
-    await collect(host.store, LocalEpisodes(host), TeacherSettings(prompt_style="compact"))
+    """Here rather than in tests/loop: it needs this directory's one vLLM server per session. The held-out
+    tasks are those of seed 0 (an empty store: no training task uses its workspace), the first three
+    the fixture model was trained on, so that its tool calls are ones it knows rather than a tiny
+    model's luck on tasks it never saw."""
     await host.close()
     host.store.close()
     model = f"openai:tool-model@{tool_model_server}"
     cmd = [sys.executable, "-m", "coworkenv", "eval", "--model", model, "--store", str(store_path), "-n", "3",
-           "--trials", "2", "--style", "compact", "--temperature", "0", "--max-tokens", "96", "--max-steps", "3",
+           "--seed", "0", "--trials", "2", "--style", "compact", "--temperature", "0", "--max-tokens", "96", "--max-steps", "3",
            "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -161,7 +159,8 @@ async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_mode
         assert replies and trial.steps == len(replies)
     # the model's own tool calls (greedy: the tools its training trajectories used) reached the MCP server
     calls = [c for t in trials for c in store.tool_calls(t.episode_id) if c.tool != "submit_answer"]
-    assert calls
+    trained_on = {path.stem for path in (FIXTURES / "tool-model-tasks").glob("*/tasks/*.yaml")}
+    assert calls and {store.episode(t.episode_id).task_id for t in trials} <= trained_on
     assert json.loads((store_path.parent / "profile.json").read_text())["eval_run"] == summary["run_id"]
     store.close()
 
