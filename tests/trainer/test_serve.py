@@ -117,12 +117,13 @@ def test_vllm_answers_a_tool_calling_chat_request(tool_model_server):
         assert json.loads(calls[0]["function"]["arguments"]) == probe["expected"]["arguments"]
 
 
-def test_a_busy_port_is_named(tmp_path):
+def test_a_busy_port_is_named(tmp_path, vllm_interpreter):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = runner.invoke(app, ["serve-model", str(TOOL_MODEL), "--port", str(port), "--store", str(tmp_path / "s.db")])
+        result = runner.invoke(app, ["serve-model", str(TOOL_MODEL), "--port", str(port), "--python", vllm_interpreter,
+                                     "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 2 and f"port {port}" in result.output and "in use" in result.output
 
 
