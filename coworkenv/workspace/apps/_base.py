@@ -23,6 +23,7 @@ import datetime as _dt
 import random
 import re
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 
@@ -358,20 +359,121 @@ def check_args(args: Any, allowed: list[str]) -> dict:
     return args
 
 
-def tool_args(tools: list[dict], tool: str, args: Any) -> dict:
-    """Look up ``tool`` in an app's TOOLS and check ``args`` against its property names."""
-    for spec in tools:
-        if spec["name"] == tool:
-            return check_args(args, list(spec["input_schema"]["properties"]))
-    names = ", ".join(spec["name"] for spec in tools)
-    raise ToolFailure(f"unknown tool {tool!r}; this app has: {names}")
+def next_id(conn: sqlite3.Connection, table: str, prefix: str, *, width: int = 2, start: int = 0) -> str:
+    """Next readable id after the largest existing one with this prefix: 'm23' after 'm22' (digits
+    zero-padded to ``width``); 'PO-1001' first, then 'PO-1002' (``prefix="PO-", width=1,
+    start=1000``: the number before the first id). Ids of another prefix, or with more than digits
+    after it, are ignored."""
+    numbers = [int(ident[len(prefix):]) for (ident,) in
+               conn.execute(f"SELECT id FROM {table} WHERE substr(id, 1, ?) = ?", (len(prefix), prefix))
+               if ident[len(prefix):].isdigit()]
+    return f"{prefix}{max(numbers, default=start) + 1:0{width}d}"
 
 
-def next_id(conn: sqlite3.Connection, table: str, prefix: str) -> str:
-    """Next readable id after the largest existing one, e.g. 'm23' after 'm22'."""
-    top = 0
-    for (ident,) in conn.execute(f"SELECT id FROM {table}"):
-        digits = ident[len(prefix):]
-        if ident.startswith(prefix) and digits.isdigit():
-            top = max(top, int(digits))
-    return f"{prefix}{top + 1:02d}"
+# ---------------------------------------------------------------- the workspace, in a tool call
+
+
+def today_iso(conn: sqlite3.Connection) -> str:
+    """The workspace's today, YYYY-MM-DD, as the state's world holds it: the date a tool writes on.
+
+    Never the wall clock: an episode replayed a year later must write the same dates, and a state
+    without a world is an error that names the fix (``world_today``), not a silent today."""
+    return world_today(conn).isoformat()
+
+
+def user_email(conn: sqlite3.Connection) -> str:
+    """The address of the user operating the workspace (the author of what a tool writes)."""
+    return world_user(conn)["email"]
+
+
+def currency(world: World) -> str:
+    """The company's currency, from its country (while seeding: finance, CRM and inventory agree)."""
+    country = world["company"]["country"]
+    return {"United States": "USD", "United Kingdom": "GBP", "Sweden": "SEK", "Denmark": "DKK",
+            "Poland": "PLN"}.get(country, "EUR")
+
+
+def weekday(day: _dt.date) -> _dt.date:
+    """``day``, or the Monday after it when it falls on a weekend."""
+    while day.weekday() >= 5:
+        day += _dt.timedelta(days=1)
+    return day
+
+
+# ---------------------------------------------------------------- tools, declared where they are handled
+
+EFFECTS = ("read", "write", "destructive")
+Handler = Callable[[sqlite3.Connection, dict], dict]
+
+
+class Tools:
+    """An app's tools and world events, each declared on the function that handles it.
+
+    ::
+
+        tools = Tools()
+
+        @tools.tool("get_event", "read", input=object_schema({"id": _ID}, ["id"]), output=EVENT_SCHEMA)
+        def get_event(conn, args):
+            \"\"\"Get one event by id, with its time, attendees, location and description.\"\"\"
+            return _get(conn, req_str(args, "id"))
+
+        TOOLS, handle = tools.specs, tools.handle
+
+    The handler's docstring is the description agents read (its whitespace collapsed to single
+    spaces, so it may be wrapped freely); ``description=`` overrides it. A handler gets the
+    connection and the arguments, already checked to be an object with no name outside ``input``'s
+    properties. ``specs`` (the app's ``TOOLS``) and ``events`` (its ``EVENTS``) keep declaration order.
+    """
+
+    def __init__(self) -> None:
+        self.specs: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self._handlers: dict[str, tuple[Handler, list[str]]] = {}
+
+    def tool(self, name: str, effect: str, input: dict, output: dict, *,
+             description: str | None = None) -> Callable[[Handler], Handler]:
+        """Declare the decorated function as the handler of tool ``name``."""
+        if effect not in EFFECTS:
+            raise ValueError(f"tool {name!r}: effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+
+        def declare(handler: Handler) -> Handler:
+            self.specs.append({"name": name, "effect": effect, "description": self._described(name, handler, description),
+                               "input_schema": input, "output_schema": output})
+            self._register(name, handler, input)
+            return handler
+        return declare
+
+    def event(self, name: str, input: dict, *, description: str | None = None) -> Callable[[Handler], Handler]:
+        """Declare the decorated function as world event ``name`` (it starts with '_': run by
+        ``handle`` like a tool, never offered to agents)."""
+        if not name.startswith("_"):
+            raise ValueError(f"world event {name!r}: its name must start with '_' (agents never see it)")
+
+        def declare(handler: Handler) -> Handler:
+            self.events.append({"name": name, "description": self._described(name, handler, description),
+                                "input_schema": input})
+            self._register(name, handler, input)
+            return handler
+        return declare
+
+    def handle(self, conn: sqlite3.Connection, tool: str, args: Any) -> dict:
+        """Run one tool (or world event) of this app; raises ToolFailure on a domain error."""
+        found = self._handlers.get(tool)
+        if found is None:
+            names = ", ".join(spec["name"] for spec in self.specs)
+            raise ToolFailure(f"unknown tool {tool!r}; this app has: {names}")
+        handler, allowed = found
+        return handler(conn, check_args(args, allowed))
+
+    def _register(self, name: str, handler: Handler, input: dict) -> None:
+        if name in self._handlers:
+            raise ValueError(f"{name!r} is declared twice")
+        self._handlers[name] = (handler, list(input["properties"]))
+
+    @staticmethod
+    def _described(name: str, handler: Handler, description: str | None) -> str:
+        text = description if description is not None else " ".join((handler.__doc__ or "").split())
+        if not text:
+            raise ValueError(f"{name!r} needs a description: its handler's docstring, or description=")
+        return text

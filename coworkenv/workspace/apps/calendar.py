@@ -13,6 +13,7 @@ from typing import Any
 from ._base import (
     ROOM_NAMES,
     ToolFailure,
+    Tools,
     check_date,
     check_emails,
     check_time,
@@ -22,7 +23,6 @@ from ._base import (
     office_plan,
     opt_str,
     req_str,
-    tool_args,
     world_names,
 )
 from ._base import object_schema as _obj
@@ -70,39 +70,7 @@ _EDITABLE = {
 }
 
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_events", "effect": "read",
-     "description": "List events ordered by date and start time. Filter by one date or a date range, by an "
-                    "attendee (email address or part of a name), and by text in the title.",
-     "input_schema": _obj({
-         "date": {**_DATE, "description": "only this date, YYYY-MM-DD"},
-         "from_date": {**_DATE, "description": "only on or after this date, YYYY-MM-DD"},
-         "to_date": {**_DATE, "description": "only on or before this date, YYYY-MM-DD"},
-         "attendee": {"type": "string", "description": "email address or name (substring) of an attendee"},
-         "query": {"type": "string", "description": "case-insensitive text to find in the title"},
-     }, []),
-     "output_schema": _obj({"events": {"type": "array", "items": EVENT_SCHEMA}, "count": {"type": "integer"}},
-                           ["events", "count"])},
-    {"name": "get_event", "effect": "read",
-     "description": "Get one event by id, with its time, attendees, location and description.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": EVENT_SCHEMA},
-    {"name": "create_event", "effect": "write",
-     "description": "Create an event on the user's calendar. Returns the event and any overlapping events.",
-     "input_schema": _obj(dict(_EDITABLE), ["title", "date", "start", "end"]),
-     "output_schema": _obj({"event": EVENT_SCHEMA, "conflicts": CONFLICTS_SCHEMA}, ["event", "conflicts"])},
-    {"name": "update_event", "effect": "write",
-     "description": "Change fields of an existing event; only the fields given change (attendees replaces the "
-                    "whole list). Returns the updated event and any overlapping events.",
-     "input_schema": _obj({"id": _ID, **_EDITABLE}, ["id"]),
-     "output_schema": _obj({"event": EVENT_SCHEMA, "updated_fields": {"type": "array", "items": {"type": "string"}},
-                            "conflicts": CONFLICTS_SCHEMA}, ["event", "updated_fields", "conflicts"])},
-    {"name": "cancel_event", "effect": "destructive",
-     "description": "Cancel an event: removes it from the calendar permanently.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "title": {"type": "string"}, "date": {"type": "string"},
-                            "cancelled": {"const": True}}, ["id", "title", "date", "cancelled"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 # Records an agent may read as MCP resources (coworkenv://calendar/<collection>/<id>), read with the
 # get tool and completed from the list tool
@@ -227,46 +195,84 @@ def _matches_attendee(emails: list[str], needle: str, names: dict[str, str]) -> 
     return any(needle in e or needle in names.get(e, "").lower() for e in emails)
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one calendar tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_events":
-        bounds = {k: check_date(args[k], k) for k in ("date", "from_date", "to_date") if args.get(k) is not None}
-        if "from_date" in bounds and "to_date" in bounds and bounds["from_date"] > bounds["to_date"]:
-            raise ToolFailure(f"from_date ({bounds['from_date']}) is after to_date ({bounds['to_date']})")
-        attendee = (opt_str(args, "attendee") or "").strip().lower()
-        query = (opt_str(args, "query") or "").strip().lower()
-        events, names = [], world_names(conn) if attendee else {}
-        for row in conn.execute('SELECT * FROM calendar_events ORDER BY date, start, "end", id'):
-            ev = _event(tuple(row))
-            if (ev["date"] != bounds.get("date", ev["date"]) or ev["date"] < bounds.get("from_date", "")
-                    or ev["date"] > bounds.get("to_date", "9999")):
-                continue
-            if attendee and not _matches_attendee(ev["attendees"], attendee, names):
-                continue
-            if query and query not in ev["title"].lower():
-                continue
-            events.append(ev)
-        return {"events": events, "count": len(events)}
-    if tool == "get_event":
-        return _get(conn, req_str(args, "id"))
-    if tool == "create_event":
-        for key in ("title", "date", "start", "end"):
-            req_str(args, key)
-        blank = {"id": next_id(conn, "calendar_events", "e"), "attendees": [], "location": "", "description": ""}
-        ev = _validated(args, blank)
-        _save(conn, ev)
-        return {"event": ev, "conflicts": _conflicts(conn, ev)}
-    if tool == "update_event":
-        current = _get(conn, req_str(args, "id"))
-        changed = [f for f in FIELDS if args.get(f) is not None]
-        if not changed:
-            raise ToolFailure(f"nothing to update: give at least one of {', '.join(FIELDS)}")
-        ev = _validated(args, current)
-        _save(conn, ev)
-        return {"event": ev, "updated_fields": changed, "conflicts": _conflicts(conn, ev)}
-    if tool == "cancel_event":
-        ev = _get(conn, req_str(args, "id"))
-        conn.execute("DELETE FROM calendar_events WHERE id = ?", (ev["id"],))
-        return {"id": ev["id"], "title": ev["title"], "date": ev["date"], "cancelled": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_events", "read",
+            input=_obj({
+                "date": {**_DATE, "description": "only this date, YYYY-MM-DD"},
+                "from_date": {**_DATE, "description": "only on or after this date, YYYY-MM-DD"},
+                "to_date": {**_DATE, "description": "only on or before this date, YYYY-MM-DD"},
+                "attendee": {"type": "string", "description": "email address or name (substring) of an attendee"},
+                "query": {"type": "string", "description": "case-insensitive text to find in the title"},
+            }, []),
+            output=_obj({"events": {"type": "array", "items": EVENT_SCHEMA}, "count": {"type": "integer"}},
+                        ["events", "count"]))
+def list_events(conn: sqlite3.Connection, args: dict) -> dict:
+    """List events ordered by date and start time. Filter by one date or a date range, by an attendee
+    (email address or part of a name), and by text in the title."""
+    bounds = {k: check_date(args[k], k) for k in ("date", "from_date", "to_date") if args.get(k) is not None}
+    if "from_date" in bounds and "to_date" in bounds and bounds["from_date"] > bounds["to_date"]:
+        raise ToolFailure(f"from_date ({bounds['from_date']}) is after to_date ({bounds['to_date']})")
+    attendee = (opt_str(args, "attendee") or "").strip().lower()
+    query = (opt_str(args, "query") or "").strip().lower()
+    events, names = [], world_names(conn) if attendee else {}
+    for row in conn.execute('SELECT * FROM calendar_events ORDER BY date, start, "end", id'):
+        ev = _event(tuple(row))
+        if (ev["date"] != bounds.get("date", ev["date"]) or ev["date"] < bounds.get("from_date", "")
+                or ev["date"] > bounds.get("to_date", "9999")):
+            continue
+        if attendee and not _matches_attendee(ev["attendees"], attendee, names):
+            continue
+        if query and query not in ev["title"].lower():
+            continue
+        events.append(ev)
+    return {"events": events, "count": len(events)}
+
+
+@tools.tool("get_event", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=EVENT_SCHEMA)
+def get_event(conn: sqlite3.Connection, args: dict) -> dict:
+    """Get one event by id, with its time, attendees, location and description."""
+    return _get(conn, req_str(args, "id"))
+
+
+@tools.tool("create_event", "write",
+            input=_obj(dict(_EDITABLE), ["title", "date", "start", "end"]),
+            output=_obj({"event": EVENT_SCHEMA, "conflicts": CONFLICTS_SCHEMA}, ["event", "conflicts"]))
+def create_event(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create an event on the user's calendar. Returns the event and any overlapping events."""
+    for key in ("title", "date", "start", "end"):
+        req_str(args, key)
+    blank = {"id": next_id(conn, "calendar_events", "e"), "attendees": [], "location": "", "description": ""}
+    ev = _validated(args, blank)
+    _save(conn, ev)
+    return {"event": ev, "conflicts": _conflicts(conn, ev)}
+
+
+@tools.tool("update_event", "write",
+            input=_obj({"id": _ID, **_EDITABLE}, ["id"]),
+            output=_obj({"event": EVENT_SCHEMA, "updated_fields": {"type": "array", "items": {"type": "string"}},
+                         "conflicts": CONFLICTS_SCHEMA}, ["event", "updated_fields", "conflicts"]))
+def update_event(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change fields of an existing event; only the fields given change (attendees replaces the whole
+    list). Returns the updated event and any overlapping events."""
+    current = _get(conn, req_str(args, "id"))
+    changed = [f for f in FIELDS if args.get(f) is not None]
+    if not changed:
+        raise ToolFailure(f"nothing to update: give at least one of {', '.join(FIELDS)}")
+    ev = _validated(args, current)
+    _save(conn, ev)
+    return {"event": ev, "updated_fields": changed, "conflicts": _conflicts(conn, ev)}
+
+
+@tools.tool("cancel_event", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "title": {"type": "string"}, "date": {"type": "string"},
+                         "cancelled": {"const": True}}, ["id", "title", "date", "cancelled"]))
+def cancel_event(conn: sqlite3.Connection, args: dict) -> dict:
+    """Cancel an event: removes it from the calendar permanently."""
+    ev = _get(conn, req_str(args, "id"))
+    conn.execute("DELETE FROM calendar_events WHERE id = ?", (ev["id"],))
+    return {"id": ev["id"], "title": ev["title"], "date": ev["date"], "cancelled": True}
+
+
+TOOLS, handle = tools.specs, tools.handle

@@ -19,6 +19,7 @@ from typing import Any
 from ._base import (
     NOW_TIME,
     ToolFailure,
+    Tools,
     check_email,
     check_emails,
     next_id,
@@ -26,10 +27,9 @@ from ._base import (
     opt_int,
     opt_str,
     req_str,
-    tool_args,
+    today_iso,
+    user_email,
     world_names,
-    world_today,
-    world_user,
 )
 from ._base import object_schema as _obj
 from .contacts import story
@@ -87,83 +87,7 @@ _CHANNEL_ARG = {"type": "string", "description": "channel name (e.g. 'general' o
 _MSG_ID = {"type": "string", "description": "message id, e.g. 'msg12'"}
 _TEXT = {"type": "string", "minLength": 1, "description": "message text"}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_channels", "effect": "read",
-     "description": "List channels and direct-message conversations with topic, member and message counts and last "
-                    "activity. Archived channels are left out unless include_archived is true.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "only channels whose name or topic contains this text"},
-         "kind": {"type": "string", "enum": ["channel", "dm"], "description": "only channels, or only direct messages"},
-         "include_archived": {"type": "boolean"},
-     }, []),
-     "output_schema": _obj({"channels": {"type": "array", "items": CHANNEL_SCHEMA}, "count": {"type": "integer"}},
-                           ["channels", "count"])},
-    {"name": "read_channel", "effect": "read",
-     "description": "Read a channel or direct-message conversation: its members and its latest top-level messages, "
-                    "oldest first (replies are counted in reply_count; read a thread with get_message).",
-     "input_schema": _obj({"channel": _CHANNEL_ARG,
-                           "limit": {"type": "integer", "minimum": 1, "maximum": 200,
-                                     "description": "at most this many of the latest messages (default 30)"}},
-                          ["channel"]),
-     "output_schema": _obj({"channel": CHANNEL_FULL_SCHEMA, "messages": {"type": "array", "items": MESSAGE_SCHEMA},
-                            "count": {"type": "integer", "description": "top-level messages in the channel"}},
-                           ["channel", "messages", "count"])},
-    {"name": "search_messages", "effect": "read",
-     "description": "Search messages in every channel and conversation (archived ones too). Every word of the query "
-                    "must appear in the text (case-insensitive). Returns matches newest first.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "words to look for"},
-         "channel": _CHANNEL_ARG | {"description": "only this channel"},
-         "author": {"type": "string", "description": "only messages whose author's email or name contains this"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
-     }, []),
-     "output_schema": _obj({"messages": {"type": "array", "items": MESSAGE_SCHEMA}, "count": {"type": "integer"}},
-                           ["messages", "count"])},
-    {"name": "get_message", "effect": "read",
-     "description": "Read one message by id with its whole thread (the first message, then every reply, oldest first; "
-                    "empty when the message has no thread).",
-     "input_schema": _obj({"id": _MSG_ID}, ["id"]),
-     "output_schema": _obj({"message": MESSAGE_SCHEMA, "thread": {"type": "array", "items": MESSAGE_SCHEMA}},
-                           ["message", "thread"])},
-    {"name": "post_message", "effect": "write",
-     "description": "Post a message as the user in a channel or direct-message conversation. Returns it.",
-     "input_schema": _obj({"channel": _CHANNEL_ARG, "text": _TEXT}, ["channel", "text"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "reply_in_thread", "effect": "write",
-     "description": "Reply as the user in the thread of a message (a reply to a reply joins the same thread). "
-                    "Returns the reply.",
-     "input_schema": _obj({"id": _MSG_ID | {"description": "id of the message to reply to"}, "text": _TEXT},
-                          ["id", "text"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "send_direct_message", "effect": "write",
-     "description": "Send a direct message to one person, by email; the conversation is opened if needed. "
-                    "Returns the message.",
-     "input_schema": _obj({"to": {"type": "string", "description": "the person's email"}, "text": _TEXT},
-                          ["to", "text"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "create_channel", "effect": "write",
-     "description": "Create a channel (the user joins it) and invite people by email. Names are lower-case letters, "
-                    "digits and hyphens, unique among all channels, archived ones included. Returns the channel.",
-     "input_schema": _obj({
-         "name": {"type": "string", "description": "e.g. 'prj-264-launch'"},
-         "topic": _STR,
-         "private": {"type": "boolean", "description": "only members can see it (default false)"},
-         "members": {"type": "array", "items": _STR, "description": "emails of people to invite"},
-     }, ["name"]),
-     "output_schema": CHANNEL_FULL_SCHEMA},
-    {"name": "invite_to_channel", "effect": "write",
-     "description": "Invite people (by email) to a channel. Returns the channel and who was added or already there.",
-     "input_schema": _obj({"channel": _CHANNEL_ARG, "emails": {"type": "array", "items": _STR, "minItems": 1}},
-                          ["channel", "emails"]),
-     "output_schema": _obj({"channel": CHANNEL_FULL_SCHEMA, "added": {"type": "array", "items": _STR},
-                            "already_members": {"type": "array", "items": _STR}},
-                           ["channel", "added", "already_members"])},
-    {"name": "archive_channel", "effect": "destructive",
-     "description": "Archive a channel: nobody can post in it any more and it leaves the channel list (its messages "
-                    "stay searchable). Cannot be undone here.",
-     "input_schema": _obj({"channel": _CHANNEL_ARG}, ["channel"]),
-     "output_schema": _obj({"id": _STR, "name": _STR, "archived": {"const": True}}, ["id", "name", "archived"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "messages", "get_tool": "get_message", "list_tool": "search_messages",
                                     "list_key": "messages", "list_arguments": {"limit": 100}}]
@@ -368,14 +292,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().casefold()
 
 
-def _me(conn: sqlite3.Connection) -> str:
-    return world_user(conn)["email"]
-
-
-def _today(conn: sqlite3.Connection) -> str:
-    return world_today(conn).isoformat()
-
-
 _CH_COLUMNS: tuple[str, ...] = ("id", "name", "kind", "topic", "private", "archived", "created", "created_by")
 
 
@@ -440,7 +356,7 @@ def _post(conn: sqlite3.Connection, channel: dict[str, Any], text: str, thread: 
         raise ToolFailure(f"#{channel['name']} is archived; nobody can post in it")
     ident = next_id(conn, "chat_messages", "msg")
     conn.execute("INSERT INTO chat_messages VALUES (?,?,?,?,?,?,?)",
-                 (ident, channel["id"], _me(conn), text, _today(conn), NOW_TIME, thread))
+                 (ident, channel["id"], user_email(conn), text, today_iso(conn), NOW_TIME, thread))
     return _message(conn, ident)
 
 
@@ -459,93 +375,185 @@ def _channel_name(args: dict) -> str:
     return name
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one chat tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_channels":
-        query, kind = _fold(opt_str(args, "query") or "").strip(), opt_str(args, "kind")
-        if kind is not None and kind not in ("channel", "dm"):
-            raise ToolFailure(f"kind must be 'channel' or 'dm', got {kind!r}")
-        archived = opt_bool(args, "include_archived")
-        found = []
-        for row in conn.execute("SELECT * FROM chat_channels ORDER BY kind, name"):
-            row = dict(zip(_CH_COLUMNS, tuple(row), strict=True))
-            if kind and row["kind"] != kind or row["archived"] and not archived:
-                continue
-            if query and query not in _fold(row["name"] + " " + row["topic"]):
-                continue
-            found.append(_channel(conn, row))
-        return {"channels": found, "count": len(found)}
-    if tool == "read_channel":
-        row = _channel_row(conn, req_str(args, "channel"))
-        limit = opt_int(args, "limit", 30, 1, 200)
-        top = _messages(conn, "m.channel_id = ? AND m.thread_id IS NULL", (row["id"],))
-        return {"channel": _channel(conn, row, members=True), "messages": top[-limit:], "count": len(top)}
-    if tool == "search_messages":
-        words = _fold(opt_str(args, "query") or "").split()
-        author = _fold(opt_str(args, "author") or "").strip()
-        limit = opt_int(args, "limit", 20, 1, 100)
-        where, params = "1", ()
-        channel = opt_str(args, "channel")
-        if channel is not None and channel.strip():
-            where, params = "m.channel_id = ?", (_channel_row(conn, channel)["id"],)
-        found = [m for m in _messages(conn, where, params, "DESC")
-                 if all(w in _fold(m["text"]) for w in words)
-                 and (not author or author in _fold(m["author"] + " " + m["author_name"]))]
-        return {"messages": found[:limit], "count": len(found)}
-    if tool == "get_message":
-        msg = _message(conn, req_str(args, "id"))
-        root = msg["thread_id"] or msg["id"]
-        thread = _messages(conn, "m.id = ? OR m.thread_id = ?", (root, root))
-        return {"message": msg, "thread": thread if len(thread) > 1 else []}
-    if tool == "post_message":
-        row = _channel_row(conn, req_str(args, "channel"))
-        return _post(conn, row, _text(args), None)
-    if tool == "reply_in_thread":
-        msg = _message(conn, req_str(args, "id"))
-        row = _channel_row(conn, msg["channel_id"])
-        return _post(conn, row, _text(args), msg["thread_id"] or msg["id"])
-    if tool == "send_direct_message":
-        to = _known(conn, [check_email(req_str(args, "to"), "to")], "to")[0]
-        if to == _me(conn):
-            raise ToolFailure("to: that is your own address")
-        text = _text(args)
-        name = f"dm-{to}"
-        if conn.execute("SELECT 1 FROM chat_channels WHERE name = ?", (name,)).fetchone() is None:
-            ident = next_id(conn, "chat_channels", "ch")
-            conn.execute("INSERT INTO chat_channels VALUES (?,?,?,?,?,?,?,?)",
-                         (ident, name, "dm", "", 1, 0, _today(conn), _me(conn)))
-            conn.executemany("INSERT INTO chat_members VALUES (?,?)", [(ident, to), (ident, _me(conn))])
-        return _post(conn, _channel_row(conn, to, "to"), text, None)
-    if tool == "create_channel":
-        name = _channel_name(args)
-        if conn.execute("SELECT 1 FROM chat_channels WHERE name = ?", (name,)).fetchone():
-            raise ToolFailure(f"name: a channel named {name!r} already exists (archived channels keep their names)")
-        members = _known(conn, check_emails(args.get("members") or [], "members"), "members")
-        ident, me = next_id(conn, "chat_channels", "ch"), _me(conn)
+@tools.tool("list_channels", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "only channels whose name or topic contains this text"},
+                "kind": {"type": "string", "enum": ["channel", "dm"], "description": "only channels, or only direct messages"},
+                "include_archived": {"type": "boolean"},
+            }, []),
+            output=_obj({"channels": {"type": "array", "items": CHANNEL_SCHEMA}, "count": {"type": "integer"}},
+                        ["channels", "count"]))
+def list_channels(conn: sqlite3.Connection, args: dict) -> dict:
+    """List channels and direct-message conversations with topic, member and message counts and last
+    activity. Archived channels are left out unless include_archived is true."""
+    query, kind = _fold(opt_str(args, "query") or "").strip(), opt_str(args, "kind")
+    if kind is not None and kind not in ("channel", "dm"):
+        raise ToolFailure(f"kind must be 'channel' or 'dm', got {kind!r}")
+    archived = opt_bool(args, "include_archived")
+    found = []
+    for row in conn.execute("SELECT * FROM chat_channels ORDER BY kind, name"):
+        row = dict(zip(_CH_COLUMNS, tuple(row), strict=True))
+        if kind and row["kind"] != kind or row["archived"] and not archived:
+            continue
+        if query and query not in _fold(row["name"] + " " + row["topic"]):
+            continue
+        found.append(_channel(conn, row))
+    return {"channels": found, "count": len(found)}
+
+
+@tools.tool("read_channel", "read",
+            input=_obj({"channel": _CHANNEL_ARG,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                                  "description": "at most this many of the latest messages (default 30)"}},
+                       ["channel"]),
+            output=_obj({"channel": CHANNEL_FULL_SCHEMA, "messages": {"type": "array", "items": MESSAGE_SCHEMA},
+                         "count": {"type": "integer", "description": "top-level messages in the channel"}},
+                        ["channel", "messages", "count"]))
+def read_channel(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read a channel or direct-message conversation: its members and its latest top-level messages, oldest
+    first (replies are counted in reply_count; read a thread with get_message)."""
+    row = _channel_row(conn, req_str(args, "channel"))
+    limit = opt_int(args, "limit", 30, 1, 200)
+    top = _messages(conn, "m.channel_id = ? AND m.thread_id IS NULL", (row["id"],))
+    return {"channel": _channel(conn, row, members=True), "messages": top[-limit:], "count": len(top)}
+
+
+@tools.tool("search_messages", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "words to look for"},
+                "channel": _CHANNEL_ARG | {"description": "only this channel"},
+                "author": {"type": "string", "description": "only messages whose author's email or name contains this"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
+            }, []),
+            output=_obj({"messages": {"type": "array", "items": MESSAGE_SCHEMA}, "count": {"type": "integer"}},
+                        ["messages", "count"]))
+def search_messages(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search messages in every channel and conversation (archived ones too). Every word of the query must
+    appear in the text (case-insensitive). Returns matches newest first."""
+    words = _fold(opt_str(args, "query") or "").split()
+    author = _fold(opt_str(args, "author") or "").strip()
+    limit = opt_int(args, "limit", 20, 1, 100)
+    where, params = "1", ()
+    channel = opt_str(args, "channel")
+    if channel is not None and channel.strip():
+        where, params = "m.channel_id = ?", (_channel_row(conn, channel)["id"],)
+    found = [m for m in _messages(conn, where, params, "DESC")
+             if all(w in _fold(m["text"]) for w in words)
+             and (not author or author in _fold(m["author"] + " " + m["author_name"]))]
+    return {"messages": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_message", "read",
+            input=_obj({"id": _MSG_ID}, ["id"]),
+            output=_obj({"message": MESSAGE_SCHEMA, "thread": {"type": "array", "items": MESSAGE_SCHEMA}},
+                        ["message", "thread"]))
+def get_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read one message by id with its whole thread (the first message, then every reply, oldest first;
+    empty when the message has no thread)."""
+    msg = _message(conn, req_str(args, "id"))
+    root = msg["thread_id"] or msg["id"]
+    thread = _messages(conn, "m.id = ? OR m.thread_id = ?", (root, root))
+    return {"message": msg, "thread": thread if len(thread) > 1 else []}
+
+
+@tools.tool("post_message", "write",
+            input=_obj({"channel": _CHANNEL_ARG, "text": _TEXT}, ["channel", "text"]),
+            output=MESSAGE_SCHEMA)
+def post_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Post a message as the user in a channel or direct-message conversation. Returns it."""
+    row = _channel_row(conn, req_str(args, "channel"))
+    return _post(conn, row, _text(args), None)
+
+
+@tools.tool("reply_in_thread", "write",
+            input=_obj({"id": _MSG_ID | {"description": "id of the message to reply to"}, "text": _TEXT},
+                       ["id", "text"]),
+            output=MESSAGE_SCHEMA)
+def reply_in_thread(conn: sqlite3.Connection, args: dict) -> dict:
+    """Reply as the user in the thread of a message (a reply to a reply joins the same thread). Returns the
+    reply."""
+    msg = _message(conn, req_str(args, "id"))
+    row = _channel_row(conn, msg["channel_id"])
+    return _post(conn, row, _text(args), msg["thread_id"] or msg["id"])
+
+
+@tools.tool("send_direct_message", "write",
+            input=_obj({"to": {"type": "string", "description": "the person's email"}, "text": _TEXT},
+                       ["to", "text"]),
+            output=MESSAGE_SCHEMA)
+def send_direct_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Send a direct message to one person, by email; the conversation is opened if needed. Returns the
+    message."""
+    to = _known(conn, [check_email(req_str(args, "to"), "to")], "to")[0]
+    if to == user_email(conn):
+        raise ToolFailure("to: that is your own address")
+    text = _text(args)
+    name = f"dm-{to}"
+    if conn.execute("SELECT 1 FROM chat_channels WHERE name = ?", (name,)).fetchone() is None:
+        ident = next_id(conn, "chat_channels", "ch")
         conn.execute("INSERT INTO chat_channels VALUES (?,?,?,?,?,?,?,?)",
-                     (ident, name, "channel", (opt_str(args, "topic") or "").strip(), int(opt_bool(args, "private")), 0,
-                      _today(conn), me))
-        conn.executemany("INSERT OR IGNORE INTO chat_members VALUES (?,?)", [(ident, e) for e in [me, *members]])
-        return _channel(conn, _channel_row(conn, ident), members=True)
-    if tool == "invite_to_channel":
-        row = _channel_row(conn, req_str(args, "channel"))
-        emails = _known(conn, check_emails(args.get("emails"), "emails", allow_empty=False), "emails")
-        if row["kind"] == "dm":
-            raise ToolFailure("channel: people cannot be invited to a direct-message conversation")
-        if row["archived"]:
-            raise ToolFailure(f"channel: #{row['name']} is archived")
-        present = {e for (e,) in conn.execute("SELECT email FROM chat_members WHERE channel_id = ?", (row["id"],))}
-        added = [e for e in emails if e not in present]
-        conn.executemany("INSERT INTO chat_members VALUES (?,?)", [(row["id"], e) for e in added])
-        return {"channel": _channel(conn, row, members=True), "added": added,
-                "already_members": [e for e in emails if e in present]}
-    if tool == "archive_channel":
-        row = _channel_row(conn, req_str(args, "channel"))
-        if row["kind"] == "dm":
-            raise ToolFailure("channel: a direct-message conversation cannot be archived")
-        if row["archived"]:
-            raise ToolFailure(f"channel: #{row['name']} is already archived")
-        conn.execute("UPDATE chat_channels SET archived = 1 WHERE id = ?", (row["id"],))
-        return {"id": row["id"], "name": row["name"], "archived": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+                     (ident, name, "dm", "", 1, 0, today_iso(conn), user_email(conn)))
+        conn.executemany("INSERT INTO chat_members VALUES (?,?)", [(ident, to), (ident, user_email(conn))])
+    return _post(conn, _channel_row(conn, to, "to"), text, None)
+
+
+@tools.tool("create_channel", "write",
+            input=_obj({
+                "name": {"type": "string", "description": "e.g. 'prj-264-launch'"},
+                "topic": _STR,
+                "private": {"type": "boolean", "description": "only members can see it (default false)"},
+                "members": {"type": "array", "items": _STR, "description": "emails of people to invite"},
+            }, ["name"]),
+            output=CHANNEL_FULL_SCHEMA)
+def create_channel(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a channel (the user joins it) and invite people by email. Names are lower-case letters,
+    digits and hyphens, unique among all channels, archived ones included. Returns the channel."""
+    name = _channel_name(args)
+    if conn.execute("SELECT 1 FROM chat_channels WHERE name = ?", (name,)).fetchone():
+        raise ToolFailure(f"name: a channel named {name!r} already exists (archived channels keep their names)")
+    members = _known(conn, check_emails(args.get("members") or [], "members"), "members")
+    ident, me = next_id(conn, "chat_channels", "ch"), user_email(conn)
+    conn.execute("INSERT INTO chat_channels VALUES (?,?,?,?,?,?,?,?)",
+                 (ident, name, "channel", (opt_str(args, "topic") or "").strip(), int(opt_bool(args, "private")), 0,
+                  today_iso(conn), me))
+    conn.executemany("INSERT OR IGNORE INTO chat_members VALUES (?,?)", [(ident, e) for e in [me, *members]])
+    return _channel(conn, _channel_row(conn, ident), members=True)
+
+
+@tools.tool("invite_to_channel", "write",
+            input=_obj({"channel": _CHANNEL_ARG, "emails": {"type": "array", "items": _STR, "minItems": 1}},
+                       ["channel", "emails"]),
+            output=_obj({"channel": CHANNEL_FULL_SCHEMA, "added": {"type": "array", "items": _STR},
+                         "already_members": {"type": "array", "items": _STR}},
+                        ["channel", "added", "already_members"]))
+def invite_to_channel(conn: sqlite3.Connection, args: dict) -> dict:
+    """Invite people (by email) to a channel. Returns the channel and who was added or already there."""
+    row = _channel_row(conn, req_str(args, "channel"))
+    emails = _known(conn, check_emails(args.get("emails"), "emails", allow_empty=False), "emails")
+    if row["kind"] == "dm":
+        raise ToolFailure("channel: people cannot be invited to a direct-message conversation")
+    if row["archived"]:
+        raise ToolFailure(f"channel: #{row['name']} is archived")
+    present = {e for (e,) in conn.execute("SELECT email FROM chat_members WHERE channel_id = ?", (row["id"],))}
+    added = [e for e in emails if e not in present]
+    conn.executemany("INSERT INTO chat_members VALUES (?,?)", [(row["id"], e) for e in added])
+    return {"channel": _channel(conn, row, members=True), "added": added,
+            "already_members": [e for e in emails if e in present]}
+
+
+@tools.tool("archive_channel", "destructive",
+            input=_obj({"channel": _CHANNEL_ARG}, ["channel"]),
+            output=_obj({"id": _STR, "name": _STR, "archived": {"const": True}}, ["id", "name", "archived"]))
+def archive_channel(conn: sqlite3.Connection, args: dict) -> dict:
+    """Archive a channel: nobody can post in it any more and it leaves the channel list (its messages stay
+    searchable). Cannot be undone here."""
+    row = _channel_row(conn, req_str(args, "channel"))
+    if row["kind"] == "dm":
+        raise ToolFailure("channel: a direct-message conversation cannot be archived")
+    if row["archived"]:
+        raise ToolFailure(f"channel: #{row['name']} is already archived")
+    conn.execute("UPDATE chat_channels SET archived = 1 WHERE id = ?", (row["id"],))
+    return {"id": row["id"], "name": row["name"], "archived": True}
+
+
+TOOLS, handle = tools.specs, tools.handle

@@ -21,7 +21,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, check_email, next_id, opt_int, opt_str, req_str, tool_args, world_today
+from ._base import ToolFailure, Tools, check_email, next_id, opt_int, opt_str, req_str, today_iso, weekday
 from ._base import object_schema as _obj
 
 NAME = "contacts"
@@ -84,76 +84,7 @@ _FIELDS_IN = {
     "notes": {"type": "string", "description": "free-text notes"},
 }
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_contacts", "effect": "read",
-     "description": "Search the address book. Every word of the query must appear in the contact's name, emails, "
-                    "phone, company, title, city, notes or tags (case-insensitive); filters narrow further. Returns "
-                    "contact summaries sorted by name, and how many matched.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "words to look for; omit or '' for everyone"},
-         "group": _GROUP_ARG | {"description": "only members of this group (name or id)"},
-         "tag": {"type": "string", "description": "only contacts with this tag"},
-         "company": {"type": "string", "description": "only contacts whose company contains this text"},
-         "kind": {"type": "string", "enum": KINDS, "description": "people or organisations only"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 25)"},
-     }, []),
-     "output_schema": _obj({"contacts": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
-                           ["contacts", "count"])},
-    {"name": "get_contact", "effect": "read",
-     "description": "Read one contact in full by id: emails, phone, company, title, city, notes, tags and the groups "
-                    "it belongs to.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": CONTACT_SCHEMA},
-    {"name": "create_contact", "effect": "write",
-     "description": "Add a contact to the address book. Returns it, with existing contacts that share its name or "
-                    "email (possible duplicates; the contact is created anyway).",
-     "input_schema": _obj({**_FIELDS_IN, "kind": {"type": "string", "enum": KINDS, "description": "default person"},
-                           "tags": _TAGS | {"description": "tags to give it"}}, ["name"]),
-     "output_schema": _obj({"contact": CONTACT_SCHEMA, "possible_duplicates": {"type": "array", "items": SUMMARY_SCHEMA}},
-                           ["contact", "possible_duplicates"])},
-    {"name": "update_contact", "effect": "write",
-     "description": "Change fields of a contact (only those given; '' clears a field except name) and add or remove "
-                    "tags. Returns the contact and the names of the fields that changed.",
-     "input_schema": _obj({"id": _ID, **_FIELDS_IN,
-                           "add_tags": _TAGS | {"description": "tags to add"},
-                           "remove_tags": _TAGS | {"description": "tags to remove"}}, ["id"]),
-     "output_schema": _obj({"contact": CONTACT_SCHEMA, "updated_fields": {"type": "array", "items": _STR}},
-                           ["contact", "updated_fields"])},
-    {"name": "delete_contact", "effect": "destructive",
-     "description": "Permanently delete a contact (and its group memberships). This cannot be undone; to combine "
-                    "two entries for the same person use merge_contacts instead.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": _STR, "name": _STR, "deleted": {"const": True}}, ["id", "name", "deleted"])},
-    {"name": "list_groups", "effect": "read",
-     "description": "List the contact groups with their descriptions and member counts, sorted by name.",
-     "input_schema": _obj({}, []),
-     "output_schema": _obj({"groups": {"type": "array", "items": GROUP_SCHEMA}}, ["groups"])},
-    {"name": "create_group", "effect": "write",
-     "description": "Create an empty contact group (names are unique, case-insensitively). Returns it.",
-     "input_schema": _obj({"name": {"type": "string", "minLength": 1}, "description": _STR}, ["name"]),
-     "output_schema": GROUP_SCHEMA},
-    {"name": "add_to_group", "effect": "write",
-     "description": "Add a contact to a group. Returns the group and whether the contact was added (false when it "
-                    "was already a member).",
-     "input_schema": _obj({"group": _GROUP_ARG, "contact_id": _ID}, ["group", "contact_id"]),
-     "output_schema": _obj({"group": GROUP_SCHEMA, "contact_id": _STR, "added": {"type": "boolean"}},
-                           ["group", "contact_id", "added"])},
-    {"name": "remove_from_group", "effect": "write",
-     "description": "Remove a contact from a group (the contact itself stays in the address book). Returns the group.",
-     "input_schema": _obj({"group": _GROUP_ARG, "contact_id": _ID}, ["group", "contact_id"]),
-     "output_schema": _obj({"group": GROUP_SCHEMA, "contact_id": _STR, "removed": {"const": True}},
-                           ["group", "contact_id", "removed"])},
-    {"name": "merge_contacts", "effect": "destructive",
-     "description": "Merge two entries for the same person: fields empty in the kept contact are filled from the "
-                    "other, its email and phone are kept as other emails / in the notes when they differ, tags and "
-                    "groups are combined, and the other entry is deleted. Cannot be undone.",
-     "input_schema": _obj({"keep_id": _ID | {"description": "id of the contact to keep"},
-                           "merge_id": _ID | {"description": "id of the duplicate to fold into it and delete"}},
-                          ["keep_id", "merge_id"]),
-     "output_schema": _obj({"contact": CONTACT_SCHEMA, "merged_id": _STR,
-                            "filled_fields": {"type": "array", "items": _STR}},
-                           ["contact", "merged_id", "filled_fields"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "contacts", "get_tool": "get_contact", "list_tool": "search_contacts",
                                     "list_key": "contacts", "list_arguments": {"limit": 200}}]
@@ -163,12 +94,6 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "contacts", "get_tool": "get_c
 
 MILESTONES = ("Requirements sign-off", "Design review", "Vendor selection", "Pilot start", "User acceptance testing",
               "Data migration", "Go-live", "Handover to operations")
-
-
-def _weekday(day: dt.date) -> dt.date:
-    while day.weekday() >= 5:
-        day += dt.timedelta(days=1)
-    return day
 
 
 def story(world: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +147,7 @@ def story(world: dict[str, Any]) -> dict[str, Any]:
         start, end = dt.date.fromisoformat(project["start"]), dt.date.fromisoformat(project["end"])
         span = max((end - start).days, 30)
         names = rng.sample(MILESTONES, 3)
-        dates = sorted({_weekday(start + dt.timedelta(days=span * k // 4 + rng.randint(-3, 3))) for k in (1, 2, 3)})
+        dates = sorted({weekday(start + dt.timedelta(days=span * k // 4 + rng.randint(-3, 3))) for k in (1, 2, 3)})
         milestones[project["code"]] = [(name, day.isoformat()) for name, day in zip(names, dates, strict=False)]
 
     open_codes = sorted(milestones)
@@ -235,7 +160,7 @@ def story(world: dict[str, Any]) -> dict[str, Any]:
         taken = {day for _, day in milestones[code]} | {end}
         new = old
         while new in taken:
-            new = _weekday(dt.date.fromisoformat(old) + dt.timedelta(days=rng.randint(7, 24))).isoformat()
+            new = weekday(dt.date.fromisoformat(old) + dt.timedelta(days=rng.randint(7, 24))).isoformat()
         moved = {"code": code, "milestone": name, "old": old, "new": new}
     asked = [code for code in open_codes[1:] if code in stakeholder]
     groups = open_codes[:3]
@@ -363,10 +288,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().casefold()
 
 
-def _today(conn: sqlite3.Connection) -> str:
-    return world_today(conn).isoformat()
-
-
 _COLUMNS: tuple[str, ...] = ("id", "kind", "name", "email", "other_emails", "phone", "company", "title", "city", "notes", "tags",
             "person_id", "updated")
 
@@ -442,7 +363,7 @@ def _save(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
     conn.execute("UPDATE contacts_contacts SET name=?, email=?, other_emails=?, phone=?, company=?, title=?, city=?, "
                  "notes=?, tags=?, updated=? WHERE id=?",
                  (row["name"], row["email"], json.dumps(row["other_emails"]), row["phone"], row["company"], row["title"],
-                  row["city"], row["notes"], json.dumps(row["tags"]), _today(conn), row["id"]))
+                  row["city"], row["notes"], json.dumps(row["tags"]), today_iso(conn), row["id"]))
 
 
 def _search(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
@@ -485,7 +406,7 @@ def _create(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     ident = next_id(conn, "contacts_contacts", "c")
     conn.execute("INSERT INTO contacts_contacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                  (ident, kind, name, values["email"], "[]", values["phone"], values["company"], values["title"],
-                  values["city"], values["notes"], json.dumps(tags), None, _today(conn)))
+                  values["city"], values["notes"], json.dumps(tags), None, today_iso(conn)))
     return {"contact": _full(conn, _row(conn, ident)), "possible_duplicates": dupes}
 
 
@@ -562,36 +483,121 @@ def _merge(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     return {"contact": _full(conn, _row(conn, keep["id"])), "merged_id": other["id"], "filled_fields": filled}
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one contacts tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "search_contacts":
-        return _search(conn, args)
-    if tool == "get_contact":
-        return _full(conn, _row(conn, req_str(args, "id")))
-    if tool == "create_contact":
-        return _create(conn, args)
-    if tool == "update_contact":
-        return _update(conn, args)
-    if tool == "delete_contact":
-        row = _row(conn, req_str(args, "id"))
-        conn.execute("DELETE FROM contacts_members WHERE contact_id = ?", (row["id"],))
-        conn.execute("DELETE FROM contacts_contacts WHERE id = ?", (row["id"],))
-        return {"id": row["id"], "name": row["name"], "deleted": True}
-    if tool == "list_groups":
-        ids = [g for (g,) in conn.execute("SELECT id FROM contacts_groups ORDER BY name COLLATE NOCASE")]
-        return {"groups": [_group(conn, g) for g in ids]}
-    if tool == "create_group":
-        name = req_str(args, "name", 80).strip()
-        if conn.execute("SELECT 1 FROM contacts_groups WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
-            raise ToolFailure(f"a contact group named {name!r} already exists")
-        ident = next_id(conn, "contacts_groups", "g")
-        conn.execute("INSERT INTO contacts_groups VALUES (?,?,?)", (ident, name, (opt_str(args, "description") or "").strip()))
-        return _group(conn, ident)
-    if tool == "add_to_group":
-        return _membership(conn, args, add=True)
-    if tool == "remove_from_group":
-        return _membership(conn, args, add=False)
-    if tool == "merge_contacts":
-        return _merge(conn, args)
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("search_contacts", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "words to look for; omit or '' for everyone"},
+                "group": _GROUP_ARG | {"description": "only members of this group (name or id)"},
+                "tag": {"type": "string", "description": "only contacts with this tag"},
+                "company": {"type": "string", "description": "only contacts whose company contains this text"},
+                "kind": {"type": "string", "enum": KINDS, "description": "people or organisations only"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 25)"},
+            }, []),
+            output=_obj({"contacts": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
+                        ["contacts", "count"]))
+def search_contacts(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search the address book. Every word of the query must appear in the contact's name, emails, phone,
+    company, title, city, notes or tags (case-insensitive); filters narrow further. Returns contact
+    summaries sorted by name, and how many matched."""
+    return _search(conn, args)
+
+
+@tools.tool("get_contact", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=CONTACT_SCHEMA)
+def get_contact(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read one contact in full by id: emails, phone, company, title, city, notes, tags and the groups it
+    belongs to."""
+    return _full(conn, _row(conn, req_str(args, "id")))
+
+
+@tools.tool("create_contact", "write",
+            input=_obj({**_FIELDS_IN, "kind": {"type": "string", "enum": KINDS, "description": "default person"},
+                        "tags": _TAGS | {"description": "tags to give it"}}, ["name"]),
+            output=_obj({"contact": CONTACT_SCHEMA, "possible_duplicates": {"type": "array", "items": SUMMARY_SCHEMA}},
+                        ["contact", "possible_duplicates"]))
+def create_contact(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add a contact to the address book. Returns it, with existing contacts that share its name or email
+    (possible duplicates; the contact is created anyway)."""
+    return _create(conn, args)
+
+
+@tools.tool("update_contact", "write",
+            input=_obj({"id": _ID, **_FIELDS_IN,
+                        "add_tags": _TAGS | {"description": "tags to add"},
+                        "remove_tags": _TAGS | {"description": "tags to remove"}}, ["id"]),
+            output=_obj({"contact": CONTACT_SCHEMA, "updated_fields": {"type": "array", "items": _STR}},
+                        ["contact", "updated_fields"]))
+def update_contact(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change fields of a contact (only those given; '' clears a field except name) and add or remove tags.
+    Returns the contact and the names of the fields that changed."""
+    return _update(conn, args)
+
+
+@tools.tool("delete_contact", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": _STR, "name": _STR, "deleted": {"const": True}}, ["id", "name", "deleted"]))
+def delete_contact(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a contact (and its group memberships). This cannot be undone; to combine two
+    entries for the same person use merge_contacts instead."""
+    row = _row(conn, req_str(args, "id"))
+    conn.execute("DELETE FROM contacts_members WHERE contact_id = ?", (row["id"],))
+    conn.execute("DELETE FROM contacts_contacts WHERE id = ?", (row["id"],))
+    return {"id": row["id"], "name": row["name"], "deleted": True}
+
+
+@tools.tool("list_groups", "read",
+            input=_obj({}, []),
+            output=_obj({"groups": {"type": "array", "items": GROUP_SCHEMA}}, ["groups"]))
+def list_groups(conn: sqlite3.Connection, args: dict) -> dict:
+    """List the contact groups with their descriptions and member counts, sorted by name."""
+    ids = [g for (g,) in conn.execute("SELECT id FROM contacts_groups ORDER BY name COLLATE NOCASE")]
+    return {"groups": [_group(conn, g) for g in ids]}
+
+
+@tools.tool("create_group", "write",
+            input=_obj({"name": {"type": "string", "minLength": 1}, "description": _STR}, ["name"]),
+            output=GROUP_SCHEMA)
+def create_group(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create an empty contact group (names are unique, case-insensitively). Returns it."""
+    name = req_str(args, "name", 80).strip()
+    if conn.execute("SELECT 1 FROM contacts_groups WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
+        raise ToolFailure(f"a contact group named {name!r} already exists")
+    ident = next_id(conn, "contacts_groups", "g")
+    conn.execute("INSERT INTO contacts_groups VALUES (?,?,?)", (ident, name, (opt_str(args, "description") or "").strip()))
+    return _group(conn, ident)
+
+
+@tools.tool("add_to_group", "write",
+            input=_obj({"group": _GROUP_ARG, "contact_id": _ID}, ["group", "contact_id"]),
+            output=_obj({"group": GROUP_SCHEMA, "contact_id": _STR, "added": {"type": "boolean"}},
+                        ["group", "contact_id", "added"]))
+def add_to_group(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add a contact to a group. Returns the group and whether the contact was added (false when it was
+    already a member)."""
+    return _membership(conn, args, add=True)
+
+
+@tools.tool("remove_from_group", "write",
+            input=_obj({"group": _GROUP_ARG, "contact_id": _ID}, ["group", "contact_id"]),
+            output=_obj({"group": GROUP_SCHEMA, "contact_id": _STR, "removed": {"const": True}},
+                        ["group", "contact_id", "removed"]))
+def remove_from_group(conn: sqlite3.Connection, args: dict) -> dict:
+    """Remove a contact from a group (the contact itself stays in the address book). Returns the group."""
+    return _membership(conn, args, add=False)
+
+
+@tools.tool("merge_contacts", "destructive",
+            input=_obj({"keep_id": _ID | {"description": "id of the contact to keep"},
+                        "merge_id": _ID | {"description": "id of the duplicate to fold into it and delete"}},
+                       ["keep_id", "merge_id"]),
+            output=_obj({"contact": CONTACT_SCHEMA, "merged_id": _STR,
+                         "filled_fields": {"type": "array", "items": _STR}},
+                        ["contact", "merged_id", "filled_fields"]))
+def merge_contacts(conn: sqlite3.Connection, args: dict) -> dict:
+    """Merge two entries for the same person: fields empty in the kept contact are filled from the other,
+    its email and phone are kept as other emails / in the notes when they differ, tags and groups are
+    combined, and the other entry is deleted. Cannot be undone."""
+    return _merge(conn, args)
+
+
+TOOLS, handle = tools.specs, tools.handle

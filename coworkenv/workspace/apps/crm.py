@@ -15,7 +15,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, check_date, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str, weekday
 from ._base import object_schema as _obj
 
 NAME = "crm"
@@ -103,99 +103,13 @@ _DEAL_ID = {"type": "string", "description": "deal id, e.g. 'D-4412'"}
 _DATE = {"type": "string", "description": "YYYY-MM-DD"}
 _STAGE = {"type": "string", "enum": STAGES}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_accounts", "effect": "read",
-     "description": "Search accounts. Matches the query (case-insensitive substring) against the account's name, "
-                    "domain, city and country and its contacts' names and emails; filters by type and status. "
-                    "Returns account summaries with their number and total amount of open deals, sorted by name.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "text to look for; omit for every account"},
-         "type": {"type": "string", "enum": ["customer", "partner"]},
-         "status": {"type": "string", "enum": ["active", "inactive"]},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"accounts": {"type": "array", "items": ACCOUNT_SUMMARY_SCHEMA}, "count": _INT},
-                           ["accounts", "count"])},
-    {"name": "get_account", "effect": "read",
-     "description": "One account in full: its details, its contacts (the primary one first) and its open deals "
-                    "(every deal not closed won or lost).",
-     "input_schema": _obj({"id": _ACCOUNT_ID}, ["id"]),
-     "output_schema": ACCOUNT_SCHEMA},
-    {"name": "list_deals", "effect": "read",
-     "description": "List deals, soonest close date first. Filters: account, stage, owner email, a name query, "
-                    "open_only (not closed won or lost). Returns the deals, their count and total amount.",
-     "input_schema": _obj({
-         "account_id": _ACCOUNT_ID, "stage": _STAGE,
-         "owner": {"type": "string", "description": "owner's email address"},
-         "query": {"type": "string", "description": "text to look for in the deal's name"},
-         "open_only": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"deals": {"type": "array", "items": DEAL_SCHEMA}, "count": _INT, "total_amount": _INT},
-                           ["deals", "count", "total_amount"])},
-    {"name": "update_deal", "effect": "write",
-     "description": "Change a deal's stage, amount and/or expected close date. Returns the deal, the fields that "
-                    "changed and their previous values.",
-     "input_schema": _obj({"id": _DEAL_ID, "stage": _STAGE, "amount": {"type": "integer", "minimum": 0},
-                           "close_date": _DATE}, ["id"]),
-     "output_schema": _obj({"deal": DEAL_SCHEMA, "updated_fields": {"type": "array", "items": _STR},
-                            "previous": {"type": "object", "properties": {"stage": _STAGE, "amount": _INT,
-                                                                          "close_date": _STR},
-                                         "additionalProperties": False}},
-                           ["deal", "updated_fields", "previous"])},
-    {"name": "create_deal", "effect": "write",
-     "description": "Open a new deal on an account, owned by the user. Stage defaults to 'prospecting'; the close "
-                    "date to 90 days from today. Returns the deal.",
-     "input_schema": _obj({"account_id": _ACCOUNT_ID, "name": {"type": "string", "minLength": 1},
-                           "amount": {"type": "integer", "minimum": 0}, "stage": _STAGE, "close_date": _DATE},
-                          ["account_id", "name", "amount"]),
-     "output_schema": DEAL_SCHEMA},
-    {"name": "log_activity", "effect": "write",
-     "description": "Log a call, email, meeting or note on an account, optionally about one of its deals and with "
-                    "one of its contacts. The date defaults to today. Returns the activity.",
-     "input_schema": _obj({"account_id": _ACCOUNT_ID, "kind": {"type": "string", "enum": KINDS},
-                           "subject": {"type": "string", "minLength": 1}, "notes": {"type": "string"},
-                           "deal_id": _DEAL_ID,
-                           "contact_id": {"type": "string", "description": "contact id, e.g. 'CT-31'"},
-                           "date": _DATE}, ["account_id", "kind", "subject"]),
-     "output_schema": ACTIVITY_SCHEMA},
-    {"name": "list_activities", "effect": "read",
-     "description": "Logged activities, newest first, filtered by account, deal and/or kind.",
-     "input_schema": _obj({"account_id": _ACCOUNT_ID, "deal_id": _DEAL_ID, "kind": {"type": "string", "enum": KINDS},
-                           "limit": {"type": "integer", "minimum": 1, "maximum": 100,
-                                     "description": "at most this many (default 50)"}}, []),
-     "output_schema": _obj({"activities": {"type": "array", "items": ACTIVITY_SCHEMA}, "count": _INT},
-                           ["activities", "count"])},
-    {"name": "delete_activity", "effect": "destructive",
-     "description": "Permanently delete a logged activity. This cannot be undone.",
-     "input_schema": _obj({"id": {"type": "string", "description": "activity id, e.g. 'ACT-118'"}}, ["id"]),
-     "output_schema": _obj({"id": _STR, "subject": _STR, "deleted": {"const": True}}, ["id", "subject", "deleted"])},
-    {"name": "delete_deal", "effect": "destructive",
-     "description": "Permanently delete a deal; activities logged about it stay on the account without the deal. "
-                    "This cannot be undone: to record a lost deal, set its stage to 'closed_lost' instead.",
-     "input_schema": _obj({"id": _DEAL_ID}, ["id"]),
-     "output_schema": _obj({"id": _STR, "name": _STR, "deleted": {"const": True}, "activities_unlinked": _INT},
-                           ["id", "name", "deleted", "activities_unlinked"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "accounts", "get_tool": "get_account", "list_tool": "search_accounts",
                                     "list_key": "accounts", "list_arguments": {"limit": 100}}]
 
 
 # ---------------------------------------------------------------- seed
-
-def currency(world: dict[str, Any]) -> str:
-    """The company's currency, from its country."""
-    country = world["company"]["country"]
-    return {"United States": "USD", "United Kingdom": "GBP", "Sweden": "SEK", "Denmark": "DKK",
-            "Poland": "PLN"}.get(country, "EUR")
-
-
-def _weekday(day: dt.date) -> dt.date:
-    while day.weekday() >= 5:
-        day += dt.timedelta(days=1)
-    return day
-
 
 def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
     """Accounts for the world's customers and partners, their contacts, ~3 deals and ~4 activities each."""
@@ -208,7 +122,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     sellers = [p for p in staff if p["department"] == "Sales"] or staff
     orgs = [o for o in world["organisations"] if o["kind"] in ("customer", "partner")]
     by_org = {o["id"]: [p for p in world["people"] if p["org"] == o["id"]] for o in orgs}
-    day = lambda first, last: _weekday(today + dt.timedelta(days=rng.randint(first, last))).isoformat()
+    day = lambda first, last: weekday(today + dt.timedelta(days=rng.randint(first, last))).isoformat()
     accounts: list[tuple] = []  # (org, name, type, status, owner)
     for org in orgs:
         accounts.append((org, org["name"], org["kind"], "active", rng.choice(sellers)["email"]))
@@ -347,12 +261,6 @@ def _activity(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
     return dict(zip(_ACTIVITY_PROPS, row, strict=True))
 
 
-def _next(conn: sqlite3.Connection, table: str, prefix: str) -> str:
-    top = max((int(i[len(prefix):]) for (i,) in conn.execute(f"SELECT id FROM {table}") if i[len(prefix):].isdigit()),
-              default=0)
-    return f"{prefix}{top + 1}"
-
-
 def _opt_date(args: dict, key: str) -> str | None:
     return check_date(args[key], key) if args.get(key) is not None else None
 
@@ -373,117 +281,206 @@ def _opt_enum(args: dict, key: str, values: list[str]) -> str | None:
     return value
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one CRM tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
+@tools.tool("search_accounts", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "text to look for; omit for every account"},
+                "type": {"type": "string", "enum": ["customer", "partner"]},
+                "status": {"type": "string", "enum": ["active", "inactive"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"accounts": {"type": "array", "items": ACCOUNT_SUMMARY_SCHEMA}, "count": _INT},
+                        ["accounts", "count"]))
+def search_accounts(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search accounts. Matches the query (case-insensitive substring) against the account's name, domain,
+    city and country and its contacts' names and emails; filters by type and status. Returns account
+    summaries with their number and total amount of open deals, sorted by name."""
+    query = (opt_str(args, "query") or "").strip().lower()
+    kind, status = _opt_enum(args, "type", ["customer", "partner"]), _opt_enum(args, "status", ["active", "inactive"])
+    limit = opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for row in conn.execute("SELECT id, name, type, status, industry, city, country, domain, tier, owner, created "
+                            "FROM crm_accounts ORDER BY name, id"):
+        row = tuple(row)
+        if kind and row[2] != kind or status and row[3] != status:
+            continue
+        people = " ".join(f"{n} {e}" for n, e in conn.execute(
+            "SELECT name, email FROM crm_contacts WHERE account = ?", (row[0],)))
+        if query and query not in " ".join((row[1], row[5], row[6], row[7], people)).lower():
+            continue
+        found.append(_summary(conn, row))
+    return {"accounts": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_account", "read",
+            input=_obj({"id": _ACCOUNT_ID}, ["id"]),
+            output=ACCOUNT_SCHEMA)
+def get_account(conn: sqlite3.Connection, args: dict) -> dict:
+    """One account in full: its details, its contacts (the primary one first) and its open deals (every
+    deal not closed won or lost)."""
+    row = _account_row(conn, req_str(args, "id", 40).strip())
+    out = _summary(conn, row)
+    out["created"] = row[10]
+    out["contacts"] = [{"id": c[0], "name": c[1], "email": c[2], "phone": c[3], "title": c[4], "primary": bool(c[5])}
+                       for c in conn.execute("SELECT id, name, email, phone, title, is_primary FROM crm_contacts "
+                                             "WHERE account = ? ORDER BY is_primary DESC, name", (row[0],))]
+    out["open_deal_list"] = [_deal_row(conn, tuple(d)) for d in conn.execute(
+        f"{_DEAL_SQL} WHERE d.account = ? AND d.stage IN ({', '.join('?' for _ in OPEN_STAGES)}) "
+        "ORDER BY d.close_date, d.id", (row[0], *OPEN_STAGES))]
+    return out
+
+
+@tools.tool("list_deals", "read",
+            input=_obj({
+                "account_id": _ACCOUNT_ID, "stage": _STAGE,
+                "owner": {"type": "string", "description": "owner's email address"},
+                "query": {"type": "string", "description": "text to look for in the deal's name"},
+                "open_only": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"deals": {"type": "array", "items": DEAL_SCHEMA}, "count": _INT, "total_amount": _INT},
+                        ["deals", "count", "total_amount"]))
+def list_deals(conn: sqlite3.Connection, args: dict) -> dict:
+    """List deals, soonest close date first. Filters: account, stage, owner email, a name query, open_only
+    (not closed won or lost). Returns the deals, their count and total amount."""
+    account, stage = opt_str(args, "account_id"), _opt_enum(args, "stage", STAGES)
+    if account is not None:
+        _account_row(conn, account.strip())
+    owner, query = (opt_str(args, "owner") or "").strip().lower(), (opt_str(args, "query") or "").strip().lower()
+    open_only, limit = opt_bool(args, "open_only"), opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for row in conn.execute(f"{_DEAL_SQL} ORDER BY d.close_date, d.id"):
+        deal = _deal_row(conn, tuple(row))
+        if (account and deal["account_id"] != account.strip() or stage and deal["stage"] != stage
+                or owner and deal["owner"].lower() != owner or query and query not in deal["name"].lower()
+                or open_only and deal["stage"] not in OPEN_STAGES):
+            continue
+        found.append(deal)
+    return {"deals": found[:limit], "count": len(found), "total_amount": sum(d["amount"] for d in found)}
+
+
+@tools.tool("update_deal", "write",
+            input=_obj({"id": _DEAL_ID, "stage": _STAGE, "amount": {"type": "integer", "minimum": 0},
+                        "close_date": _DATE}, ["id"]),
+            output=_obj({"deal": DEAL_SCHEMA, "updated_fields": {"type": "array", "items": _STR},
+                         "previous": {"type": "object", "properties": {"stage": _STAGE, "amount": _INT,
+                                                                       "close_date": _STR},
+                                      "additionalProperties": False}},
+                        ["deal", "updated_fields", "previous"]))
+def update_deal(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change a deal's stage, amount and/or expected close date. Returns the deal, the fields that changed
+    and their previous values."""
     today = _meta(conn, "today")
-    if tool == "search_accounts":
-        query = (opt_str(args, "query") or "").strip().lower()
-        kind, status = _opt_enum(args, "type", ["customer", "partner"]), _opt_enum(args, "status", ["active", "inactive"])
-        limit = opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for row in conn.execute("SELECT id, name, type, status, industry, city, country, domain, tier, owner, created "
-                                "FROM crm_accounts ORDER BY name, id"):
-            row = tuple(row)
-            if kind and row[2] != kind or status and row[3] != status:
-                continue
-            people = " ".join(f"{n} {e}" for n, e in conn.execute(
-                "SELECT name, email FROM crm_contacts WHERE account = ?", (row[0],)))
-            if query and query not in " ".join((row[1], row[5], row[6], row[7], people)).lower():
-                continue
-            found.append(_summary(conn, row))
-        return {"accounts": found[:limit], "count": len(found)}
-    if tool == "get_account":
-        row = _account_row(conn, req_str(args, "id", 40).strip())
-        out = _summary(conn, row)
-        out["created"] = row[10]
-        out["contacts"] = [{"id": c[0], "name": c[1], "email": c[2], "phone": c[3], "title": c[4], "primary": bool(c[5])}
-                           for c in conn.execute("SELECT id, name, email, phone, title, is_primary FROM crm_contacts "
-                                                 "WHERE account = ? ORDER BY is_primary DESC, name", (row[0],))]
-        out["open_deal_list"] = [_deal_row(conn, tuple(d)) for d in conn.execute(
-            f"{_DEAL_SQL} WHERE d.account = ? AND d.stage IN ({', '.join('?' for _ in OPEN_STAGES)}) "
-            "ORDER BY d.close_date, d.id", (row[0], *OPEN_STAGES))]
-        return out
-    if tool == "list_deals":
-        account, stage = opt_str(args, "account_id"), _opt_enum(args, "stage", STAGES)
-        if account is not None:
-            _account_row(conn, account.strip())
-        owner, query = (opt_str(args, "owner") or "").strip().lower(), (opt_str(args, "query") or "").strip().lower()
-        open_only, limit = opt_bool(args, "open_only"), opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for row in conn.execute(f"{_DEAL_SQL} ORDER BY d.close_date, d.id"):
-            deal = _deal_row(conn, tuple(row))
-            if (account and deal["account_id"] != account.strip() or stage and deal["stage"] != stage
-                    or owner and deal["owner"].lower() != owner or query and query not in deal["name"].lower()
-                    or open_only and deal["stage"] not in OPEN_STAGES):
-                continue
-            found.append(deal)
-        return {"deals": found[:limit], "count": len(found), "total_amount": sum(d["amount"] for d in found)}
-    if tool == "update_deal":
-        deal = _deal(conn, req_str(args, "id", 40).strip())
-        changes = {"stage": _opt_enum(args, "stage", STAGES), "amount": _opt_amount(args, "amount"),
-                   "close_date": _opt_date(args, "close_date")}
-        changes = {k: v for k, v in changes.items() if v is not None and v != deal[k]}
-        if not changes:
-            raise ToolFailure("nothing to update: give a new stage, amount or close_date")
-        previous = {k: deal[k] for k in changes}
-        conn.execute(f"UPDATE crm_deals SET {', '.join(f'{k} = ?' for k in changes)}, updated = ? WHERE id = ?",
-                     (*changes.values(), today, deal["id"]))
-        return {"deal": _deal(conn, deal["id"]), "updated_fields": list(changes), "previous": previous}
-    if tool == "create_deal":
-        account = _account_row(conn, req_str(args, "account_id", 40).strip())
-        name = req_str(args, "name", 200).strip()
-        amount = _opt_amount(args, "amount")
-        if amount is None:
-            raise ToolFailure("missing required argument 'amount' (a whole non-negative number)")
-        stage = _opt_enum(args, "stage", STAGES) or "prospecting"
-        close = _opt_date(args, "close_date") or (dt.date.fromisoformat(today) + dt.timedelta(days=90)).isoformat()
-        ident = _next(conn, "crm_deals", "D-")
-        conn.execute("INSERT INTO crm_deals VALUES (?,?,?,?,?,?,?,?,?)",
-                     (ident, account[0], name, stage, amount, close, _meta(conn, "user"), None, today))
-        return _deal(conn, ident)
-    if tool == "log_activity":
-        account = _account_row(conn, req_str(args, "account_id", 40).strip())
-        kind = _opt_enum(args, "kind", KINDS)
-        if kind is None:
-            raise ToolFailure(f"missing required argument 'kind' (one of {', '.join(KINDS)})")
-        subject, notes = req_str(args, "subject", 300).strip(), (opt_str(args, "notes") or "").strip()
-        deal, contact = opt_str(args, "deal_id"), opt_str(args, "contact_id")
-        if deal is not None and _deal(conn, deal.strip())["account_id"] != account[0]:
-            raise ToolFailure(f"deal_id {deal!r} belongs to another account, not {account[0]} ({account[1]})")
-        if contact is not None:
-            owner = conn.execute("SELECT account FROM crm_contacts WHERE id = ?", (contact.strip(),)).fetchone()
-            if owner is None or owner[0] != account[0]:
-                raise ToolFailure(f"contact_id {contact!r} is not a contact of {account[0]} ({account[1]}); "
-                                  "get_account lists its contacts")
-        date = _opt_date(args, "date") or today
-        ident = _next(conn, "crm_activities", "ACT-")
-        conn.execute("INSERT INTO crm_activities VALUES (?,?,?,?,?,?,?,?,?)",
-                     (ident, account[0], deal.strip() if deal else None, contact.strip() if contact else None,
-                      kind, subject, notes, date, _meta(conn, "user")))
-        return _activity(conn, ident)
-    if tool == "list_activities":
-        account, deal = opt_str(args, "account_id"), opt_str(args, "deal_id")
-        if account is not None:
-            _account_row(conn, account.strip())
-        if deal is not None:
-            _deal(conn, deal.strip())
-        kind, limit = _opt_enum(args, "kind", KINDS), opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for (ident,) in conn.execute("SELECT id FROM crm_activities ORDER BY date DESC, id DESC"):
-            activity = _activity(conn, ident)
-            if (account and activity["account_id"] != account.strip() or deal and activity["deal_id"] != deal.strip()
-                    or kind and activity["kind"] != kind):
-                continue
-            found.append(activity)
-        return {"activities": found[:limit], "count": len(found)}
-    if tool == "delete_activity":
-        activity = _activity(conn, req_str(args, "id", 40).strip())
-        conn.execute("DELETE FROM crm_activities WHERE id = ?", (activity["id"],))
-        return {"id": activity["id"], "subject": activity["subject"], "deleted": True}
-    if tool == "delete_deal":
-        deal = _deal(conn, req_str(args, "id", 40).strip())
-        unlinked = conn.execute("UPDATE crm_activities SET deal = NULL WHERE deal = ?", (deal["id"],)).rowcount
-        conn.execute("DELETE FROM crm_deals WHERE id = ?", (deal["id"],))
-        return {"id": deal["id"], "name": deal["name"], "deleted": True, "activities_unlinked": unlinked}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+    deal = _deal(conn, req_str(args, "id", 40).strip())
+    changes = {"stage": _opt_enum(args, "stage", STAGES), "amount": _opt_amount(args, "amount"),
+               "close_date": _opt_date(args, "close_date")}
+    changes = {k: v for k, v in changes.items() if v is not None and v != deal[k]}
+    if not changes:
+        raise ToolFailure("nothing to update: give a new stage, amount or close_date")
+    previous = {k: deal[k] for k in changes}
+    conn.execute(f"UPDATE crm_deals SET {', '.join(f'{k} = ?' for k in changes)}, updated = ? WHERE id = ?",
+                 (*changes.values(), today, deal["id"]))
+    return {"deal": _deal(conn, deal["id"]), "updated_fields": list(changes), "previous": previous}
+
+
+@tools.tool("create_deal", "write",
+            input=_obj({"account_id": _ACCOUNT_ID, "name": {"type": "string", "minLength": 1},
+                        "amount": {"type": "integer", "minimum": 0}, "stage": _STAGE, "close_date": _DATE},
+                       ["account_id", "name", "amount"]),
+            output=DEAL_SCHEMA)
+def create_deal(conn: sqlite3.Connection, args: dict) -> dict:
+    """Open a new deal on an account, owned by the user. Stage defaults to 'prospecting'; the close date to
+    90 days from today. Returns the deal."""
+    today = _meta(conn, "today")
+    account = _account_row(conn, req_str(args, "account_id", 40).strip())
+    name = req_str(args, "name", 200).strip()
+    amount = _opt_amount(args, "amount")
+    if amount is None:
+        raise ToolFailure("missing required argument 'amount' (a whole non-negative number)")
+    stage = _opt_enum(args, "stage", STAGES) or "prospecting"
+    close = _opt_date(args, "close_date") or (dt.date.fromisoformat(today) + dt.timedelta(days=90)).isoformat()
+    ident = next_id(conn, "crm_deals", "D-", width=1)
+    conn.execute("INSERT INTO crm_deals VALUES (?,?,?,?,?,?,?,?,?)",
+                 (ident, account[0], name, stage, amount, close, _meta(conn, "user"), None, today))
+    return _deal(conn, ident)
+
+
+@tools.tool("log_activity", "write",
+            input=_obj({"account_id": _ACCOUNT_ID, "kind": {"type": "string", "enum": KINDS},
+                        "subject": {"type": "string", "minLength": 1}, "notes": {"type": "string"},
+                        "deal_id": _DEAL_ID,
+                        "contact_id": {"type": "string", "description": "contact id, e.g. 'CT-31'"},
+                        "date": _DATE}, ["account_id", "kind", "subject"]),
+            output=ACTIVITY_SCHEMA)
+def log_activity(conn: sqlite3.Connection, args: dict) -> dict:
+    """Log a call, email, meeting or note on an account, optionally about one of its deals and with one of
+    its contacts. The date defaults to today. Returns the activity."""
+    today = _meta(conn, "today")
+    account = _account_row(conn, req_str(args, "account_id", 40).strip())
+    kind = _opt_enum(args, "kind", KINDS)
+    if kind is None:
+        raise ToolFailure(f"missing required argument 'kind' (one of {', '.join(KINDS)})")
+    subject, notes = req_str(args, "subject", 300).strip(), (opt_str(args, "notes") or "").strip()
+    deal, contact = opt_str(args, "deal_id"), opt_str(args, "contact_id")
+    if deal is not None and _deal(conn, deal.strip())["account_id"] != account[0]:
+        raise ToolFailure(f"deal_id {deal!r} belongs to another account, not {account[0]} ({account[1]})")
+    if contact is not None:
+        owner = conn.execute("SELECT account FROM crm_contacts WHERE id = ?", (contact.strip(),)).fetchone()
+        if owner is None or owner[0] != account[0]:
+            raise ToolFailure(f"contact_id {contact!r} is not a contact of {account[0]} ({account[1]}); "
+                              "get_account lists its contacts")
+    date = _opt_date(args, "date") or today
+    ident = next_id(conn, "crm_activities", "ACT-", width=1)
+    conn.execute("INSERT INTO crm_activities VALUES (?,?,?,?,?,?,?,?,?)",
+                 (ident, account[0], deal.strip() if deal else None, contact.strip() if contact else None,
+                  kind, subject, notes, date, _meta(conn, "user")))
+    return _activity(conn, ident)
+
+
+@tools.tool("list_activities", "read",
+            input=_obj({"account_id": _ACCOUNT_ID, "deal_id": _DEAL_ID, "kind": {"type": "string", "enum": KINDS},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100,
+                                  "description": "at most this many (default 50)"}}, []),
+            output=_obj({"activities": {"type": "array", "items": ACTIVITY_SCHEMA}, "count": _INT},
+                        ["activities", "count"]))
+def list_activities(conn: sqlite3.Connection, args: dict) -> dict:
+    """Logged activities, newest first, filtered by account, deal and/or kind."""
+    account, deal = opt_str(args, "account_id"), opt_str(args, "deal_id")
+    if account is not None:
+        _account_row(conn, account.strip())
+    if deal is not None:
+        _deal(conn, deal.strip())
+    kind, limit = _opt_enum(args, "kind", KINDS), opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for (ident,) in conn.execute("SELECT id FROM crm_activities ORDER BY date DESC, id DESC"):
+        activity = _activity(conn, ident)
+        if (account and activity["account_id"] != account.strip() or deal and activity["deal_id"] != deal.strip()
+                or kind and activity["kind"] != kind):
+            continue
+        found.append(activity)
+    return {"activities": found[:limit], "count": len(found)}
+
+
+@tools.tool("delete_activity", "destructive",
+            input=_obj({"id": {"type": "string", "description": "activity id, e.g. 'ACT-118'"}}, ["id"]),
+            output=_obj({"id": _STR, "subject": _STR, "deleted": {"const": True}}, ["id", "subject", "deleted"]))
+def delete_activity(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a logged activity. This cannot be undone."""
+    activity = _activity(conn, req_str(args, "id", 40).strip())
+    conn.execute("DELETE FROM crm_activities WHERE id = ?", (activity["id"],))
+    return {"id": activity["id"], "subject": activity["subject"], "deleted": True}
+
+
+@tools.tool("delete_deal", "destructive",
+            input=_obj({"id": _DEAL_ID}, ["id"]),
+            output=_obj({"id": _STR, "name": _STR, "deleted": {"const": True}, "activities_unlinked": _INT},
+                        ["id", "name", "deleted", "activities_unlinked"]))
+def delete_deal(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a deal; activities logged about it stay on the account without the deal. This
+    cannot be undone: to record a lost deal, set its stage to 'closed_lost' instead."""
+    deal = _deal(conn, req_str(args, "id", 40).strip())
+    unlinked = conn.execute("UPDATE crm_activities SET deal = NULL WHERE deal = ?", (deal["id"],)).rowcount
+    conn.execute("DELETE FROM crm_deals WHERE id = ?", (deal["id"],))
+    return {"id": deal["id"], "name": deal["name"], "deleted": True, "activities_unlinked": unlinked}
+
+
+TOOLS, handle = tools.specs, tools.handle

@@ -15,7 +15,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, next_id, opt_int, opt_str, req_str, tool_args, world_names, world_today, world_user
+from ._base import ToolFailure, Tools, next_id, opt_int, opt_str, req_str, today_iso, user_email, world_names
 from ._base import object_schema as _obj
 from .contacts import story
 
@@ -67,68 +67,7 @@ _ID = {"type": "string", "description": "document id, e.g. 'd03'"}
 _SECTION_REF = {"type": ["string", "integer"], "description": "the section's heading (case-insensitive) or its 1-based number"}
 _SECTION_IN = _obj({"heading": {"type": "string", "minLength": 1}, "body": _STR}, ["heading", "body"])
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_documents", "effect": "read",
-     "description": "List documents, most recently updated first, with owner, project, status (draft, final or "
-                    "outdated), current version and section headings. Filters narrow the list.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "only documents whose title contains every word of this"},
-         "project": {"type": "string", "description": "only documents of this project code, e.g. 'PRJ-264'"},
-         "owner": {"type": "string", "description": "only documents whose owner's email or name contains this"},
-         "status": {"type": "string", "enum": STATUSES},
-     }, []),
-     "output_schema": _obj({"documents": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
-                           ["documents", "count"])},
-    {"name": "search_documents", "effect": "read",
-     "description": "Full-text search inside documents: returns the sections where every word of the query appears "
-                    "(in the document title, section heading or text), best matches first, with a snippet.",
-     "input_schema": _obj({"query": {"type": "string", "minLength": 1},
-                           "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "default 10"}},
-                          ["query"]),
-     "output_schema": _obj({"results": {"type": "array", "items": _obj({
-         "document_id": _STR, "title": _STR, "status": {"type": "string", "enum": STATUSES}, "updated": _STR,
-         "section": {"type": "integer"}, "heading": _STR, "snippet": _STR},
-         ["document_id", "title", "status", "updated", "section", "heading", "snippet"])},
-         "count": {"type": "integer"}}, ["results", "count"])},
-    {"name": "read_document", "effect": "read",
-     "description": "Read a document by id: its metadata and all its sections, or only one section when 'section' "
-                    "names it (by heading or number).",
-     "input_schema": _obj({"id": _ID, "section": _SECTION_REF}, ["id"]),
-     "output_schema": DOCUMENT_SCHEMA},
-    {"name": "create_document", "effect": "write",
-     "description": "Create a document owned by the user from a title and sections (version 1). Returns it.",
-     "input_schema": _obj({"title": {"type": "string", "minLength": 1},
-                           "sections": {"type": "array", "items": _SECTION_IN, "minItems": 1},
-                           "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
-                           "status": {"type": "string", "enum": ["draft", "final"], "description": "default draft"}},
-                          ["title", "sections"]),
-     "output_schema": DOCUMENT_SCHEMA},
-    {"name": "edit_section", "effect": "write",
-     "description": "Replace the text (and optionally the heading) of one section; this makes a new version. "
-                    "Returns the document.",
-     "input_schema": _obj({"id": _ID, "section": _SECTION_REF, "body": {"type": "string", "description": "the new text"},
-                           "heading": {"type": "string", "minLength": 1, "description": "a new heading"}},
-                          ["id", "section", "body"]),
-     "output_schema": DOCUMENT_SCHEMA},
-    {"name": "add_section", "effect": "write",
-     "description": "Add a section to a document, at the end or at a 1-based position; this makes a new version. "
-                    "Returns the document.",
-     "input_schema": _obj({"id": _ID, "heading": {"type": "string", "minLength": 1}, "body": _STR,
-                           "position": {"type": "integer", "minimum": 1, "description": "default: after the last"}},
-                          ["id", "heading", "body"]),
-     "output_schema": DOCUMENT_SCHEMA},
-    {"name": "delete_document", "effect": "destructive",
-     "description": "Permanently delete a document and its version history. This cannot be undone.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": _STR, "title": _STR, "deleted": {"const": True}}, ["id", "title", "deleted"])},
-    {"name": "list_versions", "effect": "read",
-     "description": "The version history of a document, newest first: version number, date, author and a summary "
-                    "of the change.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"document_id": _STR, "title": _STR, "versions": {"type": "array", "items": _obj({
-         "version": {"type": "integer"}, "date": _STR, "author": _STR, "author_name": _STR, "summary": _STR},
-         ["version", "date", "author", "author_name", "summary"])}}, ["document_id", "title", "versions"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "documents", "get_tool": "read_document",
                                     "list_tool": "list_documents", "list_key": "documents"}]
@@ -293,7 +232,7 @@ def _fold(text: str) -> str:
 
 def _world(conn: sqlite3.Connection) -> tuple[str, str]:
     """(today, the user's email)."""
-    return world_today(conn).isoformat(), world_user(conn)["email"]
+    return today_iso(conn), user_email(conn)
 
 
 def _doc(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
@@ -393,67 +332,140 @@ def _search(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     return {"results": [h for _, h in hits[:limit]], "count": len(hits)}
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one documents tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_documents":
-        return _list(conn, args)
-    if tool == "search_documents":
-        return _search(conn, args)
-    if tool == "read_document":
-        ident = _doc(conn, req_str(args, "id"))["id"]
-        only = _find_section(conn, ident, args["section"]) if args.get("section") is not None else None
-        return _full(conn, ident, only)
-    if tool == "create_document":
-        title = req_str(args, "title", 300).strip()
-        raw = args.get("sections")
-        if not isinstance(raw, list) or not raw:
-            raise ToolFailure("sections must be a non-empty list of {heading, body} objects")
-        sections = [_section_input(s, "sections") for s in raw]
-        status = opt_str(args, "status") or "draft"
-        if status not in ("draft", "final"):
-            raise ToolFailure(f"status must be 'draft' or 'final', got {status!r}")
-        project = (opt_str(args, "project") or "").strip().upper()
-        if project and conn.execute("SELECT 1 FROM world_projects WHERE code = ?", (project,)).fetchone() is None:
-            raise ToolFailure(f"project: no project with code {project!r}")
-        today, me = _world(conn)
-        ident = next_id(conn, "documents_documents", "d")
-        conn.execute("INSERT INTO documents_documents VALUES (?,?,?,?,?,?,?,?)",
-                     (ident, title, me, project, status, today, today, 1))
-        conn.executemany("INSERT INTO documents_sections VALUES (?,?,?,?)",
-                         [(ident, k, h, b) for k, (h, b) in enumerate(sections, start=1)])
-        conn.execute("INSERT INTO documents_versions VALUES (?,?,?,?,?,?)",
-                     (ident, 1, today, me, "Created", json.dumps(sections)))
-        return _full(conn, ident)
-    if tool == "edit_section":
-        ident = _doc(conn, req_str(args, "id"))["id"]
-        target = _find_section(conn, ident, args.get("section"))
-        body = args.get("body")
-        if not isinstance(body, str):
-            raise ToolFailure(f"body must be the section's new text, got {body!r}")
-        heading = opt_str(args, "heading")
-        heading = heading.strip() if heading and heading.strip() else target["heading"]
-        sections = [(heading, body) if s["index"] == target["index"] else (s["heading"], s["body"])
-                    for s in _sections(conn, ident)]
-        return _new_version(conn, ident, sections, f"Edited section '{heading}'")
-    if tool == "add_section":
-        ident = _doc(conn, req_str(args, "id"))["id"]
-        heading, body = _section_input({"heading": args.get("heading"), "body": args.get("body", "")}, "heading and body")
-        sections = [(s["heading"], s["body"]) for s in _sections(conn, ident)]
-        position = opt_int(args, "position", len(sections) + 1, 1, len(sections) + 1)
-        sections.insert(position - 1, (heading, body))
-        return _new_version(conn, ident, sections, f"Added section '{heading}'")
-    if tool == "delete_document":
-        doc = _doc(conn, req_str(args, "id"))
-        for table, column in (("documents_sections", "doc_id"), ("documents_versions", "doc_id"),
-                              ("documents_documents", "id")):
-            conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (doc["id"],))
-        return {"id": doc["id"], "title": doc["title"], "deleted": True}
-    if tool == "list_versions":
-        doc = _doc(conn, req_str(args, "id"))
-        names = world_names(conn)
-        versions = [{"version": v, "date": d, "author": a, "author_name": names.get(a, ""), "summary": s}
-                    for v, d, a, s in conn.execute("SELECT version, date, author, summary FROM documents_versions "
-                                                   "WHERE doc_id = ? ORDER BY version DESC", (doc["id"],))]
-        return {"document_id": doc["id"], "title": doc["title"], "versions": versions}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_documents", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "only documents whose title contains every word of this"},
+                "project": {"type": "string", "description": "only documents of this project code, e.g. 'PRJ-264'"},
+                "owner": {"type": "string", "description": "only documents whose owner's email or name contains this"},
+                "status": {"type": "string", "enum": STATUSES},
+            }, []),
+            output=_obj({"documents": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
+                        ["documents", "count"]))
+def list_documents(conn: sqlite3.Connection, args: dict) -> dict:
+    """List documents, most recently updated first, with owner, project, status (draft, final or outdated),
+    current version and section headings. Filters narrow the list."""
+    return _list(conn, args)
+
+
+@tools.tool("search_documents", "read",
+            input=_obj({"query": {"type": "string", "minLength": 1},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "default 10"}},
+                       ["query"]),
+            output=_obj({"results": {"type": "array", "items": _obj({
+                "document_id": _STR, "title": _STR, "status": {"type": "string", "enum": STATUSES}, "updated": _STR,
+                "section": {"type": "integer"}, "heading": _STR, "snippet": _STR},
+                ["document_id", "title", "status", "updated", "section", "heading", "snippet"])},
+                "count": {"type": "integer"}}, ["results", "count"]))
+def search_documents(conn: sqlite3.Connection, args: dict) -> dict:
+    """Full-text search inside documents: returns the sections where every word of the query appears (in
+    the document title, section heading or text), best matches first, with a snippet."""
+    return _search(conn, args)
+
+
+@tools.tool("read_document", "read",
+            input=_obj({"id": _ID, "section": _SECTION_REF}, ["id"]),
+            output=DOCUMENT_SCHEMA)
+def read_document(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read a document by id: its metadata and all its sections, or only one section when 'section' names
+    it (by heading or number)."""
+    ident = _doc(conn, req_str(args, "id"))["id"]
+    only = _find_section(conn, ident, args["section"]) if args.get("section") is not None else None
+    return _full(conn, ident, only)
+
+
+@tools.tool("create_document", "write",
+            input=_obj({"title": {"type": "string", "minLength": 1},
+                        "sections": {"type": "array", "items": _SECTION_IN, "minItems": 1},
+                        "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
+                        "status": {"type": "string", "enum": ["draft", "final"], "description": "default draft"}},
+                       ["title", "sections"]),
+            output=DOCUMENT_SCHEMA)
+def create_document(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a document owned by the user from a title and sections (version 1). Returns it."""
+    title = req_str(args, "title", 300).strip()
+    raw = args.get("sections")
+    if not isinstance(raw, list) or not raw:
+        raise ToolFailure("sections must be a non-empty list of {heading, body} objects")
+    sections = [_section_input(s, "sections") for s in raw]
+    status = opt_str(args, "status") or "draft"
+    if status not in ("draft", "final"):
+        raise ToolFailure(f"status must be 'draft' or 'final', got {status!r}")
+    project = (opt_str(args, "project") or "").strip().upper()
+    if project and conn.execute("SELECT 1 FROM world_projects WHERE code = ?", (project,)).fetchone() is None:
+        raise ToolFailure(f"project: no project with code {project!r}")
+    today, me = _world(conn)
+    ident = next_id(conn, "documents_documents", "d")
+    conn.execute("INSERT INTO documents_documents VALUES (?,?,?,?,?,?,?,?)",
+                 (ident, title, me, project, status, today, today, 1))
+    conn.executemany("INSERT INTO documents_sections VALUES (?,?,?,?)",
+                     [(ident, k, h, b) for k, (h, b) in enumerate(sections, start=1)])
+    conn.execute("INSERT INTO documents_versions VALUES (?,?,?,?,?,?)",
+                 (ident, 1, today, me, "Created", json.dumps(sections)))
+    return _full(conn, ident)
+
+
+@tools.tool("edit_section", "write",
+            input=_obj({"id": _ID, "section": _SECTION_REF, "body": {"type": "string", "description": "the new text"},
+                        "heading": {"type": "string", "minLength": 1, "description": "a new heading"}},
+                       ["id", "section", "body"]),
+            output=DOCUMENT_SCHEMA)
+def edit_section(conn: sqlite3.Connection, args: dict) -> dict:
+    """Replace the text (and optionally the heading) of one section; this makes a new version. Returns the
+    document."""
+    ident = _doc(conn, req_str(args, "id"))["id"]
+    target = _find_section(conn, ident, args.get("section"))
+    body = args.get("body")
+    if not isinstance(body, str):
+        raise ToolFailure(f"body must be the section's new text, got {body!r}")
+    heading = opt_str(args, "heading")
+    heading = heading.strip() if heading and heading.strip() else target["heading"]
+    sections = [(heading, body) if s["index"] == target["index"] else (s["heading"], s["body"])
+                for s in _sections(conn, ident)]
+    return _new_version(conn, ident, sections, f"Edited section '{heading}'")
+
+
+@tools.tool("add_section", "write",
+            input=_obj({"id": _ID, "heading": {"type": "string", "minLength": 1}, "body": _STR,
+                        "position": {"type": "integer", "minimum": 1, "description": "default: after the last"}},
+                       ["id", "heading", "body"]),
+            output=DOCUMENT_SCHEMA)
+def add_section(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add a section to a document, at the end or at a 1-based position; this makes a new version. Returns
+    the document."""
+    ident = _doc(conn, req_str(args, "id"))["id"]
+    heading, body = _section_input({"heading": args.get("heading"), "body": args.get("body", "")}, "heading and body")
+    sections = [(s["heading"], s["body"]) for s in _sections(conn, ident)]
+    position = opt_int(args, "position", len(sections) + 1, 1, len(sections) + 1)
+    sections.insert(position - 1, (heading, body))
+    return _new_version(conn, ident, sections, f"Added section '{heading}'")
+
+
+@tools.tool("delete_document", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": _STR, "title": _STR, "deleted": {"const": True}}, ["id", "title", "deleted"]))
+def delete_document(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a document and its version history. This cannot be undone."""
+    doc = _doc(conn, req_str(args, "id"))
+    for table, column in (("documents_sections", "doc_id"), ("documents_versions", "doc_id"),
+                          ("documents_documents", "id")):
+        conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (doc["id"],))
+    return {"id": doc["id"], "title": doc["title"], "deleted": True}
+
+
+@tools.tool("list_versions", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"document_id": _STR, "title": _STR, "versions": {"type": "array", "items": _obj({
+                "version": {"type": "integer"}, "date": _STR, "author": _STR, "author_name": _STR, "summary": _STR},
+                ["version", "date", "author", "author_name", "summary"])}}, ["document_id", "title", "versions"]))
+def list_versions(conn: sqlite3.Connection, args: dict) -> dict:
+    """The version history of a document, newest first: version number, date, author and a summary of the
+    change."""
+    doc = _doc(conn, req_str(args, "id"))
+    names = world_names(conn)
+    versions = [{"version": v, "date": d, "author": a, "author_name": names.get(a, ""), "summary": s}
+                for v, d, a, s in conn.execute("SELECT version, date, author, summary FROM documents_versions "
+                                               "WHERE doc_id = ? ORDER BY version DESC", (doc["id"],))]
+    return {"document_id": doc["id"], "title": doc["title"], "versions": versions}
+
+
+TOOLS, handle = tools.specs, tools.handle

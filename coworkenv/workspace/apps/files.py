@@ -9,6 +9,7 @@ from typing import Any
 
 from ._base import (
     ToolFailure,
+    Tools,
     colleagues,
     days_from,
     next_id,
@@ -17,9 +18,8 @@ from ._base import (
     req_str,
     slug,
     today,
-    tool_args,
-    world_today,
-    world_user,
+    today_iso,
+    user_email,
 )
 from ._base import object_schema as _obj
 
@@ -56,43 +56,7 @@ _ID = {"type": "string", "description": "file id, e.g. 'f03'"}
 _FOLDER = {"type": "string", "description": "folder name, e.g. 'Finance' (subfolders as 'Projects/Old')"}
 
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_files", "effect": "read",
-     "description": "List files (without content), ordered by folder and name, optionally only one folder "
-                    "and/or one owner. Also returns the names of all folders.",
-     "input_schema": _obj({"folder": _FOLDER,
-                           "owner": {"type": "string", "description": "owner's email address"}}, []),
-     "output_schema": _obj({"files": {"type": "array", "items": META_SCHEMA}, "count": {"type": "integer"},
-                            "folders": {"type": "array", "items": {"type": "string"}}},
-                           ["files", "count", "folders"])},
-    {"name": "search_files", "effect": "read",
-     "description": "Find files whose name or content contains the query (case-insensitive). Each hit has a "
-                    "snippet: the first matching line.",
-     "input_schema": _obj({"query": {"type": "string", "minLength": 1}, "folder": _FOLDER}, ["query"]),
-     "output_schema": _obj({"files": {"type": "array", "items": HIT_SCHEMA}, "count": {"type": "integer"}},
-                           ["files", "count"])},
-    {"name": "read_file", "effect": "read",
-     "description": "Read a file's content, by id or by name (add folder if the name exists in several folders).",
-     "input_schema": _obj({"id": _ID, "name": {"type": "string", "description": "file name, e.g. 'budget_q2.csv'"},
-                           "folder": _FOLDER}, []),
-     "output_schema": FILE_SCHEMA},
-    {"name": "write_file", "effect": "write",
-     "description": "Create a file, or overwrite the content of the file with this name in this folder. "
-                    "Returns its metadata and whether it was newly created.",
-     "input_schema": _obj({"name": {"type": "string", "description": "file name, e.g. 'notes.md'"},
-                           "folder": _FOLDER, "content": {"type": "string"}}, ["name", "folder", "content"]),
-     "output_schema": _obj({"file": META_SCHEMA, "created": {"type": "boolean"}}, ["file", "created"])},
-    {"name": "move_file", "effect": "write",
-     "description": "Move a file into another folder (the folder is created if needed).",
-     "input_schema": _obj({"id": _ID, "folder": _FOLDER}, ["id", "folder"]),
-     "output_schema": _obj({"file": META_SCHEMA, "previous_folder": {"type": "string"}},
-                           ["file", "previous_folder"])},
-    {"name": "delete_file", "effect": "destructive",
-     "description": "Permanently delete a file. This cannot be undone.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "name": {"type": "string"}, "folder": {"type": "string"},
-                            "deleted": {"const": True}}, ["id", "name", "folder", "deleted"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 # Records an agent may read as MCP resources (coworkenv://files/<collection>/<id>), read with the
 # get tool and completed from the list tool
@@ -242,60 +206,104 @@ def _by_name(conn: sqlite3.Connection, name: str, folder: str | None) -> tuple:
     return rows[0]
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one files tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_files":
-        folder, owner = _folder(args, False), (opt_str(args, "owner") or "").strip().lower()
-        rows = [tuple(r) for r in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id")]
-        files = [_row_dict(r) for r in rows if (folder is None or r[2] == folder) and (not owner or r[3] == owner)]
-        return {"files": files, "count": len(files), "folders": sorted({r[2] for r in rows})}
-    if tool == "search_files":
-        query, folder = req_str(args, "query").strip().lower(), _folder(args, False)
-        hits = []
-        for row in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id"):
-            row = tuple(row)
-            if folder is not None and row[2] != folder:
-                continue
-            lines = [ln for ln in row[4].splitlines() if query in ln.lower()]
-            if lines or query in row[1].lower():
-                hits.append({**_row_dict(row), "snippet": (lines[0].strip() if lines else "")[:160]})
-        return {"files": hits, "count": len(hits)}
-    if tool == "read_file":
-        ident, name = opt_str(args, "id"), opt_str(args, "name")
-        if (ident is None) == (name is None):
-            raise ToolFailure("give exactly one of 'id' or 'name'")
-        row = _get(conn, ident) if ident is not None else _by_name(conn, name or "", _folder(args, False))
-        return _row_dict(row, content=True)
-    if tool == "write_file":
-        name, folder = req_str(args, "name").strip(), _folder(args, True)
-        content = args.get("content")
-        if not isinstance(content, str):
-            raise ToolFailure("missing required argument 'content' (a string, may be empty)")
-        if not _NAME_RE.match(name):
-            raise ToolFailure(f"bad file name {name!r}: letters, digits, spaces, '.', '_', '-', '(', ')' only, "
-                              "no '/', at most 100 characters")
-        size, day = len(content.encode()), world_today(conn).isoformat()
-        found = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ?", (folder, name)).fetchone()
-        if found:
-            ident = found[0]
-            conn.execute("UPDATE files_files SET content = ?, size = ?, modified = ? WHERE id = ?",
-                         (content, size, day, ident))
-        else:
-            ident = next_id(conn, "files_files", "f")
-            conn.execute("INSERT INTO files_files VALUES (?,?,?,?,?,?,?)",
-                         (ident, name, folder, world_user(conn)["email"], content, size, day))
-        return {"file": _row_dict(_get(conn, ident)), "created": not found}
-    if tool == "move_file":
-        row, folder = _get(conn, req_str(args, "id")), _folder(args, True)
-        clash = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ? AND id != ?",
-                             (folder, row[1], row[0])).fetchone()
-        if clash:
-            raise ToolFailure(f"folder {folder!r} already has a file named {row[1]!r} ({clash[0]})")
-        conn.execute("UPDATE files_files SET folder = ? WHERE id = ?", (folder, row[0]))
-        return {"file": _row_dict(_get(conn, row[0])), "previous_folder": row[2]}
-    if tool == "delete_file":
-        row = _get(conn, req_str(args, "id"))
-        conn.execute("DELETE FROM files_files WHERE id = ?", (row[0],))
-        return {"id": row[0], "name": row[1], "folder": row[2], "deleted": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_files", "read",
+            input=_obj({"folder": _FOLDER,
+                        "owner": {"type": "string", "description": "owner's email address"}}, []),
+            output=_obj({"files": {"type": "array", "items": META_SCHEMA}, "count": {"type": "integer"},
+                         "folders": {"type": "array", "items": {"type": "string"}}},
+                        ["files", "count", "folders"]))
+def list_files(conn: sqlite3.Connection, args: dict) -> dict:
+    """List files (without content), ordered by folder and name, optionally only one folder and/or one
+    owner. Also returns the names of all folders."""
+    folder, owner = _folder(args, False), (opt_str(args, "owner") or "").strip().lower()
+    rows = [tuple(r) for r in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id")]
+    files = [_row_dict(r) for r in rows if (folder is None or r[2] == folder) and (not owner or r[3] == owner)]
+    return {"files": files, "count": len(files), "folders": sorted({r[2] for r in rows})}
+
+
+@tools.tool("search_files", "read",
+            input=_obj({"query": {"type": "string", "minLength": 1}, "folder": _FOLDER}, ["query"]),
+            output=_obj({"files": {"type": "array", "items": HIT_SCHEMA}, "count": {"type": "integer"}},
+                        ["files", "count"]))
+def search_files(conn: sqlite3.Connection, args: dict) -> dict:
+    """Find files whose name or content contains the query (case-insensitive). Each hit has a snippet: the
+    first matching line."""
+    query, folder = req_str(args, "query").strip().lower(), _folder(args, False)
+    hits = []
+    for row in conn.execute("SELECT * FROM files_files ORDER BY folder, name, id"):
+        row = tuple(row)
+        if folder is not None and row[2] != folder:
+            continue
+        lines = [ln for ln in row[4].splitlines() if query in ln.lower()]
+        if lines or query in row[1].lower():
+            hits.append({**_row_dict(row), "snippet": (lines[0].strip() if lines else "")[:160]})
+    return {"files": hits, "count": len(hits)}
+
+
+@tools.tool("read_file", "read",
+            input=_obj({"id": _ID, "name": {"type": "string", "description": "file name, e.g. 'budget_q2.csv'"},
+                        "folder": _FOLDER}, []),
+            output=FILE_SCHEMA)
+def read_file(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read a file's content, by id or by name (add folder if the name exists in several folders)."""
+    ident, name = opt_str(args, "id"), opt_str(args, "name")
+    if (ident is None) == (name is None):
+        raise ToolFailure("give exactly one of 'id' or 'name'")
+    row = _get(conn, ident) if ident is not None else _by_name(conn, name or "", _folder(args, False))
+    return _row_dict(row, content=True)
+
+
+@tools.tool("write_file", "write",
+            input=_obj({"name": {"type": "string", "description": "file name, e.g. 'notes.md'"},
+                        "folder": _FOLDER, "content": {"type": "string"}}, ["name", "folder", "content"]),
+            output=_obj({"file": META_SCHEMA, "created": {"type": "boolean"}}, ["file", "created"]))
+def write_file(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a file, or overwrite the content of the file with this name in this folder. Returns its
+    metadata and whether it was newly created."""
+    name, folder = req_str(args, "name").strip(), _folder(args, True)
+    content = args.get("content")
+    if not isinstance(content, str):
+        raise ToolFailure("missing required argument 'content' (a string, may be empty)")
+    if not _NAME_RE.match(name):
+        raise ToolFailure(f"bad file name {name!r}: letters, digits, spaces, '.', '_', '-', '(', ')' only, "
+                          "no '/', at most 100 characters")
+    size, day = len(content.encode()), today_iso(conn)
+    found = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ?", (folder, name)).fetchone()
+    if found:
+        ident = found[0]
+        conn.execute("UPDATE files_files SET content = ?, size = ?, modified = ? WHERE id = ?",
+                     (content, size, day, ident))
+    else:
+        ident = next_id(conn, "files_files", "f")
+        conn.execute("INSERT INTO files_files VALUES (?,?,?,?,?,?,?)",
+                     (ident, name, folder, user_email(conn), content, size, day))
+    return {"file": _row_dict(_get(conn, ident)), "created": not found}
+
+
+@tools.tool("move_file", "write",
+            input=_obj({"id": _ID, "folder": _FOLDER}, ["id", "folder"]),
+            output=_obj({"file": META_SCHEMA, "previous_folder": {"type": "string"}},
+                        ["file", "previous_folder"]))
+def move_file(conn: sqlite3.Connection, args: dict) -> dict:
+    """Move a file into another folder (the folder is created if needed)."""
+    row, folder = _get(conn, req_str(args, "id")), _folder(args, True)
+    clash = conn.execute("SELECT id FROM files_files WHERE folder = ? AND name = ? AND id != ?",
+                         (folder, row[1], row[0])).fetchone()
+    if clash:
+        raise ToolFailure(f"folder {folder!r} already has a file named {row[1]!r} ({clash[0]})")
+    conn.execute("UPDATE files_files SET folder = ? WHERE id = ?", (folder, row[0]))
+    return {"file": _row_dict(_get(conn, row[0])), "previous_folder": row[2]}
+
+
+@tools.tool("delete_file", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "name": {"type": "string"}, "folder": {"type": "string"},
+                         "deleted": {"const": True}}, ["id", "name", "folder", "deleted"]))
+def delete_file(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a file. This cannot be undone."""
+    row = _get(conn, req_str(args, "id"))
+    conn.execute("DELETE FROM files_files WHERE id = ?", (row[0],))
+    return {"id": row[0], "name": row[1], "folder": row[2], "deleted": True}
+
+
+TOOLS, handle = tools.specs, tools.handle

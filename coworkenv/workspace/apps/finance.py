@@ -20,7 +20,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, check_date, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str
 from ._base import object_schema as _obj
 
 NAME = "finance"
@@ -124,77 +124,7 @@ _INVOICE_ID = {"type": "string", "description": "invoice number, e.g. 'INV-40718
 _EXPENSE_ID = {"type": "string", "description": "expense id, e.g. 'EXP-2291'"}
 _PROJECT = {"type": "string", "description": "project code, e.g. 'PRJ-264'"}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_invoices", "effect": "read",
-     "description": "List invoices, earliest due date first. Matches the query (case-insensitive substring) "
-                    "against number, counterparty and description; filters by direction (payable: from vendors, "
-                    "receivable: to customers), status (open, overdue, paid), project and flagged. Returns "
-                    "summaries with days overdue.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "text to look for; omit for every invoice"},
-         "direction": {"type": "string", "enum": ["payable", "receivable"]},
-         "status": {"type": "string", "enum": ["open", "overdue", "paid"],
-                    "description": "'open' includes overdue invoices; 'overdue' only those past their due date"},
-         "project": _PROJECT, "flagged": _BOOL,
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"invoices": {"type": "array", "items": INVOICE_SUMMARY_SCHEMA}, "count": _INT,
-                            "total": _NUM}, ["invoices", "count", "total"])},
-    {"name": "get_invoice", "effect": "read",
-     "description": "One invoice in full: lines, subtotal, tax, total, payment and flag, and its history. A vendor "
-                    "invoice comes with its scanned PDF as an embedded document.",
-     "input_schema": _obj({"id": _INVOICE_ID}, ["id"]),
-     "output_schema": INVOICE_SCHEMA},
-    {"name": "mark_invoice_paid", "effect": "destructive",
-     "description": "Record an invoice as paid (payment sent for a payable invoice, received for a receivable one), "
-                    "on paid_on or today. Payments are final: this cannot be undone.",
-     "input_schema": _obj({"id": _INVOICE_ID, "paid_on": {"type": "string", "description": "YYYY-MM-DD"}}, ["id"]),
-     "output_schema": _obj({"invoice": INVOICE_SUMMARY_SCHEMA, "paid_on": _STR}, ["invoice", "paid_on"])},
-    {"name": "flag_invoice", "effect": "write",
-     "description": "Flag an invoice for review (a suspected duplicate, a wrong amount, a dispute) with the reason; "
-                    "a flagged invoice is held from payment. Returns the invoice.",
-     "input_schema": _obj({"id": _INVOICE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
-     "output_schema": _obj({"invoice": INVOICE_SUMMARY_SCHEMA, "flag_reason": _STR}, ["invoice", "flag_reason"])},
-    {"name": "list_expenses", "effect": "read",
-     "description": "Expense claims, newest first, filtered by status, employee (name or email, substring) and "
-                    "project. Each says whether a receipt is attached (get_receipt shows it).",
-     "input_schema": _obj({
-         "status": {"type": "string", "enum": ["submitted", "approved", "rejected"]},
-         "employee": {"type": "string"}, "project": _PROJECT,
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"expenses": {"type": "array", "items": EXPENSE_SCHEMA}, "count": _INT},
-                           ["expenses", "count"])},
-    {"name": "get_receipt", "effect": "read",
-     "description": "The receipt attached to an expense claim, as the scanned image.",
-     "input_schema": _obj({"id": _EXPENSE_ID}, ["id"]),
-     "output_schema": _obj({"expense_id": _STR, "receipt_id": _STR, "mime_type": _STR, "text": _STR,
-                            "_content": CONTENT_SCHEMA}, ["expense_id", "receipt_id", "mime_type", "text", "_content"])},
-    {"name": "approve_expense", "effect": "write",
-     "description": "Approve a submitted expense claim (as the user), with an optional note. Returns the claim.",
-     "input_schema": _obj({"id": _EXPENSE_ID, "note": _STR}, ["id"]),
-     "output_schema": EXPENSE_SCHEMA},
-    {"name": "reject_expense", "effect": "write",
-     "description": "Reject a submitted expense claim (as the user); the reason is required and sent to the "
-                    "claimant. Returns the claim.",
-     "input_schema": _obj({"id": _EXPENSE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
-     "output_schema": EXPENSE_SCHEMA},
-    {"name": "create_expense", "effect": "write",
-     "description": "Submit a new expense claim in the user's name (status 'submitted', no receipt attached). "
-                    "Returns the claim.",
-     "input_schema": _obj({"description": {"type": "string", "minLength": 1},
-                           "amount": {"type": "number", "exclusiveMinimum": 0},
-                           "date": {"type": "string", "description": "YYYY-MM-DD"},
-                           "category": {"type": "string", "enum": CATEGORIES}, "project": _PROJECT},
-                          ["description", "amount", "date", "category"]),
-     "output_schema": EXPENSE_SCHEMA},
-    {"name": "budget_status", "effect": "read",
-     "description": "Budget status per project: budget, spent (earlier spending, paid vendor invoices and approved "
-                    "expenses), committed (open vendor invoices), pending expense claims, and what remains. One "
-                    "project, or every project when project is omitted.",
-     "input_schema": _obj({"project": _PROJECT}, []),
-     "output_schema": _obj({"budgets": {"type": "array", "items": BUDGET_SCHEMA}}, ["budgets"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "invoices", "get_tool": "get_invoice", "list_tool": "list_invoices",
                                     "list_key": "invoices", "list_arguments": {"limit": 100}}]
@@ -204,13 +134,6 @@ TAX_RATES = {"United Kingdom": 0.2, "United States": 0.0, "Germany": 0.19, "Fran
 
 
 # ---------------------------------------------------------------- seed
-
-def currency(world: dict[str, Any]) -> str:
-    """The company's currency, from its country."""
-    country = world["company"]["country"]
-    return {"United States": "USD", "United Kingdom": "GBP", "Sweden": "SEK", "Denmark": "DKK",
-            "Poland": "PLN"}.get(country, "EUR")
-
 
 def _money(value: float) -> float:
     return round(value + 1e-9, 2)
@@ -601,95 +524,179 @@ def _budgets(conn: sqlite3.Connection, project: str | None) -> list[dict[str, An
     return out
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one finance tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_invoices":
-        query, direction = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "direction")
-        status, project = opt_str(args, "status"), (opt_str(args, "project") or "").strip().upper()
-        flagged = args.get("flagged")
-        if flagged is not None:
-            flagged = opt_bool(args, "flagged")
-        limit = opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for row in conn.execute(f"{_INVOICE_SQL} ORDER BY due_date, id"):
-            invoice = _invoice_summary(conn, tuple(row))
-            if (direction and invoice["direction"] != direction or project and invoice["project"] != project
-                    or status == "paid" and invoice["status"] != "paid" or status == "overdue"
-                    and invoice["status"] != "overdue" or status == "open" and invoice["status"] == "paid"
-                    or flagged is not None and invoice["flagged"] != flagged
-                    or query and query not in f"{invoice['id']} {invoice['counterparty']} "
-                                              f"{invoice['description']}".lower()):
-                continue
-            found.append(invoice)
-        return {"invoices": found[:limit], "count": len(found), "total": _money(sum(i["total"] for i in found))}
-    if tool == "get_invoice":
-        return _invoice(conn, req_str(args, "id", 40))
-    if tool == "mark_invoice_paid":
-        row = _invoice_row(conn, req_str(args, "id", 40))
-        paid_on = check_date(args["paid_on"], "paid_on") if args.get("paid_on") is not None else _meta(conn, "today")
-        if row[7] == "paid":
-            raise ToolFailure(f"invoice {row[0]} was already paid on {row[13]}")
-        if row[8]:
-            raise ToolFailure(f"invoice {row[0]} is flagged for review ({row[14]}) and is held from payment")
-        conn.execute("UPDATE finance_invoices SET status = 'paid', paid_on = ? WHERE id = ?", (paid_on, row[0]))
-        conn.execute("INSERT INTO finance_approvals (record, action, actor, date, note) VALUES (?,?,?,?,?)",
-                     (row[0], "paid", _meta(conn, "user"), paid_on, ""))
-        return {"invoice": _invoice_summary(conn, _invoice_row(conn, row[0])), "paid_on": paid_on}
-    if tool == "flag_invoice":
-        row = _invoice_row(conn, req_str(args, "id", 40))
-        reason = req_str(args, "reason", 2000).strip()
-        if row[8]:
-            raise ToolFailure(f"invoice {row[0]} is already flagged: {row[14]}")
-        conn.execute("UPDATE finance_invoices SET flagged = 1, flag_reason = ? WHERE id = ?", (reason, row[0]))
-        conn.execute("INSERT INTO finance_approvals (record, action, actor, date, note) VALUES (?,?,?,?,?)",
-                     (row[0], "flagged", _meta(conn, "user"), _meta(conn, "today"), reason))
-        return {"invoice": _invoice_summary(conn, _invoice_row(conn, row[0])), "flag_reason": reason}
-    if tool == "list_expenses":
-        status, who = opt_str(args, "status"), (opt_str(args, "employee") or "").strip().lower()
-        project, limit = (opt_str(args, "project") or "").strip().upper(), opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for (ident,) in conn.execute("SELECT id FROM finance_expenses ORDER BY date DESC, id DESC"):
-            claim = _expense(conn, ident)
-            if (status and claim["status"] != status or project and claim["project"] != project
-                    or who and who not in f"{claim['employee']} {claim['employee_email']}".lower()):
-                continue
-            found.append(claim)
-        return {"expenses": found[:limit], "count": len(found)}
-    if tool == "get_receipt":
-        claim = _expense(conn, req_str(args, "id", 40))
-        row = conn.execute("SELECT id, png FROM finance_receipts WHERE expense = ?", (claim["id"],)).fetchone()
-        if row is None:
-            raise ToolFailure(f"expense {claim['id']} ({claim['description']}) has no receipt attached")
-        return {"expense_id": claim["id"], "receipt_id": row[0], "mime_type": "image/png", "text": "a scanned receipt",
-                "_content": [{"type": "image", "mime_type": "image/png",
-                              "data": base64.b64encode(row[1]).decode("ascii")}]}
-    if tool == "approve_expense":
-        ident = req_str(args, "id", 40)
-        _expense(conn, ident)
-        return _decide(conn, ident, "approved", (opt_str(args, "note") or "").strip() or "Approved.")
-    if tool == "reject_expense":
-        ident = req_str(args, "id", 40)
-        _expense(conn, ident)
-        return _decide(conn, ident, "rejected", req_str(args, "reason", 2000).strip())
-    if tool == "create_expense":
-        description = req_str(args, "description", 300).strip()
-        amount = args.get("amount")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 1_000_000:
-            raise ToolFailure(f"amount must be a positive number below 1000000, got {amount!r}")
-        date = check_date(args.get("date"), "date")
-        category = opt_str(args, "category")
-        if category not in CATEGORIES:
-            raise ToolFailure(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
-        project = opt_str(args, "project")
-        if project is not None:
-            project = _budgets(conn, project)[0]["project"]
-        numbers = [int(i[4:]) for (i,) in conn.execute("SELECT id FROM finance_expenses") if i[4:].isdigit()]
-        ident = f"EXP-{max(numbers, default=1000) + 1}"
-        conn.execute("INSERT INTO finance_expenses VALUES (?,?,?,?,?,?,?,?,?,NULL,NULL)",
-                     (ident, _meta(conn, "user"), _meta(conn, "user_name"), project, category, description, date,
-                      _money(float(amount)), "submitted"))
-        return _expense(conn, ident)
-    if tool == "budget_status":
-        return {"budgets": _budgets(conn, opt_str(args, "project"))}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_invoices", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "text to look for; omit for every invoice"},
+                "direction": {"type": "string", "enum": ["payable", "receivable"]},
+                "status": {"type": "string", "enum": ["open", "overdue", "paid"],
+                           "description": "'open' includes overdue invoices; 'overdue' only those past their due date"},
+                "project": _PROJECT, "flagged": _BOOL,
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"invoices": {"type": "array", "items": INVOICE_SUMMARY_SCHEMA}, "count": _INT,
+                         "total": _NUM}, ["invoices", "count", "total"]))
+def list_invoices(conn: sqlite3.Connection, args: dict) -> dict:
+    """List invoices, earliest due date first. Matches the query (case-insensitive substring) against
+    number, counterparty and description; filters by direction (payable: from vendors, receivable: to
+    customers), status (open, overdue, paid), project and flagged. Returns summaries with days overdue."""
+    query, direction = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "direction")
+    status, project = opt_str(args, "status"), (opt_str(args, "project") or "").strip().upper()
+    flagged = args.get("flagged")
+    if flagged is not None:
+        flagged = opt_bool(args, "flagged")
+    limit = opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for row in conn.execute(f"{_INVOICE_SQL} ORDER BY due_date, id"):
+        invoice = _invoice_summary(conn, tuple(row))
+        if (direction and invoice["direction"] != direction or project and invoice["project"] != project
+                or status == "paid" and invoice["status"] != "paid" or status == "overdue"
+                and invoice["status"] != "overdue" or status == "open" and invoice["status"] == "paid"
+                or flagged is not None and invoice["flagged"] != flagged
+                or query and query not in f"{invoice['id']} {invoice['counterparty']} "
+                                          f"{invoice['description']}".lower()):
+            continue
+        found.append(invoice)
+    return {"invoices": found[:limit], "count": len(found), "total": _money(sum(i["total"] for i in found))}
+
+
+@tools.tool("get_invoice", "read",
+            input=_obj({"id": _INVOICE_ID}, ["id"]),
+            output=INVOICE_SCHEMA)
+def get_invoice(conn: sqlite3.Connection, args: dict) -> dict:
+    """One invoice in full: lines, subtotal, tax, total, payment and flag, and its history. A vendor
+    invoice comes with its scanned PDF as an embedded document."""
+    return _invoice(conn, req_str(args, "id", 40))
+
+
+@tools.tool("mark_invoice_paid", "destructive",
+            input=_obj({"id": _INVOICE_ID, "paid_on": {"type": "string", "description": "YYYY-MM-DD"}}, ["id"]),
+            output=_obj({"invoice": INVOICE_SUMMARY_SCHEMA, "paid_on": _STR}, ["invoice", "paid_on"]))
+def mark_invoice_paid(conn: sqlite3.Connection, args: dict) -> dict:
+    """Record an invoice as paid (payment sent for a payable invoice, received for a receivable one), on
+    paid_on or today. Payments are final: this cannot be undone."""
+    row = _invoice_row(conn, req_str(args, "id", 40))
+    paid_on = check_date(args["paid_on"], "paid_on") if args.get("paid_on") is not None else _meta(conn, "today")
+    if row[7] == "paid":
+        raise ToolFailure(f"invoice {row[0]} was already paid on {row[13]}")
+    if row[8]:
+        raise ToolFailure(f"invoice {row[0]} is flagged for review ({row[14]}) and is held from payment")
+    conn.execute("UPDATE finance_invoices SET status = 'paid', paid_on = ? WHERE id = ?", (paid_on, row[0]))
+    conn.execute("INSERT INTO finance_approvals (record, action, actor, date, note) VALUES (?,?,?,?,?)",
+                 (row[0], "paid", _meta(conn, "user"), paid_on, ""))
+    return {"invoice": _invoice_summary(conn, _invoice_row(conn, row[0])), "paid_on": paid_on}
+
+
+@tools.tool("flag_invoice", "write",
+            input=_obj({"id": _INVOICE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
+            output=_obj({"invoice": INVOICE_SUMMARY_SCHEMA, "flag_reason": _STR}, ["invoice", "flag_reason"]))
+def flag_invoice(conn: sqlite3.Connection, args: dict) -> dict:
+    """Flag an invoice for review (a suspected duplicate, a wrong amount, a dispute) with the reason; a
+    flagged invoice is held from payment. Returns the invoice."""
+    row = _invoice_row(conn, req_str(args, "id", 40))
+    reason = req_str(args, "reason", 2000).strip()
+    if row[8]:
+        raise ToolFailure(f"invoice {row[0]} is already flagged: {row[14]}")
+    conn.execute("UPDATE finance_invoices SET flagged = 1, flag_reason = ? WHERE id = ?", (reason, row[0]))
+    conn.execute("INSERT INTO finance_approvals (record, action, actor, date, note) VALUES (?,?,?,?,?)",
+                 (row[0], "flagged", _meta(conn, "user"), _meta(conn, "today"), reason))
+    return {"invoice": _invoice_summary(conn, _invoice_row(conn, row[0])), "flag_reason": reason}
+
+
+@tools.tool("list_expenses", "read",
+            input=_obj({
+                "status": {"type": "string", "enum": ["submitted", "approved", "rejected"]},
+                "employee": {"type": "string"}, "project": _PROJECT,
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"expenses": {"type": "array", "items": EXPENSE_SCHEMA}, "count": _INT},
+                        ["expenses", "count"]))
+def list_expenses(conn: sqlite3.Connection, args: dict) -> dict:
+    """Expense claims, newest first, filtered by status, employee (name or email, substring) and project.
+    Each says whether a receipt is attached (get_receipt shows it)."""
+    status, who = opt_str(args, "status"), (opt_str(args, "employee") or "").strip().lower()
+    project, limit = (opt_str(args, "project") or "").strip().upper(), opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for (ident,) in conn.execute("SELECT id FROM finance_expenses ORDER BY date DESC, id DESC"):
+        claim = _expense(conn, ident)
+        if (status and claim["status"] != status or project and claim["project"] != project
+                or who and who not in f"{claim['employee']} {claim['employee_email']}".lower()):
+            continue
+        found.append(claim)
+    return {"expenses": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_receipt", "read",
+            input=_obj({"id": _EXPENSE_ID}, ["id"]),
+            output=_obj({"expense_id": _STR, "receipt_id": _STR, "mime_type": _STR, "text": _STR,
+                         "_content": CONTENT_SCHEMA}, ["expense_id", "receipt_id", "mime_type", "text", "_content"]))
+def get_receipt(conn: sqlite3.Connection, args: dict) -> dict:
+    """The receipt attached to an expense claim, as the scanned image."""
+    claim = _expense(conn, req_str(args, "id", 40))
+    row = conn.execute("SELECT id, png FROM finance_receipts WHERE expense = ?", (claim["id"],)).fetchone()
+    if row is None:
+        raise ToolFailure(f"expense {claim['id']} ({claim['description']}) has no receipt attached")
+    return {"expense_id": claim["id"], "receipt_id": row[0], "mime_type": "image/png", "text": "a scanned receipt",
+            "_content": [{"type": "image", "mime_type": "image/png",
+                          "data": base64.b64encode(row[1]).decode("ascii")}]}
+
+
+@tools.tool("approve_expense", "write",
+            input=_obj({"id": _EXPENSE_ID, "note": _STR}, ["id"]),
+            output=EXPENSE_SCHEMA)
+def approve_expense(conn: sqlite3.Connection, args: dict) -> dict:
+    """Approve a submitted expense claim (as the user), with an optional note. Returns the claim."""
+    ident = req_str(args, "id", 40)
+    _expense(conn, ident)
+    return _decide(conn, ident, "approved", (opt_str(args, "note") or "").strip() or "Approved.")
+
+
+@tools.tool("reject_expense", "write",
+            input=_obj({"id": _EXPENSE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
+            output=EXPENSE_SCHEMA)
+def reject_expense(conn: sqlite3.Connection, args: dict) -> dict:
+    """Reject a submitted expense claim (as the user); the reason is required and sent to the claimant.
+    Returns the claim."""
+    ident = req_str(args, "id", 40)
+    _expense(conn, ident)
+    return _decide(conn, ident, "rejected", req_str(args, "reason", 2000).strip())
+
+
+@tools.tool("create_expense", "write",
+            input=_obj({"description": {"type": "string", "minLength": 1},
+                        "amount": {"type": "number", "exclusiveMinimum": 0},
+                        "date": {"type": "string", "description": "YYYY-MM-DD"},
+                        "category": {"type": "string", "enum": CATEGORIES}, "project": _PROJECT},
+                       ["description", "amount", "date", "category"]),
+            output=EXPENSE_SCHEMA)
+def create_expense(conn: sqlite3.Connection, args: dict) -> dict:
+    """Submit a new expense claim in the user's name (status 'submitted', no receipt attached). Returns the
+    claim."""
+    description = req_str(args, "description", 300).strip()
+    amount = args.get("amount")
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < 1_000_000:
+        raise ToolFailure(f"amount must be a positive number below 1000000, got {amount!r}")
+    date = check_date(args.get("date"), "date")
+    category = opt_str(args, "category")
+    if category not in CATEGORIES:
+        raise ToolFailure(f"category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+    project = opt_str(args, "project")
+    if project is not None:
+        project = _budgets(conn, project)[0]["project"]
+    ident = next_id(conn, "finance_expenses", "EXP-", width=1, start=1000)
+    conn.execute("INSERT INTO finance_expenses VALUES (?,?,?,?,?,?,?,?,?,NULL,NULL)",
+                 (ident, _meta(conn, "user"), _meta(conn, "user_name"), project, category, description, date,
+                  _money(float(amount)), "submitted"))
+    return _expense(conn, ident)
+
+
+@tools.tool("budget_status", "read",
+            input=_obj({"project": _PROJECT}, []),
+            output=_obj({"budgets": {"type": "array", "items": BUDGET_SCHEMA}}, ["budgets"]))
+def budget_status(conn: sqlite3.Connection, args: dict) -> dict:
+    """Budget status per project: budget, spent (earlier spending, paid vendor invoices and approved
+    expenses), committed (open vendor invoices), pending expense claims, and what remains. One project,
+    or every project when project is omitted."""
+    return {"budgets": _budgets(conn, opt_str(args, "project"))}
+
+
+TOOLS, handle = tools.specs, tools.handle

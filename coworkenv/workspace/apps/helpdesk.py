@@ -9,7 +9,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "helpdesk"
@@ -61,65 +61,7 @@ TICKET_SCHEMA = _obj({**_SUMMARY_PROPS, "description": {"type": "string"},
                      [*_SUMMARY_PROPS, "description", "merged_into", "comments"])
 _ID = {"type": "string", "description": "ticket id, e.g. 'HD-1042'"}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_tickets", "effect": "read",
-     "description": "List tickets, newest first, filtered by a query (case-insensitive, in subject and "
-                    "description), status, priority, assignee, requester or organisation name. Closed tickets are "
-                    "left out unless status is 'closed' or include_closed is true.",
-     "input_schema": _obj({
-         "query": {"type": "string"}, "status": {"type": "string", "enum": STATUSES},
-         "priority": {"type": "string", "enum": PRIORITIES},
-         "assignee": {"type": "string", "description": "assignee's email address"},
-         "requester": {"type": "string", "description": "requester's email address"},
-         "organisation": {"type": "string", "description": "text the requester's organisation name contains"},
-         "include_closed": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"tickets": {"type": "array", "items": TICKET_SUMMARY}, "count": {"type": "integer"}},
-                           ["tickets", "count"])},
-    {"name": "get_ticket", "effect": "read",
-     "description": "One ticket in full: description, and its comments (public replies and internal notes) oldest first.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "create_ticket", "effect": "write",
-     "description": "Open a ticket on behalf of a requester (a person of the workspace, by email). Returns it.",
-     "input_schema": _obj({
-         "subject": {"type": "string", "minLength": 1}, "description": {"type": "string", "minLength": 1},
-         "requester": {"type": "string", "description": "requester's email address"},
-         "priority": {"type": "string", "enum": PRIORITIES}, "product": {"type": "string", "description": "SKU"},
-     }, ["subject", "description", "requester"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "comment_ticket", "effect": "write",
-     "description": "Add a comment from the user to a ticket: a public reply the requester sees (default) or an "
-                    "internal note (public false). A new ticket becomes open. Returns the ticket.",
-     "input_schema": _obj({"id": _ID, "body": {"type": "string", "minLength": 1}, "public": {"type": "boolean"}},
-                          ["id", "body"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "assign_ticket", "effect": "write",
-     "description": "Assign a ticket to a colleague (an email address of the user's company). A new ticket "
-                    "becomes open. Returns the ticket.",
-     "input_schema": _obj({"id": _ID, "assignee": {"type": "string", "description": "colleague's email address"}},
-                          ["id", "assignee"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "update_ticket", "effect": "write",
-     "description": "Change a ticket's status (new, open, pending, solved; use close_ticket to close) and/or "
-                    "priority. Returns the ticket.",
-     "input_schema": _obj({"id": _ID, "status": {"type": "string", "enum": STATUSES[:4]},
-                           "priority": {"type": "string", "enum": PRIORITIES}}, ["id"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "close_ticket", "effect": "write",
-     "description": "Close a ticket, with an optional resolution recorded as an internal note. Returns the ticket.",
-     "input_schema": _obj({"id": _ID, "resolution": {"type": "string"}}, ["id"]),
-     "output_schema": TICKET_SCHEMA},
-    {"name": "merge_tickets", "effect": "destructive",
-     "description": "Merge a duplicate ticket (source) into another (target): the source's description and comments "
-                    "are copied to the target as an internal note and the source is closed for good as merged. "
-                    "This cannot be undone. Returns the target ticket.",
-     "input_schema": _obj({"source": {"type": "string", "description": "the duplicate's id"},
-                           "target": {"type": "string", "description": "the id of the ticket to keep"}},
-                          ["source", "target"]),
-     "output_schema": TICKET_SCHEMA},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "tickets", "get_tool": "get_ticket", "list_tool": "list_tickets",
                                     "list_key": "tickets", "list_arguments": {"include_closed": True, "limit": 200}}]
@@ -151,17 +93,6 @@ def supported_products(world: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- helpers
-
-def _today(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT value FROM world_meta WHERE key = 'today'").fetchone()
-    return row[0] if row else dt.date.today().isoformat()
-
-
-def _user_email(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT p.email FROM world_meta m JOIN world_people p ON p.id = m.value "
-                       "WHERE m.key = 'user'").fetchone()
-    return row[0] if row else "user@example.com"
-
 
 def _person(conn: sqlite3.Connection, value: Any, field: str, *, colleague: bool = False) -> tuple[str, str]:
     """(email, organisation id) of a person of the world; with ``colleague``, of the user's company."""
@@ -211,110 +142,188 @@ def _open_only(ticket: dict[str, Any], field: str = "id") -> None:
         raise ToolFailure(f"{field}: ticket {ticket['id']} is closed{merged}; open a new ticket instead")
 
 
+def _open_ticket(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
+    """The ticket ``args["id"]`` names, which must not be closed (the tools that change a ticket)."""
+    ticket = _ticket(conn, args.get("id"))
+    _open_only(ticket)
+    return ticket
+
+
 def _comment(conn: sqlite3.Connection, ticket: str, author: str, body: str, public: bool, date: str) -> None:
-    top = max((int(i[1:]) for (i,) in conn.execute("SELECT id FROM helpdesk_comments")), default=0)
     conn.execute("INSERT INTO helpdesk_comments VALUES (?,?,?,?,?,?)",
-                 (f"c{top + 1:03d}", ticket, author, body, date, int(public)))
+                 (next_id(conn, "helpdesk_comments", "c", width=3), ticket, author, body, date, int(public)))
 
 
 # ---------------------------------------------------------------- handlers
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one helpdesk tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    today = _today(conn)
-    if tool == "list_tickets":
-        where, params = [], []
-        if query := (opt_str(args, "query") or "").strip().lower():
-            where.append("(instr(lower(t.subject), ?) > 0 OR instr(lower(t.description), ?) > 0)")
-            params += [query, query]
-        status = _choice(args, "status", STATUSES)
-        if status is not None:
-            where.append("t.status = ?")
-            params.append(status)
-        elif not opt_bool(args, "include_closed"):
-            where.append("t.status != 'closed'")
-        if (priority := _choice(args, "priority", PRIORITIES)) is not None:
-            where.append("t.priority = ?")
-            params.append(priority)
-        for key in ("assignee", "requester"):
-            if args.get(key) is not None:
-                where.append(f"lower(t.{key}) = lower(?)")
-                params.append(_person(conn, args[key], key)[0])
-        if organisation := (opt_str(args, "organisation") or "").strip().lower():
-            where.append("instr(lower(COALESCE(o.name, '')), ?) > 0")
-            params.append(organisation)
-        limit = opt_int(args, "limit", 50, 1, 200)
-        rows = conn.execute(f"SELECT {_COLUMNS} {_FROM} {'WHERE ' + ' AND '.join(where) if where else ''} "
-                            "ORDER BY t.created DESC, t.id DESC", params).fetchall()
-        return {"tickets": [_summary(tuple(r)) for r in rows[:limit]], "count": len(rows)}
-    if tool == "get_ticket":
-        return _ticket(conn, args.get("id"))
-    if tool == "create_ticket":
-        subject, description = req_str(args, "subject", 200).strip(), req_str(args, "description").strip()
-        requester, org = _person(conn, args.get("requester"), "requester")
-        priority = _choice(args, "priority", PRIORITIES) or "normal"
-        product = None
-        if args.get("product") is not None:
-            row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
-                               (str(args["product"]).strip(),)).fetchone()
-            if row is None:
-                raise ToolFailure(f"product: no product with SKU {args['product']!r}")
-            product = row[0]
-        top = max((int(i.split("-")[1]) for (i,) in conn.execute("SELECT id FROM helpdesk_tickets")), default=1000)
-        ident = f"HD-{top + 1}"
-        conn.execute("INSERT INTO helpdesk_tickets VALUES (?,?,?,?,?,NULL,'new',?,?,?,?,NULL)",
-                     (ident, subject, description, requester, org, priority, product, today, today))
-        return _ticket(conn, ident)
-    if tool == "merge_tickets":
-        source, target = _ticket(conn, args.get("source"), "source"), _ticket(conn, args.get("target"), "target")
-        if source["id"] == target["id"]:
-            raise ToolFailure("source and target are the same ticket; merge a duplicate into another ticket")
-        _open_only(source, "source")
-        _open_only(target, "target")
-        history = "\n".join(f"- {c['date']} {c['author']}: {c['body']}" for c in source["comments"])
-        _comment(conn, target["id"], _user_email(conn),
-                 f"Merged {source['id']} ({source['subject']}) from {source['requester']}:\n{source['description']}"
-                 + (f"\n{history}" if history else ""), False, today)
-        _comment(conn, source["id"], _user_email(conn), f"Merged into {target['id']}.", False, today)
-        conn.execute("UPDATE helpdesk_tickets SET status = 'closed', merged_into = ?, updated = ? WHERE id = ?",
-                     (target["id"], today, source["id"]))
-        conn.execute("UPDATE helpdesk_tickets SET updated = ? WHERE id = ?", (today, target["id"]))
-        return _ticket(conn, target["id"])
-    ticket = _ticket(conn, args.get("id"))
-    ident = ticket["id"]
-    if tool == "comment_ticket":
-        _open_only(ticket)
-        body = req_str(args, "body").strip()
-        public = True if args.get("public") is None else opt_bool(args, "public")
-        _comment(conn, ident, _user_email(conn), body, public, today)
-        conn.execute("UPDATE helpdesk_tickets SET updated = ?, status = CASE status WHEN 'new' THEN 'open' "
-                     "ELSE status END WHERE id = ?", (today, ident))
-        return _ticket(conn, ident)
-    if tool == "assign_ticket":
-        _open_only(ticket)
-        assignee = _person(conn, args.get("assignee"), "assignee", colleague=True)[0]
-        conn.execute("UPDATE helpdesk_tickets SET assignee = ?, updated = ?, status = CASE status WHEN 'new' "
-                     "THEN 'open' ELSE status END WHERE id = ?", (assignee, today, ident))
-        return _ticket(conn, ident)
-    if tool == "update_ticket":
-        _open_only(ticket)
-        status, priority = _choice(args, "status", STATUSES), _choice(args, "priority", PRIORITIES)
-        if status == "closed":
-            raise ToolFailure("status: use close_ticket to close a ticket")
-        if status is None and priority is None:
-            raise ToolFailure("nothing to update: give status and/or priority")
-        conn.execute("UPDATE helpdesk_tickets SET status = COALESCE(?, status), priority = COALESCE(?, priority), "
-                     "updated = ? WHERE id = ?", (status, priority, today, ident))
-        return _ticket(conn, ident)
-    if tool == "close_ticket":
-        _open_only(ticket)
-        resolution = (opt_str(args, "resolution") or "").strip()
-        if resolution:
-            _comment(conn, ident, _user_email(conn), f"Resolution: {resolution}", False, today)
-        conn.execute("UPDATE helpdesk_tickets SET status = 'closed', updated = ? WHERE id = ?", (today, ident))
-        return _ticket(conn, ident)
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_tickets", "read",
+            input=_obj({
+                "query": {"type": "string"}, "status": {"type": "string", "enum": STATUSES},
+                "priority": {"type": "string", "enum": PRIORITIES},
+                "assignee": {"type": "string", "description": "assignee's email address"},
+                "requester": {"type": "string", "description": "requester's email address"},
+                "organisation": {"type": "string", "description": "text the requester's organisation name contains"},
+                "include_closed": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"tickets": {"type": "array", "items": TICKET_SUMMARY}, "count": {"type": "integer"}},
+                        ["tickets", "count"]))
+def list_tickets(conn: sqlite3.Connection, args: dict) -> dict:
+    """List tickets, newest first, filtered by a query (case-insensitive, in subject and description),
+    status, priority, assignee, requester or organisation name. Closed tickets are left out unless
+    status is 'closed' or include_closed is true."""
+    where, params = [], []
+    if query := (opt_str(args, "query") or "").strip().lower():
+        where.append("(instr(lower(t.subject), ?) > 0 OR instr(lower(t.description), ?) > 0)")
+        params += [query, query]
+    status = _choice(args, "status", STATUSES)
+    if status is not None:
+        where.append("t.status = ?")
+        params.append(status)
+    elif not opt_bool(args, "include_closed"):
+        where.append("t.status != 'closed'")
+    if (priority := _choice(args, "priority", PRIORITIES)) is not None:
+        where.append("t.priority = ?")
+        params.append(priority)
+    for key in ("assignee", "requester"):
+        if args.get(key) is not None:
+            where.append(f"lower(t.{key}) = lower(?)")
+            params.append(_person(conn, args[key], key)[0])
+    if organisation := (opt_str(args, "organisation") or "").strip().lower():
+        where.append("instr(lower(COALESCE(o.name, '')), ?) > 0")
+        params.append(organisation)
+    limit = opt_int(args, "limit", 50, 1, 200)
+    rows = conn.execute(f"SELECT {_COLUMNS} {_FROM} {'WHERE ' + ' AND '.join(where) if where else ''} "
+                        "ORDER BY t.created DESC, t.id DESC", params).fetchall()
+    return {"tickets": [_summary(tuple(r)) for r in rows[:limit]], "count": len(rows)}
+
+
+@tools.tool("get_ticket", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=TICKET_SCHEMA)
+def get_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """One ticket in full: description, and its comments (public replies and internal notes) oldest first."""
+    return _ticket(conn, args.get("id"))
+
+
+@tools.tool("create_ticket", "write",
+            input=_obj({
+                "subject": {"type": "string", "minLength": 1}, "description": {"type": "string", "minLength": 1},
+                "requester": {"type": "string", "description": "requester's email address"},
+                "priority": {"type": "string", "enum": PRIORITIES}, "product": {"type": "string", "description": "SKU"},
+            }, ["subject", "description", "requester"]),
+            output=TICKET_SCHEMA)
+def create_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """Open a ticket on behalf of a requester (a person of the workspace, by email). Returns it."""
+    today = today_iso(conn)
+    subject, description = req_str(args, "subject", 200).strip(), req_str(args, "description").strip()
+    requester, org = _person(conn, args.get("requester"), "requester")
+    priority = _choice(args, "priority", PRIORITIES) or "normal"
+    product = None
+    if args.get("product") is not None:
+        row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
+                           (str(args["product"]).strip(),)).fetchone()
+        if row is None:
+            raise ToolFailure(f"product: no product with SKU {args['product']!r}")
+        product = row[0]
+    ident = next_id(conn, "helpdesk_tickets", "HD-", width=1, start=1000)
+    conn.execute("INSERT INTO helpdesk_tickets VALUES (?,?,?,?,?,NULL,'new',?,?,?,?,NULL)",
+                 (ident, subject, description, requester, org, priority, product, today, today))
+    return _ticket(conn, ident)
+
+
+@tools.tool("comment_ticket", "write",
+            input=_obj({"id": _ID, "body": {"type": "string", "minLength": 1}, "public": {"type": "boolean"}},
+                       ["id", "body"]),
+            output=TICKET_SCHEMA)
+def comment_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add a comment from the user to a ticket: a public reply the requester sees (default) or an internal
+    note (public false). A new ticket becomes open. Returns the ticket."""
+    today = today_iso(conn)
+    ident = _open_ticket(conn, args)["id"]
+    body = req_str(args, "body").strip()
+    public = True if args.get("public") is None else opt_bool(args, "public")
+    _comment(conn, ident, user_email(conn), body, public, today)
+    conn.execute("UPDATE helpdesk_tickets SET updated = ?, status = CASE status WHEN 'new' THEN 'open' "
+                 "ELSE status END WHERE id = ?", (today, ident))
+    return _ticket(conn, ident)
+
+
+@tools.tool("assign_ticket", "write",
+            input=_obj({"id": _ID, "assignee": {"type": "string", "description": "colleague's email address"}},
+                       ["id", "assignee"]),
+            output=TICKET_SCHEMA)
+def assign_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """Assign a ticket to a colleague (an email address of the user's company). A new ticket becomes open.
+    Returns the ticket."""
+    today = today_iso(conn)
+    ident = _open_ticket(conn, args)["id"]
+    assignee = _person(conn, args.get("assignee"), "assignee", colleague=True)[0]
+    conn.execute("UPDATE helpdesk_tickets SET assignee = ?, updated = ?, status = CASE status WHEN 'new' "
+                 "THEN 'open' ELSE status END WHERE id = ?", (assignee, today, ident))
+    return _ticket(conn, ident)
+
+
+@tools.tool("update_ticket", "write",
+            input=_obj({"id": _ID, "status": {"type": "string", "enum": STATUSES[:4]},
+                        "priority": {"type": "string", "enum": PRIORITIES}}, ["id"]),
+            output=TICKET_SCHEMA)
+def update_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change a ticket's status (new, open, pending, solved; use close_ticket to close) and/or priority.
+    Returns the ticket."""
+    today = today_iso(conn)
+    ident = _open_ticket(conn, args)["id"]
+    status, priority = _choice(args, "status", STATUSES), _choice(args, "priority", PRIORITIES)
+    if status == "closed":
+        raise ToolFailure("status: use close_ticket to close a ticket")
+    if status is None and priority is None:
+        raise ToolFailure("nothing to update: give status and/or priority")
+    conn.execute("UPDATE helpdesk_tickets SET status = COALESCE(?, status), priority = COALESCE(?, priority), "
+                 "updated = ? WHERE id = ?", (status, priority, today, ident))
+    return _ticket(conn, ident)
+
+
+@tools.tool("close_ticket", "write",
+            input=_obj({"id": _ID, "resolution": {"type": "string"}}, ["id"]),
+            output=TICKET_SCHEMA)
+def close_ticket(conn: sqlite3.Connection, args: dict) -> dict:
+    """Close a ticket, with an optional resolution recorded as an internal note. Returns the ticket."""
+    today = today_iso(conn)
+    ident = _open_ticket(conn, args)["id"]
+    resolution = (opt_str(args, "resolution") or "").strip()
+    if resolution:
+        _comment(conn, ident, user_email(conn), f"Resolution: {resolution}", False, today)
+    conn.execute("UPDATE helpdesk_tickets SET status = 'closed', updated = ? WHERE id = ?", (today, ident))
+    return _ticket(conn, ident)
+
+
+@tools.tool("merge_tickets", "destructive",
+            input=_obj({"source": {"type": "string", "description": "the duplicate's id"},
+                        "target": {"type": "string", "description": "the id of the ticket to keep"}},
+                       ["source", "target"]),
+            output=TICKET_SCHEMA)
+def merge_tickets(conn: sqlite3.Connection, args: dict) -> dict:
+    """Merge a duplicate ticket (source) into another (target): the source's description and comments are
+    copied to the target as an internal note and the source is closed for good as merged. This cannot be
+    undone. Returns the target ticket."""
+    today = today_iso(conn)
+    source, target = _ticket(conn, args.get("source"), "source"), _ticket(conn, args.get("target"), "target")
+    if source["id"] == target["id"]:
+        raise ToolFailure("source and target are the same ticket; merge a duplicate into another ticket")
+    _open_only(source, "source")
+    _open_only(target, "target")
+    history = "\n".join(f"- {c['date']} {c['author']}: {c['body']}" for c in source["comments"])
+    _comment(conn, target["id"], user_email(conn),
+             f"Merged {source['id']} ({source['subject']}) from {source['requester']}:\n{source['description']}"
+             + (f"\n{history}" if history else ""), False, today)
+    _comment(conn, source["id"], user_email(conn), f"Merged into {target['id']}.", False, today)
+    conn.execute("UPDATE helpdesk_tickets SET status = 'closed', merged_into = ?, updated = ? WHERE id = ?",
+                 (target["id"], today, source["id"]))
+    conn.execute("UPDATE helpdesk_tickets SET updated = ? WHERE id = ?", (today, target["id"]))
+    return _ticket(conn, target["id"])
+
+
+TOOLS, handle = tools.specs, tools.handle
 
 
 # ---------------------------------------------------------------- seed

@@ -14,7 +14,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, check_date, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, check_date, opt_bool, opt_int, opt_str, req_str, weekday
 from ._base import object_schema as _obj
 
 NAME = "hr"
@@ -78,64 +78,7 @@ _EMPLOYEE_ID = {"type": "string", "description": "employee number, e.g. 'E4307'"
 _LEAVE_ID = {"type": "string", "description": "leave request id, e.g. 'LR-512'"}
 _DATE = {"type": "string", "description": "YYYY-MM-DD"}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_people", "effect": "read",
-     "description": "Search the HR directory. Matches the query (case-insensitive substring) against name, email "
-                    "and title; filters by department and location. Former employees are left out unless "
-                    "include_former is true. Returns people summaries sorted by name.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "text to look for; omit for everyone"},
-         "department": {"type": "string", "description": "exact department name, e.g. 'Finance'"},
-         "location": {"type": "string", "description": "exact location, e.g. a city or 'Remote'"},
-         "include_former": {"type": "boolean", "description": "also list people who have left"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"people": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
-                           ["people", "count"])},
-    {"name": "get_person", "effect": "read",
-     "description": "One person's full HR record by employee number: contact details, start date, their manager, "
-                    "the whole management chain above them (nearest first) and their direct reports.",
-     "input_schema": _obj({"id": _EMPLOYEE_ID}, ["id"]),
-     "output_schema": PERSON_SCHEMA},
-    {"name": "list_department", "effect": "read",
-     "description": "The current members of one department, with its head (the member without a manager in it) "
-                    "and its headcount.",
-     "input_schema": _obj({"department": {"type": "string", "description": "department name, e.g. 'Sales'"}},
-                          ["department"]),
-     "output_schema": _obj({"department": _STR, "head": _REF, "headcount": {"type": "integer"},
-                            "members": {"type": "array", "items": SUMMARY_SCHEMA}},
-                           ["department", "head", "headcount", "members"])},
-    {"name": "list_leave", "effect": "read",
-     "description": "Leave requests, earliest first. Filters: status, one employee, one department, and a date "
-                    "window (requests overlapping from_date..to_date).",
-     "input_schema": _obj({
-         "status": {"type": "string", "enum": LEAVE_STATUSES},
-         "employee_id": _EMPLOYEE_ID,
-         "department": {"type": "string"},
-         "from_date": _DATE, "to_date": _DATE,
-     }, []),
-     "output_schema": _obj({"requests": {"type": "array", "items": LEAVE_SCHEMA}, "count": {"type": "integer"}},
-                           ["requests", "count"])},
-    {"name": "approve_leave", "effect": "write",
-     "description": "Approve a pending leave request (as the user), with an optional note. Returns the request.",
-     "input_schema": _obj({"id": _LEAVE_ID, "note": {"type": "string"}}, ["id"]),
-     "output_schema": LEAVE_SCHEMA},
-    {"name": "reject_leave", "effect": "write",
-     "description": "Reject a pending leave request (as the user); a reason is required and is shown to the "
-                    "employee. Returns the request.",
-     "input_schema": _obj({"id": _LEAVE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
-     "output_schema": LEAVE_SCHEMA},
-    {"name": "cancel_leave", "effect": "destructive",
-     "description": "Withdraw a leave request on the employee's behalf: the request is deleted, whatever its "
-                    "status, and cannot be restored.",
-     "input_schema": _obj({"id": _LEAVE_ID}, ["id"]),
-     "output_schema": _obj({"id": _STR, "employee_id": _STR, "status": {"type": "string", "enum": LEAVE_STATUSES},
-                            "deleted": {"const": True}}, ["id", "employee_id", "status", "deleted"])},
-    {"name": "update_title", "effect": "write",
-     "description": "Change a current employee's job title. Returns the updated summary and the previous title.",
-     "input_schema": _obj({"id": _EMPLOYEE_ID, "title": {"type": "string", "minLength": 1}}, ["id", "title"]),
-     "output_schema": _obj({"person": SUMMARY_SCHEMA, "previous_title": _STR}, ["person", "previous_title"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "people", "get_tool": "get_person", "list_tool": "search_people",
                                     "list_key": "people", "list_arguments": {"include_former": True, "limit": 100}}]
@@ -145,12 +88,6 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "people", "get_tool": "get_per
 
 def _workdays(start: dt.date, end: dt.date) -> int:
     return sum((start + dt.timedelta(days=n)).weekday() < 5 for n in range((end - start).days + 1))
-
-
-def _weekday(day: dt.date) -> dt.date:
-    while day.weekday() >= 5:
-        day += dt.timedelta(days=1)
-    return day
 
 
 def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
@@ -177,7 +114,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
         location = "Remote" if p["id"] not in heads.values() and rng.random() < 0.15 else p["city"]
         conn.execute("INSERT INTO hr_people VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL)",
                      (ids[p["id"]], p["id"], p["name"], p["email"], p["phone"], p["role"], p["department"],
-                      ids.get(manager) if manager else None, location, _weekday(start).isoformat(), "active"))
+                      ids.get(manager) if manager else None, location, weekday(start).isoformat(), "active"))
     # the outdated record: a namesake of a colleague who worked here and left for another organisation
     names = {p["name"] for p in staff}
     for n, p in enumerate(q for q in world["people"] if q["org"] != company["id"] and q["name"] in names):
@@ -187,8 +124,8 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
         start = end - dt.timedelta(days=rng.randint(400, 1800))
         conn.execute("INSERT INTO hr_people VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                      (f"E{base - 37 - n}", p["id"], p["name"], p["email"], p["phone"], rng.choice(titles),
-                      twin["department"], None, company["city"], _weekday(start).isoformat(), "left",
-                      _weekday(end).isoformat()))
+                      twin["department"], None, company["city"], weekday(start).isoformat(), "left",
+                      weekday(end).isoformat()))
     _seed_leave(conn, rng, today, user["email"], [p for p in staff if p is not joiner], ids)
 
 
@@ -202,7 +139,7 @@ def _seed_leave(conn: sqlite3.Connection, rng: random.Random, today: dt.date, ap
     rows: list[tuple[str, str, dt.date, dt.date, str, str | None]] = []  # (person, kind, start, end, status, note)
 
     def span(first: int, last: int, length: tuple[int, int] = (1, 9)) -> tuple[dt.date, dt.date]:
-        start = _weekday(today + dt.timedelta(days=rng.randint(first, last)))
+        start = weekday(today + dt.timedelta(days=rng.randint(first, last)))
         end = start + dt.timedelta(days=rng.randint(*length))
         while end.weekday() >= 5:
             end -= dt.timedelta(days=1)
@@ -215,7 +152,7 @@ def _seed_leave(conn: sqlite3.Connection, rng: random.Random, today: dt.date, ap
     away, asking = rng.sample(by_department[crowded], 2)
     start, end = span(10, 40, (4, 9))
     rows.append((away["id"], "vacation", start, end, "approved", None))
-    overlap = _weekday(start + dt.timedelta(days=rng.randint(1, 3)))
+    overlap = weekday(start + dt.timedelta(days=rng.randint(1, 3)))
     rows.append((asking["id"], "vacation", overlap, max(overlap, end - dt.timedelta(days=rng.randint(0, 2))),
                  "pending", None))
     namesakes = [(a, b) for a in staff for b in staff if a["last"] == b["last"] and a["id"] < b["id"]
@@ -317,74 +254,143 @@ def _decide(conn: sqlite3.Connection, ident: str, status: str, note: str | None)
     return _leave(conn, ident)
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one HR tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "search_people":
-        query = (opt_str(args, "query") or "").strip().lower()
-        department, location = opt_str(args, "department"), opt_str(args, "location")
-        former, limit = opt_bool(args, "include_former"), opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for row in conn.execute(f"SELECT {_PEOPLE_COLUMNS} FROM hr_people ORDER BY name, id"):
-            row = tuple(row)
-            if (row[6] == "left" and not former or department and row[4].lower() != department.strip().lower()
-                    or location and row[5].lower() != location.strip().lower()):
-                continue
-            if query and query not in " ".join((row[1], row[2], row[3])).lower():
-                continue
-            found.append(_summary(row))
-        return {"people": found[:limit], "count": len(found)}
-    if tool == "get_person":
-        return _person(conn, req_str(args, "id", 40).strip())
-    if tool == "list_department":
-        wanted = req_str(args, "department", 100).strip().lower()
-        known = _departments(conn)
-        department = next((d for d in known if d.lower() == wanted), None)
-        if department is None:
-            raise ToolFailure(f"department {args['department']!r} does not exist; departments: {', '.join(known)}")
-        members = [tuple(r) for r in conn.execute(
-            f"SELECT {_PEOPLE_COLUMNS} FROM hr_people WHERE department = ? AND status = 'active' ORDER BY name",
-            (department,))]
-        ids = {r[0] for r in members}
-        head = next((r for r in members if r[7] not in ids), None)
-        return {"department": department, "head": _ref(head) if head else None, "headcount": len(members),
-                "members": [_summary(r) for r in members]}
-    if tool == "list_leave":
-        status, employee = opt_str(args, "status"), opt_str(args, "employee_id")
-        department = opt_str(args, "department")
-        if status is not None and status not in LEAVE_STATUSES:
-            raise ToolFailure(f"status must be one of {', '.join(LEAVE_STATUSES)}, got {status!r}")
-        if employee is not None:
-            _person_row(conn, employee.strip())
-        low = check_date(args["from_date"], "from_date") if args.get("from_date") is not None else None
-        high = check_date(args["to_date"], "to_date") if args.get("to_date") is not None else None
-        found = []
-        for (ident,) in conn.execute("SELECT id FROM hr_leave ORDER BY start_date, id"):
-            request = _leave(conn, ident)
-            if (status and request["status"] != status or employee and request["employee_id"] != employee.strip()
-                    or department and request["department"].lower() != department.strip().lower()
-                    or low and request["end_date"] < low or high and request["start_date"] > high):
-                continue
-            found.append(request)
-        return {"requests": found, "count": len(found)}
-    if tool == "approve_leave":
-        ident = req_str(args, "id", 40).strip()
-        _leave(conn, ident)
-        return _decide(conn, ident, "approved", opt_str(args, "note") or "Approved.")
-    if tool == "reject_leave":
-        ident = req_str(args, "id", 40).strip()
-        _leave(conn, ident)
-        return _decide(conn, ident, "rejected", req_str(args, "reason", 2000))
-    if tool == "cancel_leave":
-        request = _leave(conn, req_str(args, "id", 40).strip())
-        conn.execute("DELETE FROM hr_leave WHERE id = ?", (request["id"],))
-        return {"id": request["id"], "employee_id": request["employee_id"], "status": request["status"],
-                "deleted": True}
-    if tool == "update_title":
-        row = _person_row(conn, req_str(args, "id", 40).strip())
-        title = req_str(args, "title", 120).strip()
-        if row[6] != "active":
-            raise ToolFailure(f"{row[1]} ({row[0]}) has left the company; only current employees' titles change")
-        conn.execute("UPDATE hr_people SET title = ? WHERE id = ?", (title, row[0]))
-        return {"person": _summary(_person_row(conn, row[0])), "previous_title": row[3]}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("search_people", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "text to look for; omit for everyone"},
+                "department": {"type": "string", "description": "exact department name, e.g. 'Finance'"},
+                "location": {"type": "string", "description": "exact location, e.g. a city or 'Remote'"},
+                "include_former": {"type": "boolean", "description": "also list people who have left"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"people": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}},
+                        ["people", "count"]))
+def search_people(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search the HR directory. Matches the query (case-insensitive substring) against name, email and
+    title; filters by department and location. Former employees are left out unless include_former is
+    true. Returns people summaries sorted by name."""
+    query = (opt_str(args, "query") or "").strip().lower()
+    department, location = opt_str(args, "department"), opt_str(args, "location")
+    former, limit = opt_bool(args, "include_former"), opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for row in conn.execute(f"SELECT {_PEOPLE_COLUMNS} FROM hr_people ORDER BY name, id"):
+        row = tuple(row)
+        if (row[6] == "left" and not former or department and row[4].lower() != department.strip().lower()
+                or location and row[5].lower() != location.strip().lower()):
+            continue
+        if query and query not in " ".join((row[1], row[2], row[3])).lower():
+            continue
+        found.append(_summary(row))
+    return {"people": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_person", "read",
+            input=_obj({"id": _EMPLOYEE_ID}, ["id"]),
+            output=PERSON_SCHEMA)
+def get_person(conn: sqlite3.Connection, args: dict) -> dict:
+    """One person's full HR record by employee number: contact details, start date, their manager, the
+    whole management chain above them (nearest first) and their direct reports."""
+    return _person(conn, req_str(args, "id", 40).strip())
+
+
+@tools.tool("list_department", "read",
+            input=_obj({"department": {"type": "string", "description": "department name, e.g. 'Sales'"}},
+                       ["department"]),
+            output=_obj({"department": _STR, "head": _REF, "headcount": {"type": "integer"},
+                         "members": {"type": "array", "items": SUMMARY_SCHEMA}},
+                        ["department", "head", "headcount", "members"]))
+def list_department(conn: sqlite3.Connection, args: dict) -> dict:
+    """The current members of one department, with its head (the member without a manager in it) and its
+    headcount."""
+    wanted = req_str(args, "department", 100).strip().lower()
+    known = _departments(conn)
+    department = next((d for d in known if d.lower() == wanted), None)
+    if department is None:
+        raise ToolFailure(f"department {args['department']!r} does not exist; departments: {', '.join(known)}")
+    members = [tuple(r) for r in conn.execute(
+        f"SELECT {_PEOPLE_COLUMNS} FROM hr_people WHERE department = ? AND status = 'active' ORDER BY name",
+        (department,))]
+    ids = {r[0] for r in members}
+    head = next((r for r in members if r[7] not in ids), None)
+    return {"department": department, "head": _ref(head) if head else None, "headcount": len(members),
+            "members": [_summary(r) for r in members]}
+
+
+@tools.tool("list_leave", "read",
+            input=_obj({
+                "status": {"type": "string", "enum": LEAVE_STATUSES},
+                "employee_id": _EMPLOYEE_ID,
+                "department": {"type": "string"},
+                "from_date": _DATE, "to_date": _DATE,
+            }, []),
+            output=_obj({"requests": {"type": "array", "items": LEAVE_SCHEMA}, "count": {"type": "integer"}},
+                        ["requests", "count"]))
+def list_leave(conn: sqlite3.Connection, args: dict) -> dict:
+    """Leave requests, earliest first. Filters: status, one employee, one department, and a date window
+    (requests overlapping from_date..to_date)."""
+    status, employee = opt_str(args, "status"), opt_str(args, "employee_id")
+    department = opt_str(args, "department")
+    if status is not None and status not in LEAVE_STATUSES:
+        raise ToolFailure(f"status must be one of {', '.join(LEAVE_STATUSES)}, got {status!r}")
+    if employee is not None:
+        _person_row(conn, employee.strip())
+    low = check_date(args["from_date"], "from_date") if args.get("from_date") is not None else None
+    high = check_date(args["to_date"], "to_date") if args.get("to_date") is not None else None
+    found = []
+    for (ident,) in conn.execute("SELECT id FROM hr_leave ORDER BY start_date, id"):
+        request = _leave(conn, ident)
+        if (status and request["status"] != status or employee and request["employee_id"] != employee.strip()
+                or department and request["department"].lower() != department.strip().lower()
+                or low and request["end_date"] < low or high and request["start_date"] > high):
+            continue
+        found.append(request)
+    return {"requests": found, "count": len(found)}
+
+
+@tools.tool("approve_leave", "write",
+            input=_obj({"id": _LEAVE_ID, "note": {"type": "string"}}, ["id"]),
+            output=LEAVE_SCHEMA)
+def approve_leave(conn: sqlite3.Connection, args: dict) -> dict:
+    """Approve a pending leave request (as the user), with an optional note. Returns the request."""
+    ident = req_str(args, "id", 40).strip()
+    _leave(conn, ident)
+    return _decide(conn, ident, "approved", opt_str(args, "note") or "Approved.")
+
+
+@tools.tool("reject_leave", "write",
+            input=_obj({"id": _LEAVE_ID, "reason": {"type": "string", "minLength": 1}}, ["id", "reason"]),
+            output=LEAVE_SCHEMA)
+def reject_leave(conn: sqlite3.Connection, args: dict) -> dict:
+    """Reject a pending leave request (as the user); a reason is required and is shown to the employee.
+    Returns the request."""
+    ident = req_str(args, "id", 40).strip()
+    _leave(conn, ident)
+    return _decide(conn, ident, "rejected", req_str(args, "reason", 2000))
+
+
+@tools.tool("cancel_leave", "destructive",
+            input=_obj({"id": _LEAVE_ID}, ["id"]),
+            output=_obj({"id": _STR, "employee_id": _STR, "status": {"type": "string", "enum": LEAVE_STATUSES},
+                         "deleted": {"const": True}}, ["id", "employee_id", "status", "deleted"]))
+def cancel_leave(conn: sqlite3.Connection, args: dict) -> dict:
+    """Withdraw a leave request on the employee's behalf: the request is deleted, whatever its status, and
+    cannot be restored."""
+    request = _leave(conn, req_str(args, "id", 40).strip())
+    conn.execute("DELETE FROM hr_leave WHERE id = ?", (request["id"],))
+    return {"id": request["id"], "employee_id": request["employee_id"], "status": request["status"],
+            "deleted": True}
+
+
+@tools.tool("update_title", "write",
+            input=_obj({"id": _EMPLOYEE_ID, "title": {"type": "string", "minLength": 1}}, ["id", "title"]),
+            output=_obj({"person": SUMMARY_SCHEMA, "previous_title": _STR}, ["person", "previous_title"]))
+def update_title(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change a current employee's job title. Returns the updated summary and the previous title."""
+    row = _person_row(conn, req_str(args, "id", 40).strip())
+    title = req_str(args, "title", 120).strip()
+    if row[6] != "active":
+        raise ToolFailure(f"{row[1]} ({row[0]}) has left the company; only current employees' titles change")
+    conn.execute("UPDATE hr_people SET title = ? WHERE id = ?", (title, row[0]))
+    return {"person": _summary(_person_row(conn, row[0])), "previous_title": row[3]}
+
+
+TOOLS, handle = tools.specs, tools.handle

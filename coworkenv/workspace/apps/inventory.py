@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, check_date, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str
 from ._base import object_schema as _obj
 
 NAME = "inventory"
@@ -90,93 +89,13 @@ _WAREHOUSE = {"type": "string", "description": "warehouse id (e.g. 'WH-1') or na
 _LINES_IN = {"type": "array", "minItems": 1, "items": _obj({"sku": _SKU, "quantity": {"type": "integer", "minimum": 1}},
                                                           ["sku", "quantity"])}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_products", "effect": "read",
-     "description": "Search products. Matches the query (case-insensitive substring) against SKU, name and "
-                    "supplier; filters by category, by supplier and to products below their reorder point in some "
-                    "warehouse. Discontinued products are left out unless include_discontinued is true. Returns "
-                    "products with their stock summed over warehouses.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "text to look for; omit for every product"},
-         "category": {"type": "string", "enum": ["hardware", "office", "software"]},
-         "supplier": {"type": "string", "description": "supplier name (substring)"},
-         "below_reorder": {"type": "boolean", "description": "only products below their reorder point somewhere"},
-         "include_discontinued": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"products": {"type": "array", "items": PRODUCT_SCHEMA}, "count": _INT},
-                           ["products", "count"])},
-    {"name": "get_stock", "effect": "read",
-     "description": "Stock of one product per warehouse (on hand, reserved by open sales orders, available, reorder "
-                    "point), its totals, and the units still inbound on open purchase orders.",
-     "input_schema": _obj({"sku": _SKU, "warehouse": _WAREHOUSE}, ["sku"]),
-     "output_schema": _obj({"sku": _STR, "name": _STR, "unit": _STR, "active": {"type": "boolean"},
-                            "warehouses": {"type": "array", "items": _STOCK_ROW}, "total_on_hand": _INT,
-                            "total_available": _INT, "inbound": _INT},
-                           ["sku", "name", "unit", "active", "warehouses", "total_on_hand", "total_available",
-                            "inbound"])},
-    {"name": "list_orders", "effect": "read",
-     "description": "Purchase and sales orders, newest first, with their lines. Filters: kind, status, a SKU on "
-                    "a line, the supplier or customer name (substring), warehouse.",
-     "input_schema": _obj({
-         "kind": {"type": "string", "enum": ["purchase", "sales"]},
-         "status": {"type": "string", "enum": STATUSES}, "sku": _SKU,
-         "counterparty": {"type": "string", "description": "supplier or customer name (substring)"},
-         "warehouse": _WAREHOUSE,
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _obj({"orders": {"type": "array", "items": ORDER_SCHEMA}, "count": _INT}, ["orders", "count"])},
-    {"name": "get_order", "effect": "read",
-     "description": "One order with its lines (and, for purchase orders, the units received so far) and total.",
-     "input_schema": _obj({"id": _ORDER_ID}, ["id"]),
-     "output_schema": ORDER_SCHEMA},
-    {"name": "create_purchase_order", "effect": "write",
-     "description": "Order products from their supplier for delivery to a warehouse. Every line must be a product "
-                    "of the same supplier; prices are the products' purchase prices. The order is placed (status "
-                    "'ordered'); the expected date defaults to 14 days from today. Returns the order.",
-     "input_schema": _obj({"warehouse": _WAREHOUSE, "lines": _LINES_IN,
-                           "expected_date": {"type": "string", "description": "YYYY-MM-DD"},
-                           "note": {"type": "string"}}, ["warehouse", "lines"]),
-     "output_schema": ORDER_SCHEMA},
-    {"name": "update_order_status", "effect": "write",
-     "description": "Move an order one step on: purchase draft→ordered→shipped; sales pending→confirmed→shipped"
-                    "→delivered (shipping takes the units out of the warehouse). Receiving a delivery and "
-                    "cancelling have tools of their own. Returns the order and its previous status.",
-     "input_schema": _obj({"id": _ORDER_ID, "status": {"type": "string", "enum": ["ordered", "shipped", "confirmed",
-                                                                                   "delivered"]}},
-                          ["id", "status"]),
-     "output_schema": _obj({"order": ORDER_SCHEMA, "previous_status": _STR}, ["order", "previous_status"])},
-    {"name": "receive_delivery", "effect": "write",
-     "description": "Record a delivery for a purchase order: adds the units to the order's warehouse. Without "
-                    "lines, everything still outstanding arrived; with lines, only those units (a partial "
-                    "delivery). Returns the order, what was received and the new stock on hand.",
-     "input_schema": _obj({"id": _ORDER_ID, "lines": _LINES_IN}, ["id"]),
-     "output_schema": _obj({"order": ORDER_SCHEMA,
-                            "received": {"type": "array", "items": _obj({"sku": _STR, "quantity": _INT},
-                                                                        ["sku", "quantity"])},
-                            "stock": {"type": "array", "items": _obj({"sku": _STR, "warehouse_id": _STR,
-                                                                      "on_hand": _INT},
-                                                                     ["sku", "warehouse_id", "on_hand"])}},
-                           ["order", "received", "stock"])},
-    {"name": "cancel_order", "effect": "destructive",
-     "description": "Cancel an order that has not shipped (purchase: draft, ordered or shipped but nothing "
-                    "received; sales: pending or confirmed, whose reservations are released). Cannot be undone.",
-     "input_schema": _obj({"id": _ORDER_ID, "reason": {"type": "string"}}, ["id"]),
-     "output_schema": _obj({"order": ORDER_SCHEMA, "previous_status": _STR}, ["order", "previous_status"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "orders", "get_tool": "get_order", "list_tool": "list_orders",
                                     "list_key": "orders", "list_arguments": {"limit": 100}}]
 
 
 # ---------------------------------------------------------------- seed
-
-def currency(world: dict[str, Any]) -> str:
-    """The company's currency, from its country."""
-    country = world["company"]["country"]
-    return {"United States": "USD", "United Kingdom": "GBP", "Sweden": "SEK", "Denmark": "DKK",
-            "Poland": "PLN"}.get(country, "EUR")
-
 
 def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
     """Products with stock in three warehouses, ~6 purchase orders and ~5 sales orders."""
@@ -326,148 +245,227 @@ def _lines(conn: sqlite3.Connection, value: Any) -> list[tuple[tuple, int]]:
     return out
 
 
-def _next_order_id(conn: sqlite3.Connection, prefix: str) -> str:
-    numbers = [int(i[3:]) for (i,) in conn.execute("SELECT id FROM inventory_orders WHERE id LIKE ?", (prefix + "-%",))
-               if re.fullmatch(r"\d+", i[3:])]
-    return f"{prefix}-{max(numbers, default=1000) + 1}"
-
-
 def _add_stock(conn: sqlite3.Connection, sku: str, warehouse: str, on_hand: int = 0, reserved: int = 0) -> None:
     conn.execute("INSERT OR IGNORE INTO inventory_stock VALUES (?, ?, 0, 0, 0)", (sku, warehouse))
     conn.execute("UPDATE inventory_stock SET on_hand = on_hand + ?, reserved = MAX(0, reserved + ?) "
                  "WHERE sku = ? AND warehouse = ?", (on_hand, reserved, sku, warehouse))
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one inventory tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "search_products":
-        query = (opt_str(args, "query") or "").strip().lower()
-        category, supplier = opt_str(args, "category"), (opt_str(args, "supplier") or "").strip().lower()
-        below, discontinued = opt_bool(args, "below_reorder"), opt_bool(args, "include_discontinued")
-        limit = opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for row in conn.execute("SELECT sku, name, category, unit, price, supplier, supplier_name, active "
-                                "FROM inventory_products ORDER BY name, sku"):
-            product = _product_dict(conn, tuple(row))
-            if (not product["active"] and not discontinued or category and product["category"] != category
-                    or supplier and supplier not in product["supplier"].lower()
-                    or below and not product["below_reorder"]
-                    or query and query not in f"{product['sku']} {product['name']} {product['supplier']}".lower()):
-                continue
-            found.append(product)
-        return {"products": found[:limit], "count": len(found)}
-    if tool == "get_stock":
-        product = _product(conn, req_str(args, "sku", 40))
-        stock = _stock_rows(conn, product[0])
-        if opt_str(args, "warehouse") is not None:
-            wid = _warehouse(conn, args["warehouse"])[0]
-            stock = [s for s in stock if s["warehouse_id"] == wid]
-        inbound = conn.execute(
-            "SELECT COALESCE(SUM(l.quantity - l.received), 0) FROM inventory_order_lines l JOIN inventory_orders o "
-            "ON o.id = l.order_id WHERE l.sku = ? AND o.kind = 'purchase' AND o.status IN "
-            "('ordered', 'shipped', 'partially_received')", (product[0],)).fetchone()[0]
-        return {"sku": product[0], "name": product[1], "unit": product[3], "active": bool(product[7]),
-                "warehouses": stock, "total_on_hand": sum(s["on_hand"] for s in stock),
-                "total_available": sum(s["available"] for s in stock), "inbound": inbound}
-    if tool == "list_orders":
-        kind, status = opt_str(args, "kind"), opt_str(args, "status")
-        sku = _product(conn, args["sku"])[0] if opt_str(args, "sku") is not None else None
-        party = (opt_str(args, "counterparty") or "").strip().lower()
-        warehouse = _warehouse(conn, args["warehouse"])[0] if opt_str(args, "warehouse") is not None else None
-        limit = opt_int(args, "limit", 50, 1, 100)
-        found = []
-        for (ident,) in conn.execute("SELECT id FROM inventory_orders ORDER BY created DESC, id DESC"):
-            order = _order(conn, ident)
-            if (kind and order["kind"] != kind or status and order["status"] != status
-                    or sku and sku not in [line["sku"] for line in order["lines"]]
-                    or party and party not in order["counterparty"].lower()
-                    or warehouse and order["warehouse_id"] != warehouse):
-                continue
-            found.append(order)
-        return {"orders": found[:limit], "count": len(found)}
-    if tool == "get_order":
-        return _order(conn, req_str(args, "id", 40))
-    if tool == "create_purchase_order":
-        warehouse = _warehouse(conn, req_str(args, "warehouse", 100))[0]
-        lines = _lines(conn, args.get("lines"))
-        suppliers = sorted({p[6] for p, _ in lines})
-        if len(suppliers) > 1:
-            raise ToolFailure(f"lines mix suppliers ({', '.join(suppliers)}); make one purchase order per supplier")
-        inactive = [p[0] for p, _ in lines if not p[7]]
-        if inactive:
-            raise ToolFailure(f"lines: {', '.join(inactive)} is discontinued and can no longer be ordered")
-        today = dt.date.fromisoformat(_meta(conn, "today"))
-        expected = (check_date(args["expected_date"], "expected_date") if args.get("expected_date") is not None
-                    else (today + dt.timedelta(days=14)).isoformat())
-        ident = _next_order_id(conn, "PO")
-        conn.execute("INSERT INTO inventory_orders VALUES (?,?,?,?,?,?,?,?,?)",
-                     (ident, "purchase", lines[0][0][5], suppliers[0], warehouse, "ordered", today.isoformat(),
-                      expected, (opt_str(args, "note") or "").strip()))
-        conn.executemany("INSERT INTO inventory_order_lines VALUES (?,?,?,?,0)",
-                         [(ident, p[0], qty, p[4]) for p, qty in lines])
-        return _order(conn, ident)
-    if tool == "update_order_status":
-        order = _order(conn, req_str(args, "id", 40))
-        status = req_str(args, "status", 40)
-        step = NEXT.get((order["kind"], order["status"]))
-        if status != step:
-            hint = f"its next status is {step!r}" if step else "it has no next status here"
-            if status == "received":
-                hint += "; receive_delivery records a delivery"
-            raise ToolFailure(f"status: {order['kind']} order {order['id']} is {order['status']!r} and cannot become "
-                              f"{status!r}: {hint}")
-        if order["kind"] == "sales" and status == "shipped":
-            for line in order["lines"]:
-                row = conn.execute("SELECT on_hand FROM inventory_stock WHERE sku = ? AND warehouse = ?",
-                                   (line["sku"], order["warehouse_id"])).fetchone()
-                if row is None or row[0] < line["quantity"]:
-                    raise ToolFailure(f"cannot ship {order['id']}: {order['warehouse']} has {row[0] if row else 0} "
-                                      f"of {line['sku']} on hand, the order needs {line['quantity']}")
-            for line in order["lines"]:
-                _add_stock(conn, line["sku"], order["warehouse_id"], -line["quantity"], -line["quantity"])
-        conn.execute("UPDATE inventory_orders SET status = ? WHERE id = ?", (status, order["id"]))
-        return {"order": _order(conn, order["id"]), "previous_status": order["status"]}
-    if tool == "receive_delivery":
-        order = _order(conn, req_str(args, "id", 40))
-        if order["kind"] != "purchase" or order["status"] not in ("ordered", "shipped", "partially_received"):
-            raise ToolFailure(f"{order['id']} is a {order['kind']} order in status {order['status']!r}; only purchase "
-                              "orders that are ordered, shipped or partially received can take a delivery")
-        outstanding = {line["sku"]: line["quantity"] - line["received"] for line in order["lines"]}
-        if args.get("lines") is None:
-            arrived = [(sku, qty) for sku, qty in outstanding.items() if qty > 0]
-        else:
-            arrived = []
-            for product, qty in _lines(conn, args["lines"]):
-                if product[0] not in outstanding:
-                    raise ToolFailure(f"lines: {product[0]} is not on order {order['id']}")
-                if qty > outstanding[product[0]]:
-                    raise ToolFailure(f"lines: {qty} of {product[0]} is more than the {outstanding[product[0]]} "
-                                      f"still outstanding on {order['id']}")
-                arrived.append((product[0], qty))
-        for sku, qty in arrived:
-            conn.execute("UPDATE inventory_order_lines SET received = received + ? WHERE order_id = ? AND sku = ?",
-                         (qty, order["id"], sku))
-            _add_stock(conn, sku, order["warehouse_id"], qty)
-        left = conn.execute("SELECT COALESCE(SUM(quantity - received), 0) FROM inventory_order_lines "
-                            "WHERE order_id = ?", (order["id"],)).fetchone()[0]
-        conn.execute("UPDATE inventory_orders SET status = ? WHERE id = ?",
-                     ("received" if left == 0 else "partially_received", order["id"]))
-        stock = [{"sku": sku, "warehouse_id": order["warehouse_id"], "on_hand": conn.execute(
-            "SELECT on_hand FROM inventory_stock WHERE sku = ? AND warehouse = ?", (sku, order["warehouse_id"])
-        ).fetchone()[0]} for sku, _ in arrived]
-        return {"order": _order(conn, order["id"]), "received": [{"sku": s, "quantity": q} for s, q in arrived],
-                "stock": stock}
-    if tool == "cancel_order":
-        order = _order(conn, req_str(args, "id", 40))
-        if (order["kind"], order["status"]) not in CANCELLABLE:
-            raise ToolFailure(f"{order['kind']} order {order['id']} is {order['status']!r} and can no longer be "
-                              "cancelled")
-        if order["kind"] == "sales":
-            for line in order["lines"]:
-                _add_stock(conn, line["sku"], order["warehouse_id"], 0, -line["quantity"])
-        reason = (opt_str(args, "reason") or "").strip()
-        conn.execute("UPDATE inventory_orders SET status = 'cancelled', note = ? WHERE id = ?",
-                     (f"Cancelled: {reason}" if reason else "Cancelled", order["id"]))
-        return {"order": _order(conn, order["id"]), "previous_status": order["status"]}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("search_products", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "text to look for; omit for every product"},
+                "category": {"type": "string", "enum": ["hardware", "office", "software"]},
+                "supplier": {"type": "string", "description": "supplier name (substring)"},
+                "below_reorder": {"type": "boolean", "description": "only products below their reorder point somewhere"},
+                "include_discontinued": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"products": {"type": "array", "items": PRODUCT_SCHEMA}, "count": _INT},
+                        ["products", "count"]))
+def search_products(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search products. Matches the query (case-insensitive substring) against SKU, name and supplier;
+    filters by category, by supplier and to products below their reorder point in some warehouse.
+    Discontinued products are left out unless include_discontinued is true. Returns products with their
+    stock summed over warehouses."""
+    query = (opt_str(args, "query") or "").strip().lower()
+    category, supplier = opt_str(args, "category"), (opt_str(args, "supplier") or "").strip().lower()
+    below, discontinued = opt_bool(args, "below_reorder"), opt_bool(args, "include_discontinued")
+    limit = opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for row in conn.execute("SELECT sku, name, category, unit, price, supplier, supplier_name, active "
+                            "FROM inventory_products ORDER BY name, sku"):
+        product = _product_dict(conn, tuple(row))
+        if (not product["active"] and not discontinued or category and product["category"] != category
+                or supplier and supplier not in product["supplier"].lower()
+                or below and not product["below_reorder"]
+                or query and query not in f"{product['sku']} {product['name']} {product['supplier']}".lower()):
+            continue
+        found.append(product)
+    return {"products": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_stock", "read",
+            input=_obj({"sku": _SKU, "warehouse": _WAREHOUSE}, ["sku"]),
+            output=_obj({"sku": _STR, "name": _STR, "unit": _STR, "active": {"type": "boolean"},
+                         "warehouses": {"type": "array", "items": _STOCK_ROW}, "total_on_hand": _INT,
+                         "total_available": _INT, "inbound": _INT},
+                        ["sku", "name", "unit", "active", "warehouses", "total_on_hand", "total_available",
+                         "inbound"]))
+def get_stock(conn: sqlite3.Connection, args: dict) -> dict:
+    """Stock of one product per warehouse (on hand, reserved by open sales orders, available, reorder
+    point), its totals, and the units still inbound on open purchase orders."""
+    product = _product(conn, req_str(args, "sku", 40))
+    stock = _stock_rows(conn, product[0])
+    if opt_str(args, "warehouse") is not None:
+        wid = _warehouse(conn, args["warehouse"])[0]
+        stock = [s for s in stock if s["warehouse_id"] == wid]
+    inbound = conn.execute(
+        "SELECT COALESCE(SUM(l.quantity - l.received), 0) FROM inventory_order_lines l JOIN inventory_orders o "
+        "ON o.id = l.order_id WHERE l.sku = ? AND o.kind = 'purchase' AND o.status IN "
+        "('ordered', 'shipped', 'partially_received')", (product[0],)).fetchone()[0]
+    return {"sku": product[0], "name": product[1], "unit": product[3], "active": bool(product[7]),
+            "warehouses": stock, "total_on_hand": sum(s["on_hand"] for s in stock),
+            "total_available": sum(s["available"] for s in stock), "inbound": inbound}
+
+
+@tools.tool("list_orders", "read",
+            input=_obj({
+                "kind": {"type": "string", "enum": ["purchase", "sales"]},
+                "status": {"type": "string", "enum": STATUSES}, "sku": _SKU,
+                "counterparty": {"type": "string", "description": "supplier or customer name (substring)"},
+                "warehouse": _WAREHOUSE,
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 50)"},
+            }, []),
+            output=_obj({"orders": {"type": "array", "items": ORDER_SCHEMA}, "count": _INT}, ["orders", "count"]))
+def list_orders(conn: sqlite3.Connection, args: dict) -> dict:
+    """Purchase and sales orders, newest first, with their lines. Filters: kind, status, a SKU on a line,
+    the supplier or customer name (substring), warehouse."""
+    kind, status = opt_str(args, "kind"), opt_str(args, "status")
+    sku = _product(conn, args["sku"])[0] if opt_str(args, "sku") is not None else None
+    party = (opt_str(args, "counterparty") or "").strip().lower()
+    warehouse = _warehouse(conn, args["warehouse"])[0] if opt_str(args, "warehouse") is not None else None
+    limit = opt_int(args, "limit", 50, 1, 100)
+    found = []
+    for (ident,) in conn.execute("SELECT id FROM inventory_orders ORDER BY created DESC, id DESC"):
+        order = _order(conn, ident)
+        if (kind and order["kind"] != kind or status and order["status"] != status
+                or sku and sku not in [line["sku"] for line in order["lines"]]
+                or party and party not in order["counterparty"].lower()
+                or warehouse and order["warehouse_id"] != warehouse):
+            continue
+        found.append(order)
+    return {"orders": found[:limit], "count": len(found)}
+
+
+@tools.tool("get_order", "read",
+            input=_obj({"id": _ORDER_ID}, ["id"]),
+            output=ORDER_SCHEMA)
+def get_order(conn: sqlite3.Connection, args: dict) -> dict:
+    """One order with its lines (and, for purchase orders, the units received so far) and total."""
+    return _order(conn, req_str(args, "id", 40))
+
+
+@tools.tool("create_purchase_order", "write",
+            input=_obj({"warehouse": _WAREHOUSE, "lines": _LINES_IN,
+                        "expected_date": {"type": "string", "description": "YYYY-MM-DD"},
+                        "note": {"type": "string"}}, ["warehouse", "lines"]),
+            output=ORDER_SCHEMA)
+def create_purchase_order(conn: sqlite3.Connection, args: dict) -> dict:
+    """Order products from their supplier for delivery to a warehouse. Every line must be a product of the
+    same supplier; prices are the products' purchase prices. The order is placed (status 'ordered'); the
+    expected date defaults to 14 days from today. Returns the order."""
+    warehouse = _warehouse(conn, req_str(args, "warehouse", 100))[0]
+    lines = _lines(conn, args.get("lines"))
+    suppliers = sorted({p[6] for p, _ in lines})
+    if len(suppliers) > 1:
+        raise ToolFailure(f"lines mix suppliers ({', '.join(suppliers)}); make one purchase order per supplier")
+    inactive = [p[0] for p, _ in lines if not p[7]]
+    if inactive:
+        raise ToolFailure(f"lines: {', '.join(inactive)} is discontinued and can no longer be ordered")
+    today = dt.date.fromisoformat(_meta(conn, "today"))
+    expected = (check_date(args["expected_date"], "expected_date") if args.get("expected_date") is not None
+                else (today + dt.timedelta(days=14)).isoformat())
+    ident = next_id(conn, "inventory_orders", "PO-", width=1, start=1000)
+    conn.execute("INSERT INTO inventory_orders VALUES (?,?,?,?,?,?,?,?,?)",
+                 (ident, "purchase", lines[0][0][5], suppliers[0], warehouse, "ordered", today.isoformat(),
+                  expected, (opt_str(args, "note") or "").strip()))
+    conn.executemany("INSERT INTO inventory_order_lines VALUES (?,?,?,?,0)",
+                     [(ident, p[0], qty, p[4]) for p, qty in lines])
+    return _order(conn, ident)
+
+
+@tools.tool("update_order_status", "write",
+            input=_obj({"id": _ORDER_ID, "status": {"type": "string", "enum": ["ordered", "shipped", "confirmed",
+                                                                                "delivered"]}},
+                       ["id", "status"]),
+            output=_obj({"order": ORDER_SCHEMA, "previous_status": _STR}, ["order", "previous_status"]))
+def update_order_status(conn: sqlite3.Connection, args: dict) -> dict:
+    """Move an order one step on: purchase draft→ordered→shipped; sales pending→confirmed→shipped→delivered
+    (shipping takes the units out of the warehouse). Receiving a delivery and cancelling have tools of
+    their own. Returns the order and its previous status."""
+    order = _order(conn, req_str(args, "id", 40))
+    status = req_str(args, "status", 40)
+    step = NEXT.get((order["kind"], order["status"]))
+    if status != step:
+        hint = f"its next status is {step!r}" if step else "it has no next status here"
+        if status == "received":
+            hint += "; receive_delivery records a delivery"
+        raise ToolFailure(f"status: {order['kind']} order {order['id']} is {order['status']!r} and cannot become "
+                          f"{status!r}: {hint}")
+    if order["kind"] == "sales" and status == "shipped":
+        for line in order["lines"]:
+            row = conn.execute("SELECT on_hand FROM inventory_stock WHERE sku = ? AND warehouse = ?",
+                               (line["sku"], order["warehouse_id"])).fetchone()
+            if row is None or row[0] < line["quantity"]:
+                raise ToolFailure(f"cannot ship {order['id']}: {order['warehouse']} has {row[0] if row else 0} "
+                                  f"of {line['sku']} on hand, the order needs {line['quantity']}")
+        for line in order["lines"]:
+            _add_stock(conn, line["sku"], order["warehouse_id"], -line["quantity"], -line["quantity"])
+    conn.execute("UPDATE inventory_orders SET status = ? WHERE id = ?", (status, order["id"]))
+    return {"order": _order(conn, order["id"]), "previous_status": order["status"]}
+
+
+@tools.tool("receive_delivery", "write",
+            input=_obj({"id": _ORDER_ID, "lines": _LINES_IN}, ["id"]),
+            output=_obj({"order": ORDER_SCHEMA,
+                         "received": {"type": "array", "items": _obj({"sku": _STR, "quantity": _INT},
+                                                                     ["sku", "quantity"])},
+                         "stock": {"type": "array", "items": _obj({"sku": _STR, "warehouse_id": _STR,
+                                                                   "on_hand": _INT},
+                                                                  ["sku", "warehouse_id", "on_hand"])}},
+                        ["order", "received", "stock"]))
+def receive_delivery(conn: sqlite3.Connection, args: dict) -> dict:
+    """Record a delivery for a purchase order: adds the units to the order's warehouse. Without lines,
+    everything still outstanding arrived; with lines, only those units (a partial delivery). Returns the
+    order, what was received and the new stock on hand."""
+    order = _order(conn, req_str(args, "id", 40))
+    if order["kind"] != "purchase" or order["status"] not in ("ordered", "shipped", "partially_received"):
+        raise ToolFailure(f"{order['id']} is a {order['kind']} order in status {order['status']!r}; only purchase "
+                          "orders that are ordered, shipped or partially received can take a delivery")
+    outstanding = {line["sku"]: line["quantity"] - line["received"] for line in order["lines"]}
+    if args.get("lines") is None:
+        arrived = [(sku, qty) for sku, qty in outstanding.items() if qty > 0]
+    else:
+        arrived = []
+        for product, qty in _lines(conn, args["lines"]):
+            if product[0] not in outstanding:
+                raise ToolFailure(f"lines: {product[0]} is not on order {order['id']}")
+            if qty > outstanding[product[0]]:
+                raise ToolFailure(f"lines: {qty} of {product[0]} is more than the {outstanding[product[0]]} "
+                                  f"still outstanding on {order['id']}")
+            arrived.append((product[0], qty))
+    for sku, qty in arrived:
+        conn.execute("UPDATE inventory_order_lines SET received = received + ? WHERE order_id = ? AND sku = ?",
+                     (qty, order["id"], sku))
+        _add_stock(conn, sku, order["warehouse_id"], qty)
+    left = conn.execute("SELECT COALESCE(SUM(quantity - received), 0) FROM inventory_order_lines "
+                        "WHERE order_id = ?", (order["id"],)).fetchone()[0]
+    conn.execute("UPDATE inventory_orders SET status = ? WHERE id = ?",
+                 ("received" if left == 0 else "partially_received", order["id"]))
+    stock = [{"sku": sku, "warehouse_id": order["warehouse_id"], "on_hand": conn.execute(
+        "SELECT on_hand FROM inventory_stock WHERE sku = ? AND warehouse = ?", (sku, order["warehouse_id"])
+    ).fetchone()[0]} for sku, _ in arrived]
+    return {"order": _order(conn, order["id"]), "received": [{"sku": s, "quantity": q} for s, q in arrived],
+            "stock": stock}
+
+
+@tools.tool("cancel_order", "destructive",
+            input=_obj({"id": _ORDER_ID, "reason": {"type": "string"}}, ["id"]),
+            output=_obj({"order": ORDER_SCHEMA, "previous_status": _STR}, ["order", "previous_status"]))
+def cancel_order(conn: sqlite3.Connection, args: dict) -> dict:
+    """Cancel an order that has not shipped (purchase: draft, ordered or shipped but nothing received;
+    sales: pending or confirmed, whose reservations are released). Cannot be undone."""
+    order = _order(conn, req_str(args, "id", 40))
+    if (order["kind"], order["status"]) not in CANCELLABLE:
+        raise ToolFailure(f"{order['kind']} order {order['id']} is {order['status']!r} and can no longer be "
+                          "cancelled")
+    if order["kind"] == "sales":
+        for line in order["lines"]:
+            _add_stock(conn, line["sku"], order["warehouse_id"], 0, -line["quantity"])
+    reason = (opt_str(args, "reason") or "").strip()
+    conn.execute("UPDATE inventory_orders SET status = 'cancelled', note = ? WHERE id = ?",
+                 (f"Cancelled: {reason}" if reason else "Cancelled", order["id"]))
+    return {"order": _order(conn, order["id"]), "previous_status": order["status"]}
+
+
+TOOLS, handle = tools.specs, tools.handle

@@ -15,7 +15,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "kb"
@@ -62,75 +62,13 @@ ARTICLE_SCHEMA = _obj({**_SUMMARY_PROPS, "body": {"type": "string"}, "author": {
 _ID = {"type": "string", "description": "article id, e.g. 'KB-1042'"}
 _TAGS = {"type": "array", "items": {"type": "string"}, "maxItems": 10}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_articles", "effect": "read",
-     "description": "Full-text search of the knowledge base, best match first (BM25 over title, tags and body; "
-                    "any of the words may match, words are stemmed). Each hit has a snippet with the matched words "
-                    "in [brackets]. Archived articles are left out unless include_archived is true.",
-     "input_schema": _obj({
-         "query": {"type": "string", "minLength": 1, "description": "words to look for"},
-         "category": {"type": "string", "enum": CATEGORIES}, "include_archived": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "at most this many (default 10)"},
-     }, ["query"]),
-     "output_schema": _obj({"results": {"type": "array", "items": _obj({
-         **_SUMMARY_PROPS, "snippet": {"type": "string"}, "score": {"type": "number", "description": "higher is better"}},
-         [*_SUMMARY_PROPS, "snippet", "score"])}, "count": {"type": "integer"}}, ["results", "count"])},
-    {"name": "list_articles", "effect": "read",
-     "description": "List articles by title, filtered by category, tag or status (archived ones only when asked "
-                    "for by status).",
-     "input_schema": _obj({"category": {"type": "string", "enum": CATEGORIES}, "tag": {"type": "string"},
-                           "status": {"type": "string", "enum": STATUSES}}, []),
-     "output_schema": _obj({"articles": {"type": "array", "items": ARTICLE_SUMMARY}, "count": {"type": "integer"}},
-                           ["articles", "count"])},
-    {"name": "get_article", "effect": "read",
-     "description": "Read an article in full: its current version, or an earlier one with version.",
-     "input_schema": _obj({"id": _ID, "version": {"type": "integer", "minimum": 1}}, ["id"]),
-     "output_schema": ARTICLE_SCHEMA},
-    {"name": "list_versions", "effect": "read",
-     "description": "The versions of an article, newest first: number, title, author and date of each.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "versions": {"type": "array", "items": _obj({
-         "version": {"type": "integer"}, "title": {"type": "string"}, "author": {"type": "string"},
-         "updated": {"type": "string"}}, ["version", "title", "author", "updated"])}}, ["id", "versions"])},
-    {"name": "create_article", "effect": "write",
-     "description": "Write a new article (version 1) authored by the user, published unless status is 'draft'. "
-                    "Returns it.",
-     "input_schema": _obj({"title": {"type": "string", "minLength": 1}, "body": {"type": "string", "minLength": 1},
-                           "category": {"type": "string", "enum": CATEGORIES}, "tags": _TAGS,
-                           "status": {"type": "string", "enum": STATUSES[:2]},
-                           "product": {"type": "string", "description": "SKU the article is about"}},
-                          ["title", "body", "category"]),
-     "output_schema": ARTICLE_SCHEMA},
-    {"name": "update_article", "effect": "write",
-     "description": "Change an article's title, body, tags or status (draft/published): saves a new version "
-                    "and keeps the previous ones. Archived articles cannot be changed. Returns it.",
-     "input_schema": _obj({"id": _ID, "title": {"type": "string", "minLength": 1},
-                           "body": {"type": "string", "minLength": 1}, "tags": _TAGS,
-                           "status": {"type": "string", "enum": STATUSES[:2]}}, ["id"]),
-     "output_schema": ARTICLE_SCHEMA},
-    {"name": "archive_article", "effect": "destructive",
-     "description": "Archive an article: it leaves search and can no longer be edited. This cannot be undone.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "title": {"type": "string"}, "archived": {"const": True}},
-                           ["id", "title", "archived"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "articles", "get_tool": "get_article", "list_tool": "list_articles",
                                     "list_key": "articles"}]
 
 
 # ---------------------------------------------------------------- helpers
-
-def _today(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT value FROM world_meta WHERE key = 'today'").fetchone()
-    return row[0] if row else dt.date.today().isoformat()
-
-
-def _user_email(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT p.email FROM world_meta m JOIN world_people p ON p.id = m.value "
-                       "WHERE m.key = 'user'").fetchone()
-    return row[0] if row else "user@example.com"
-
 
 def _tags(value: Any) -> str:
     if not isinstance(value, list) or not all(isinstance(t, str) and t.strip() for t in value) or len(value) > 10:
@@ -221,86 +159,146 @@ def _save_version(conn: sqlite3.Connection, ident: str) -> None:
 
 # ---------------------------------------------------------------- handlers
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one kb tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "search_articles":
-        results = _search(conn, req_str(args, "query", 500), _choice(args, "category", CATEGORIES),
-                          opt_bool(args, "include_archived"), opt_int(args, "limit", 10, 1, 50))
-        return {"results": results, "count": len(results)}
-    if tool == "list_articles":
-        category, status = _choice(args, "category", CATEGORIES), _choice(args, "status", STATUSES)
-        tag = (opt_str(args, "tag") or "").strip().lower()
-        found = []
-        for row in conn.execute(f"SELECT {_COLUMNS} FROM kb_articles ORDER BY title, id"):
-            row = tuple(row)
-            if category and row[2] != category or tag and tag not in row[3].split(","):
-                continue
-            if (status and row[4] != status) or (not status and row[4] == "archived"):
-                continue
-            found.append(_summary(row))
-        return {"articles": found, "count": len(found)}
-    if tool == "get_article":
-        version = args.get("version")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-            raise ToolFailure(f"version must be a version number (1 or more), got {version!r}")
-        return _article(conn, args.get("id"), version)  # type: ignore[arg-type]
-    if tool == "list_versions":
-        ident = _row(conn, args.get("id"))[0]
-        current = conn.execute("SELECT version, title, author, updated FROM kb_articles WHERE id = ?", (ident,)).fetchone()
-        older = conn.execute("SELECT version, title, author, updated FROM kb_versions WHERE article = ? AND version < ? "
-                             "ORDER BY version DESC", (ident, current[0])).fetchall()
-        return {"id": ident, "versions": [dict(zip(("version", "title", "author", "updated"), v, strict=True))
-                                          for v in [current, *older]]}
-    if tool == "create_article":
-        title, body = req_str(args, "title", 200).strip(), req_str(args, "body", 50000).strip()
-        category = _choice(args, "category", CATEGORIES)
-        if category is None:
-            raise ToolFailure(f"missing required argument 'category' (one of {', '.join(CATEGORIES)})")
-        status = _choice(args, "status", STATUSES[:2]) or "published"
-        tags = _tags(args["tags"]) if args.get("tags") is not None else ""
-        product = None
-        if args.get("product") is not None:
-            row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
-                               (str(args["product"]).strip(),)).fetchone()
-            if row is None:
-                raise ToolFailure(f"product: no product with SKU {args['product']!r}")
-            product = row[0]
-        top = max((int(i.split("-")[1]) for (i,) in conn.execute("SELECT id FROM kb_articles")), default=1000)
-        ident = f"KB-{top + 1}"
-        conn.execute("INSERT INTO kb_articles VALUES (?,?,?,?,?,?,1,?,?,?)",
-                     (ident, title, body, category, tags, status, _user_email(conn), _today(conn), product))
-        _save_version(conn, ident)
-        return _article(conn, ident)
-    if tool == "update_article":
-        row = _row(conn, args.get("id"))
-        ident = row[0]
-        if row[4] == "archived":
-            raise ToolFailure(f"id: article {ident} is archived and cannot be changed; write a new one instead")
-        changes: dict[str, Any] = {}
-        if args.get("title") is not None:
-            changes["title"] = req_str(args, "title", 200).strip()
-        if args.get("body") is not None:
-            changes["body"] = req_str(args, "body", 50000).strip()
-        if args.get("tags") is not None:
-            changes["tags"] = _tags(args["tags"])
-        if (status := _choice(args, "status", STATUSES[:2])) is not None:
-            changes["status"] = status
-        if not changes:
-            raise ToolFailure("nothing to update: give title, body, tags or status")
-        _save_version(conn, ident)
-        changes.update(version=row[5] + 1, author=_user_email(conn), updated=_today(conn))
-        conn.execute(f"UPDATE kb_articles SET {', '.join(f'{k} = ?' for k in changes)} WHERE id = ?",
-                     [*changes.values(), ident])
-        _save_version(conn, ident)
-        return _article(conn, ident)
-    if tool == "archive_article":
-        row = _row(conn, args.get("id"))
-        if row[4] == "archived":
-            raise ToolFailure(f"id: article {row[0]} is already archived")
-        conn.execute("UPDATE kb_articles SET status = 'archived', updated = ? WHERE id = ?", (_today(conn), row[0]))
-        return {"id": row[0], "title": row[1], "archived": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("search_articles", "read",
+            input=_obj({
+                "query": {"type": "string", "minLength": 1, "description": "words to look for"},
+                "category": {"type": "string", "enum": CATEGORIES}, "include_archived": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "at most this many (default 10)"},
+            }, ["query"]),
+            output=_obj({"results": {"type": "array", "items": _obj({
+                **_SUMMARY_PROPS, "snippet": {"type": "string"}, "score": {"type": "number", "description": "higher is better"}},
+                [*_SUMMARY_PROPS, "snippet", "score"])}, "count": {"type": "integer"}}, ["results", "count"]))
+def search_articles(conn: sqlite3.Connection, args: dict) -> dict:
+    """Full-text search of the knowledge base, best match first (BM25 over title, tags and body; any of the
+    words may match, words are stemmed). Each hit has a snippet with the matched words in [brackets].
+    Archived articles are left out unless include_archived is true."""
+    results = _search(conn, req_str(args, "query", 500), _choice(args, "category", CATEGORIES),
+                      opt_bool(args, "include_archived"), opt_int(args, "limit", 10, 1, 50))
+    return {"results": results, "count": len(results)}
+
+
+@tools.tool("list_articles", "read",
+            input=_obj({"category": {"type": "string", "enum": CATEGORIES}, "tag": {"type": "string"},
+                        "status": {"type": "string", "enum": STATUSES}}, []),
+            output=_obj({"articles": {"type": "array", "items": ARTICLE_SUMMARY}, "count": {"type": "integer"}},
+                        ["articles", "count"]))
+def list_articles(conn: sqlite3.Connection, args: dict) -> dict:
+    """List articles by title, filtered by category, tag or status (archived ones only when asked for by
+    status)."""
+    category, status = _choice(args, "category", CATEGORIES), _choice(args, "status", STATUSES)
+    tag = (opt_str(args, "tag") or "").strip().lower()
+    found = []
+    for row in conn.execute(f"SELECT {_COLUMNS} FROM kb_articles ORDER BY title, id"):
+        row = tuple(row)
+        if category and row[2] != category or tag and tag not in row[3].split(","):
+            continue
+        if (status and row[4] != status) or (not status and row[4] == "archived"):
+            continue
+        found.append(_summary(row))
+    return {"articles": found, "count": len(found)}
+
+
+@tools.tool("get_article", "read",
+            input=_obj({"id": _ID, "version": {"type": "integer", "minimum": 1}}, ["id"]),
+            output=ARTICLE_SCHEMA)
+def get_article(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read an article in full: its current version, or an earlier one with version."""
+    version = args.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        raise ToolFailure(f"version must be a version number (1 or more), got {version!r}")
+    return _article(conn, args.get("id"), version)  # type: ignore[arg-type]
+
+
+@tools.tool("list_versions", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "versions": {"type": "array", "items": _obj({
+                "version": {"type": "integer"}, "title": {"type": "string"}, "author": {"type": "string"},
+                "updated": {"type": "string"}}, ["version", "title", "author", "updated"])}}, ["id", "versions"]))
+def list_versions(conn: sqlite3.Connection, args: dict) -> dict:
+    """The versions of an article, newest first: number, title, author and date of each."""
+    ident = _row(conn, args.get("id"))[0]
+    current = conn.execute("SELECT version, title, author, updated FROM kb_articles WHERE id = ?", (ident,)).fetchone()
+    older = conn.execute("SELECT version, title, author, updated FROM kb_versions WHERE article = ? AND version < ? "
+                         "ORDER BY version DESC", (ident, current[0])).fetchall()
+    return {"id": ident, "versions": [dict(zip(("version", "title", "author", "updated"), v, strict=True))
+                                      for v in [current, *older]]}
+
+
+@tools.tool("create_article", "write",
+            input=_obj({"title": {"type": "string", "minLength": 1}, "body": {"type": "string", "minLength": 1},
+                        "category": {"type": "string", "enum": CATEGORIES}, "tags": _TAGS,
+                        "status": {"type": "string", "enum": STATUSES[:2]},
+                        "product": {"type": "string", "description": "SKU the article is about"}},
+                       ["title", "body", "category"]),
+            output=ARTICLE_SCHEMA)
+def create_article(conn: sqlite3.Connection, args: dict) -> dict:
+    """Write a new article (version 1) authored by the user, published unless status is 'draft'. Returns
+    it."""
+    title, body = req_str(args, "title", 200).strip(), req_str(args, "body", 50000).strip()
+    category = _choice(args, "category", CATEGORIES)
+    if category is None:
+        raise ToolFailure(f"missing required argument 'category' (one of {', '.join(CATEGORIES)})")
+    status = _choice(args, "status", STATUSES[:2]) or "published"
+    tags = _tags(args["tags"]) if args.get("tags") is not None else ""
+    product = None
+    if args.get("product") is not None:
+        row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
+                           (str(args["product"]).strip(),)).fetchone()
+        if row is None:
+            raise ToolFailure(f"product: no product with SKU {args['product']!r}")
+        product = row[0]
+    ident = next_id(conn, "kb_articles", "KB-", width=1, start=1000)
+    conn.execute("INSERT INTO kb_articles VALUES (?,?,?,?,?,?,1,?,?,?)",
+                 (ident, title, body, category, tags, status, user_email(conn), today_iso(conn), product))
+    _save_version(conn, ident)
+    return _article(conn, ident)
+
+
+@tools.tool("update_article", "write",
+            input=_obj({"id": _ID, "title": {"type": "string", "minLength": 1},
+                        "body": {"type": "string", "minLength": 1}, "tags": _TAGS,
+                        "status": {"type": "string", "enum": STATUSES[:2]}}, ["id"]),
+            output=ARTICLE_SCHEMA)
+def update_article(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change an article's title, body, tags or status (draft/published): saves a new version and keeps the
+    previous ones. Archived articles cannot be changed. Returns it."""
+    row = _row(conn, args.get("id"))
+    ident = row[0]
+    if row[4] == "archived":
+        raise ToolFailure(f"id: article {ident} is archived and cannot be changed; write a new one instead")
+    changes: dict[str, Any] = {}
+    if args.get("title") is not None:
+        changes["title"] = req_str(args, "title", 200).strip()
+    if args.get("body") is not None:
+        changes["body"] = req_str(args, "body", 50000).strip()
+    if args.get("tags") is not None:
+        changes["tags"] = _tags(args["tags"])
+    if (status := _choice(args, "status", STATUSES[:2])) is not None:
+        changes["status"] = status
+    if not changes:
+        raise ToolFailure("nothing to update: give title, body, tags or status")
+    _save_version(conn, ident)
+    changes.update(version=row[5] + 1, author=user_email(conn), updated=today_iso(conn))
+    conn.execute(f"UPDATE kb_articles SET {', '.join(f'{k} = ?' for k in changes)} WHERE id = ?",
+                 [*changes.values(), ident])
+    _save_version(conn, ident)
+    return _article(conn, ident)
+
+
+@tools.tool("archive_article", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "title": {"type": "string"}, "archived": {"const": True}},
+                        ["id", "title", "archived"]))
+def archive_article(conn: sqlite3.Connection, args: dict) -> dict:
+    """Archive an article: it leaves search and can no longer be edited. This cannot be undone."""
+    row = _row(conn, args.get("id"))
+    if row[4] == "archived":
+        raise ToolFailure(f"id: article {row[0]} is already archived")
+    conn.execute("UPDATE kb_articles SET status = 'archived', updated = ? WHERE id = ?", (today_iso(conn), row[0]))
+    return {"id": row[0], "title": row[1], "archived": True}
+
+
+TOOLS, handle = tools.specs, tools.handle
 
 
 # ---------------------------------------------------------------- seed

@@ -10,7 +10,7 @@ from typing import Any
 from ._base import (
     NOW_TIME,
     ToolFailure,
-    check_args,
+    Tools,
     check_emails,
     days_from,
     next_id,
@@ -20,9 +20,8 @@ from ._base import (
     opt_str,
     req_str,
     today,
-    tool_args,
-    world_today,
-    world_user,
+    today_iso,
+    user_email,
 )
 from ._base import object_schema as _obj
 
@@ -60,57 +59,7 @@ MESSAGE_SCHEMA = {"type": "object",
 _ID_ARG = {"type": "string", "description": "message id, e.g. 'm07'"}
 
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "search_messages", "effect": "read",
-     "description": "Search the mailbox. Matches the query (case-insensitive substring) against subject, body, "
-                    "sender and recipients; returns message summaries, newest first. Omit query to list a folder.",
-     "input_schema": _obj({
-         "query": {"type": "string", "description": "text to look for; omit or '' for all messages"},
-         "folder": {"type": "string", "enum": FOLDER_VALUES, "description": "restrict to one folder"},
-         "unread_only": {"type": "boolean", "description": "only messages not yet read"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
-     }, []),
-     "output_schema": _obj({"messages": {"type": "array", "items": SUMMARY_SCHEMA},
-                            "count": {"type": "integer"}}, ["messages", "count"])},
-    {"name": "read_message", "effect": "read",
-     "description": "Read one message in full (headers and body) by its id.",
-     "input_schema": _obj({"id": _ID_ARG}, ["id"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "send_message", "effect": "write",
-     "description": "Send a new email from the user's address. It is stored in the 'sent' folder; returns it.",
-     "input_schema": _obj({
-         "to": {"type": "array", "items": _ADDRESS, "minItems": 1, "description": "recipient addresses"},
-         "subject": {"type": "string", "minLength": 1},
-         "body": {"type": "string", "minLength": 1},
-     }, ["to", "subject", "body"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "reply_to_message", "effect": "write",
-     "description": "Reply to a message: sends the body to its sender (or, for a message the user sent, to its "
-                    "recipients) with subject 'Re: <subject>'. Returns the sent reply.",
-     "input_schema": _obj({"id": _ID_ARG, "body": {"type": "string", "minLength": 1}}, ["id", "body"]),
-     "output_schema": MESSAGE_SCHEMA},
-    {"name": "archive_message", "effect": "write",
-     "description": "Move a message into the 'archive' folder (it stays searchable).",
-     "input_schema": _obj({"id": _ID_ARG}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "folder": {"const": "archive"},
-                            "previous_folder": {"type": "string", "enum": FOLDER_VALUES}},
-                           ["id", "folder", "previous_folder"])},
-    {"name": "delete_message", "effect": "destructive",
-     "description": "Permanently delete a message. This cannot be undone; prefer archive_message unless "
-                    "deletion is explicitly wanted.",
-     "input_schema": _obj({"id": _ID_ARG}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "subject": {"type": "string"},
-                            "deleted": {"const": True}}, ["id", "subject", "deleted"])},
-]
-
-# What the world can do to the mailbox during an episode (``events`` of a workspace or task), beside
-# the tools: not offered to agents
-EVENTS: list[dict[str, Any]] = [
-    {"name": "_deliver", "description": "A message arrives in the inbox, unread, dated today.",
-     "input_schema": _obj({"sender": {"type": "string"}, "subject": {"type": "string"},
-                           "body": {"type": "string"}, "time": {"type": "string"}},
-                          ["sender", "subject", "body"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 # Records an agent may read as MCP resources (coworkenv://mail/<collection>/<id>), read with the
 # get tool and completed from the list tool
@@ -285,58 +234,115 @@ def _store_sent(conn: sqlite3.Connection, to: list[str], subject: str, body: str
                 reply_to: str | None) -> dict[str, Any]:
     ident = next_id(conn, "mail_messages", "m")
     conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,?)",
-                 (ident, "sent", world_user(conn)["email"], json.dumps(to), subject, body,
-                  world_today(conn).isoformat(), NOW_TIME, 1, reply_to))
+                 (ident, "sent", user_email(conn), json.dumps(to), subject, body,
+                  today_iso(conn), NOW_TIME, 1, reply_to))
     return _message(_get(conn, ident))
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one mail tool (or world event); raises ToolFailure on a domain error."""
-    if tool == "_deliver":
-        args = check_args(args, list(EVENTS[0]["input_schema"]["properties"]))
-        sender = check_emails([req_str(args, "sender", 300)], "sender")[0]
-        ident = next_id(conn, "mail_messages", "m")
-        conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,?)",
-                      (ident, "inbox", sender, json.dumps([world_user(conn)["email"]]), req_str(args, "subject", 300),
-                       req_str(args, "body"), world_today(conn).isoformat(), opt_str(args, "time") or NOW_TIME, 0,
-                       None))
-        return _message(_get(conn, ident))
-    args = tool_args(TOOLS, tool, args)
-    if tool == "search_messages":
-        query, folder = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "folder")
-        if folder is not None and folder not in FOLDER_VALUES:
-            raise ToolFailure(f"folder must be one of {', '.join(FOLDER_VALUES)}, got {folder!r}")
-        limit, unread = opt_int(args, "limit", 20, 1, 100), opt_bool(args, "unread_only")
-        found = []
-        for row in conn.execute("SELECT * FROM mail_messages ORDER BY date DESC, time DESC, id DESC"):
-            row = tuple(row)
-            if folder and row[1] != folder or unread and row[8]:
-                continue
-            if query and query not in " ".join((row[4], row[5], row[2], row[3])).lower():
-                continue
-            found.append(_message(row, full=False))
-        return {"messages": found[:limit], "count": len(found)}
-    if tool == "read_message":
-        return _message(_get(conn, req_str(args, "id")))
-    if tool == "send_message":
-        to = check_emails(args.get("to"), "to", allow_empty=False)
-        return _store_sent(conn, to, req_str(args, "subject", 300), req_str(args, "body"), None)
-    if tool == "reply_to_message":
-        original = _message(_get(conn, req_str(args, "id")))
-        body = req_str(args, "body")
-        to = original["recipients"] if original["sender"] == world_user(conn)["email"] else [original["sender"]]
-        subject = original["subject"]
-        if not subject.lower().startswith("re:"):
-            subject = f"Re: {subject}"
-        return _store_sent(conn, to, subject, body, original["id"])
-    if tool == "archive_message":
-        ident = req_str(args, "id")
-        previous = _get(conn, ident)[1]
-        conn.execute("UPDATE mail_messages SET folder = 'archive' WHERE id = ?", (ident,))
-        return {"id": ident, "folder": "archive", "previous_folder": previous}
-    if tool == "delete_message":
-        ident = req_str(args, "id")
-        subject = _get(conn, ident)[4]
-        conn.execute("DELETE FROM mail_messages WHERE id = ?", (ident,))
-        return {"id": ident, "subject": subject, "deleted": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("search_messages", "read",
+            input=_obj({
+                "query": {"type": "string", "description": "text to look for; omit or '' for all messages"},
+                "folder": {"type": "string", "enum": FOLDER_VALUES, "description": "restrict to one folder"},
+                "unread_only": {"type": "boolean", "description": "only messages not yet read"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
+            }, []),
+            output=_obj({"messages": {"type": "array", "items": SUMMARY_SCHEMA},
+                         "count": {"type": "integer"}}, ["messages", "count"]))
+def search_messages(conn: sqlite3.Connection, args: dict) -> dict:
+    """Search the mailbox. Matches the query (case-insensitive substring) against subject, body, sender and
+    recipients; returns message summaries, newest first. Omit query to list a folder."""
+    query, folder = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "folder")
+    if folder is not None and folder not in FOLDER_VALUES:
+        raise ToolFailure(f"folder must be one of {', '.join(FOLDER_VALUES)}, got {folder!r}")
+    limit, unread = opt_int(args, "limit", 20, 1, 100), opt_bool(args, "unread_only")
+    found = []
+    for row in conn.execute("SELECT * FROM mail_messages ORDER BY date DESC, time DESC, id DESC"):
+        row = tuple(row)
+        if folder and row[1] != folder or unread and row[8]:
+            continue
+        if query and query not in " ".join((row[4], row[5], row[2], row[3])).lower():
+            continue
+        found.append(_message(row, full=False))
+    return {"messages": found[:limit], "count": len(found)}
+
+
+@tools.tool("read_message", "read",
+            input=_obj({"id": _ID_ARG}, ["id"]),
+            output=MESSAGE_SCHEMA)
+def read_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read one message in full (headers and body) by its id."""
+    return _message(_get(conn, req_str(args, "id")))
+
+
+@tools.tool("send_message", "write",
+            input=_obj({
+                "to": {"type": "array", "items": _ADDRESS, "minItems": 1, "description": "recipient addresses"},
+                "subject": {"type": "string", "minLength": 1},
+                "body": {"type": "string", "minLength": 1},
+            }, ["to", "subject", "body"]),
+            output=MESSAGE_SCHEMA)
+def send_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Send a new email from the user's address. It is stored in the 'sent' folder; returns it."""
+    to = check_emails(args.get("to"), "to", allow_empty=False)
+    return _store_sent(conn, to, req_str(args, "subject", 300), req_str(args, "body"), None)
+
+
+@tools.tool("reply_to_message", "write",
+            input=_obj({"id": _ID_ARG, "body": {"type": "string", "minLength": 1}}, ["id", "body"]),
+            output=MESSAGE_SCHEMA)
+def reply_to_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Reply to a message: sends the body to its sender (or, for a message the user sent, to its
+    recipients) with subject 'Re: <subject>'. Returns the sent reply."""
+    original = _message(_get(conn, req_str(args, "id")))
+    body = req_str(args, "body")
+    to = original["recipients"] if original["sender"] == user_email(conn) else [original["sender"]]
+    subject = original["subject"]
+    if not subject.lower().startswith("re:"):
+        subject = f"Re: {subject}"
+    return _store_sent(conn, to, subject, body, original["id"])
+
+
+@tools.tool("archive_message", "write",
+            input=_obj({"id": _ID_ARG}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "folder": {"const": "archive"},
+                         "previous_folder": {"type": "string", "enum": FOLDER_VALUES}},
+                        ["id", "folder", "previous_folder"]))
+def archive_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Move a message into the 'archive' folder (it stays searchable)."""
+    ident = req_str(args, "id")
+    previous = _get(conn, ident)[1]
+    conn.execute("UPDATE mail_messages SET folder = 'archive' WHERE id = ?", (ident,))
+    return {"id": ident, "folder": "archive", "previous_folder": previous}
+
+
+@tools.tool("delete_message", "destructive",
+            input=_obj({"id": _ID_ARG}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "subject": {"type": "string"},
+                         "deleted": {"const": True}}, ["id", "subject", "deleted"]))
+def delete_message(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a message. This cannot be undone; prefer archive_message unless deletion is
+    explicitly wanted."""
+    ident = req_str(args, "id")
+    subject = _get(conn, ident)[4]
+    conn.execute("DELETE FROM mail_messages WHERE id = ?", (ident,))
+    return {"id": ident, "subject": subject, "deleted": True}
+
+
+# What the world can do to the mailbox during an episode (``events`` of a workspace or task), beside
+# the tools: not offered to agents
+@tools.event("_deliver",
+             input=_obj({"sender": {"type": "string"}, "subject": {"type": "string"},
+                         "body": {"type": "string"}, "time": {"type": "string"}},
+                        ["sender", "subject", "body"]))
+def _deliver(conn: sqlite3.Connection, args: dict) -> dict:
+    """A message arrives in the inbox, unread, dated today."""
+    sender = check_emails([req_str(args, "sender", 300)], "sender")[0]
+    ident = next_id(conn, "mail_messages", "m")
+    conn.execute("INSERT INTO mail_messages VALUES (?,?,?,?,?,?,?,?,?,?)",
+                  (ident, "inbox", sender, json.dumps([user_email(conn)]), req_str(args, "subject", 300),
+                   req_str(args, "body"), today_iso(conn), opt_str(args, "time") or NOW_TIME, 0,
+                   None))
+    return _message(_get(conn, ident))
+
+
+TOOLS, EVENTS, handle = tools.specs, tools.events, tools.handle

@@ -15,7 +15,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, next_id, opt_bool, opt_int, opt_str, req_str, tool_args, world_today
+from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso
 from ._base import object_schema as _obj
 from .contacts import story
 
@@ -44,58 +44,7 @@ NOTE_SCHEMA = _obj({"id": _STR, "title": _STR, "body": _STR, "tags": _TAGS, "pin
 _ID = {"type": "string", "description": "note id, e.g. 'n04'"}
 _LIST_OUT = _obj({"notes": {"type": "array", "items": SUMMARY_SCHEMA}, "count": {"type": "integer"}}, ["notes", "count"])
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_notes", "effect": "read",
-     "description": "List notes, pinned ones first, then the most recently updated. Returns summaries (title, tags, "
-                    "a snippet) and how many matched.",
-     "input_schema": _obj({
-         "tag": {"type": "string", "description": "only notes with this tag"},
-         "pinned_only": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
-     }, []),
-     "output_schema": _LIST_OUT},
-    {"name": "search_notes", "effect": "read",
-     "description": "Full-text search over note titles, bodies and tags: every word of the query must appear "
-                    "(case-insensitive). Best matches first (title matches count most).",
-     "input_schema": _obj({
-         "query": {"type": "string", "minLength": 1, "description": "words to look for"},
-         "tag": {"type": "string", "description": "only notes with this tag"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
-     }, ["query"]),
-     "output_schema": _LIST_OUT},
-    {"name": "read_note", "effect": "read",
-     "description": "Read one note in full by id.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": NOTE_SCHEMA},
-    {"name": "create_note", "effect": "write",
-     "description": "Create a note. Returns it.",
-     "input_schema": _obj({"title": {"type": "string", "minLength": 1}, "body": _STR,
-                           "tags": _TAGS | {"description": "tags, e.g. ['prj-264', 'meeting']"},
-                           "pinned": {"type": "boolean"}}, ["title"]),
-     "output_schema": NOTE_SCHEMA},
-    {"name": "update_note", "effect": "write",
-     "description": "Change a note: a new title, a new body (replacing it) or text appended to the body, and/or "
-                    "a new list of tags (replacing them). Returns the note and the fields that changed.",
-     "input_schema": _obj({"id": _ID, "title": {"type": "string", "minLength": 1},
-                           "body": {"type": "string", "description": "the whole new body"},
-                           "append": {"type": "string", "description": "text to add on a new line at the end"},
-                           "tags": _TAGS | {"description": "the note's tags from now on"}}, ["id"]),
-     "output_schema": _obj({"note": NOTE_SCHEMA, "updated_fields": {"type": "array", "items": _STR}},
-                           ["note", "updated_fields"])},
-    {"name": "pin_note", "effect": "write",
-     "description": "Pin a note to the top of the list, or unpin it with pinned=false. Returns its state.",
-     "input_schema": _obj({"id": _ID, "pinned": {"type": "boolean", "description": "default true"}}, ["id"]),
-     "output_schema": _obj({"id": _STR, "title": _STR, "pinned": {"type": "boolean"}}, ["id", "title", "pinned"])},
-    {"name": "delete_note", "effect": "destructive",
-     "description": "Permanently delete a note. This cannot be undone.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": _STR, "title": _STR, "deleted": {"const": True}}, ["id", "title", "deleted"])},
-    {"name": "list_tags", "effect": "read",
-     "description": "List every tag used on notes with how many notes carry it, most used first.",
-     "input_schema": _obj({}, []),
-     "output_schema": _obj({"tags": {"type": "array", "items": _obj({"tag": _STR, "count": {"type": "integer"}},
-                                                                   ["tag", "count"])}}, ["tags"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "notes", "get_tool": "read_note", "list_tool": "list_notes",
                                     "list_key": "notes", "list_arguments": {"limit": 100}}]
@@ -201,10 +150,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().casefold()
 
 
-def _today(conn: sqlite3.Connection) -> str:
-    return world_today(conn).isoformat()
-
-
 def _note(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
     row = conn.execute("SELECT * FROM notes_notes WHERE id = ?", (ident,)).fetchone()
     if row is None:
@@ -262,71 +207,134 @@ def _search(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     return {"notes": [_summary(n) for *_, n in scored[:limit]], "count": len(scored)}
 
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one notes tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_notes":
-        tag, pinned, limit = _tag_filter(args), opt_bool(args, "pinned_only"), opt_int(args, "limit", 20, 1, 100)
-        found = [n for n in _all(conn) if (not tag or tag in n["tags"]) and (not pinned or n["pinned"])]
-        return {"notes": [_summary(n) for n in found[:limit]], "count": len(found)}
-    if tool == "search_notes":
-        return _search(conn, args)
-    if tool == "read_note":
-        return _note(conn, req_str(args, "id"))
-    if tool == "create_note":
-        title, body = req_str(args, "title", 200).strip(), opt_str(args, "body") or ""
-        if len(body) > 20000:
-            raise ToolFailure(f"body is too long ({len(body)} characters, at most 20000)")
-        ident, today = next_id(conn, "notes_notes", "n"), _today(conn)
-        conn.execute("INSERT INTO notes_notes VALUES (?,?,?,?,?,?,?)",
-                     (ident, title, body, json.dumps(_tags(args, "tags") or []), int(opt_bool(args, "pinned")), today,
-                      today))
-        return _note(conn, ident)
-    if tool == "update_note":
-        note = _note(conn, req_str(args, "id"))
-        title, body, append, tags = opt_str(args, "title"), opt_str(args, "body"), opt_str(args, "append"), \
-            _tags(args, "tags")
-        if body is not None and append is not None:
-            raise ToolFailure("give either body (to replace it) or append (to add to it), not both")
-        if title is None and body is None and append is None and tags is None:
-            raise ToolFailure("nothing to update: give title, body, append or tags")
-        changed = []
-        if title is not None:
-            if not title.strip():
-                raise ToolFailure("title cannot be empty")
-            if title.strip() != note["title"]:
-                note["title"] = title.strip()
-                changed.append("title")
-        if body is not None and body != note["body"]:
-            note["body"] = body
-            changed.append("body")
-        if append is not None and append.strip():
-            note["body"] = note["body"].rstrip("\n") + ("\n" if note["body"].strip() else "") + append.strip() + "\n"
-            changed.append("body")
-        if tags is not None and tags != note["tags"]:
-            note["tags"] = tags
-            changed.append("tags")
-        if len(note["body"]) > 20000:
-            raise ToolFailure(f"the body would be too long ({len(note['body'])} characters, at most 20000)")
-        if changed:
-            conn.execute("UPDATE notes_notes SET title = ?, body = ?, tags = ?, updated = ? WHERE id = ?",
-                         (note["title"], note["body"], json.dumps(note["tags"]), _today(conn), note["id"]))
-        return {"note": _note(conn, note["id"]), "updated_fields": changed}
-    if tool == "pin_note":
-        note = _note(conn, req_str(args, "id"))
-        pinned = True if args.get("pinned") is None else args["pinned"]
-        if not isinstance(pinned, bool):
-            raise ToolFailure(f"pinned must be true or false, got {pinned!r}")
-        conn.execute("UPDATE notes_notes SET pinned = ? WHERE id = ?", (int(pinned), note["id"]))
-        return {"id": note["id"], "title": note["title"], "pinned": pinned}
-    if tool == "delete_note":
-        note = _note(conn, req_str(args, "id"))
-        conn.execute("DELETE FROM notes_notes WHERE id = ?", (note["id"],))
-        return {"id": note["id"], "title": note["title"], "deleted": True}
-    if tool == "list_tags":
-        counts: dict[str, int] = {}
-        for note in _all(conn):
-            for tag in note["tags"]:
-                counts[tag] = counts.get(tag, 0) + 1
-        return {"tags": [{"tag": t, "count": c} for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+@tools.tool("list_notes", "read",
+            input=_obj({
+                "tag": {"type": "string", "description": "only notes with this tag"},
+                "pinned_only": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
+            }, []),
+            output=_LIST_OUT)
+def list_notes(conn: sqlite3.Connection, args: dict) -> dict:
+    """List notes, pinned ones first, then the most recently updated. Returns summaries (title, tags, a
+    snippet) and how many matched."""
+    tag, pinned, limit = _tag_filter(args), opt_bool(args, "pinned_only"), opt_int(args, "limit", 20, 1, 100)
+    found = [n for n in _all(conn) if (not tag or tag in n["tags"]) and (not pinned or n["pinned"])]
+    return {"notes": [_summary(n) for n in found[:limit]], "count": len(found)}
+
+
+@tools.tool("search_notes", "read",
+            input=_obj({
+                "query": {"type": "string", "minLength": 1, "description": "words to look for"},
+                "tag": {"type": "string", "description": "only notes with this tag"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "at most this many (default 20)"},
+            }, ["query"]),
+            output=_LIST_OUT)
+def search_notes(conn: sqlite3.Connection, args: dict) -> dict:
+    """Full-text search over note titles, bodies and tags: every word of the query must appear
+    (case-insensitive). Best matches first (title matches count most)."""
+    return _search(conn, args)
+
+
+@tools.tool("read_note", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=NOTE_SCHEMA)
+def read_note(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read one note in full by id."""
+    return _note(conn, req_str(args, "id"))
+
+
+@tools.tool("create_note", "write",
+            input=_obj({"title": {"type": "string", "minLength": 1}, "body": _STR,
+                        "tags": _TAGS | {"description": "tags, e.g. ['prj-264', 'meeting']"},
+                        "pinned": {"type": "boolean"}}, ["title"]),
+            output=NOTE_SCHEMA)
+def create_note(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a note. Returns it."""
+    title, body = req_str(args, "title", 200).strip(), opt_str(args, "body") or ""
+    if len(body) > 20000:
+        raise ToolFailure(f"body is too long ({len(body)} characters, at most 20000)")
+    ident, today = next_id(conn, "notes_notes", "n"), today_iso(conn)
+    conn.execute("INSERT INTO notes_notes VALUES (?,?,?,?,?,?,?)",
+                 (ident, title, body, json.dumps(_tags(args, "tags") or []), int(opt_bool(args, "pinned")), today,
+                  today))
+    return _note(conn, ident)
+
+
+@tools.tool("update_note", "write",
+            input=_obj({"id": _ID, "title": {"type": "string", "minLength": 1},
+                        "body": {"type": "string", "description": "the whole new body"},
+                        "append": {"type": "string", "description": "text to add on a new line at the end"},
+                        "tags": _TAGS | {"description": "the note's tags from now on"}}, ["id"]),
+            output=_obj({"note": NOTE_SCHEMA, "updated_fields": {"type": "array", "items": _STR}},
+                        ["note", "updated_fields"]))
+def update_note(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change a note: a new title, a new body (replacing it) or text appended to the body, and/or a new
+    list of tags (replacing them). Returns the note and the fields that changed."""
+    note = _note(conn, req_str(args, "id"))
+    title, body, append, tags = opt_str(args, "title"), opt_str(args, "body"), opt_str(args, "append"), \
+        _tags(args, "tags")
+    if body is not None and append is not None:
+        raise ToolFailure("give either body (to replace it) or append (to add to it), not both")
+    if title is None and body is None and append is None and tags is None:
+        raise ToolFailure("nothing to update: give title, body, append or tags")
+    changed = []
+    if title is not None:
+        if not title.strip():
+            raise ToolFailure("title cannot be empty")
+        if title.strip() != note["title"]:
+            note["title"] = title.strip()
+            changed.append("title")
+    if body is not None and body != note["body"]:
+        note["body"] = body
+        changed.append("body")
+    if append is not None and append.strip():
+        note["body"] = note["body"].rstrip("\n") + ("\n" if note["body"].strip() else "") + append.strip() + "\n"
+        changed.append("body")
+    if tags is not None and tags != note["tags"]:
+        note["tags"] = tags
+        changed.append("tags")
+    if len(note["body"]) > 20000:
+        raise ToolFailure(f"the body would be too long ({len(note['body'])} characters, at most 20000)")
+    if changed:
+        conn.execute("UPDATE notes_notes SET title = ?, body = ?, tags = ?, updated = ? WHERE id = ?",
+                     (note["title"], note["body"], json.dumps(note["tags"]), today_iso(conn), note["id"]))
+    return {"note": _note(conn, note["id"]), "updated_fields": changed}
+
+
+@tools.tool("pin_note", "write",
+            input=_obj({"id": _ID, "pinned": {"type": "boolean", "description": "default true"}}, ["id"]),
+            output=_obj({"id": _STR, "title": _STR, "pinned": {"type": "boolean"}}, ["id", "title", "pinned"]))
+def pin_note(conn: sqlite3.Connection, args: dict) -> dict:
+    """Pin a note to the top of the list, or unpin it with pinned=false. Returns its state."""
+    note = _note(conn, req_str(args, "id"))
+    pinned = True if args.get("pinned") is None else args["pinned"]
+    if not isinstance(pinned, bool):
+        raise ToolFailure(f"pinned must be true or false, got {pinned!r}")
+    conn.execute("UPDATE notes_notes SET pinned = ? WHERE id = ?", (int(pinned), note["id"]))
+    return {"id": note["id"], "title": note["title"], "pinned": pinned}
+
+
+@tools.tool("delete_note", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": _STR, "title": _STR, "deleted": {"const": True}}, ["id", "title", "deleted"]))
+def delete_note(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a note. This cannot be undone."""
+    note = _note(conn, req_str(args, "id"))
+    conn.execute("DELETE FROM notes_notes WHERE id = ?", (note["id"],))
+    return {"id": note["id"], "title": note["title"], "deleted": True}
+
+
+@tools.tool("list_tags", "read",
+            input=_obj({}, []),
+            output=_obj({"tags": {"type": "array", "items": _obj({"tag": _STR, "count": {"type": "integer"}},
+                                                                ["tag", "count"])}}, ["tags"]))
+def list_tags(conn: sqlite3.Connection, args: dict) -> dict:
+    """List every tag used on notes with how many notes carry it, most used first."""
+    counts: dict[str, int] = {}
+    for note in _all(conn):
+        for tag in note["tags"]:
+            counts[tag] = counts.get(tag, 0) + 1
+    return {"tags": [{"tag": t, "count": c} for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]}
+
+
+TOOLS, handle = tools.specs, tools.handle

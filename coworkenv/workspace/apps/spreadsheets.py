@@ -22,7 +22,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, next_id, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, next_id, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "spreadsheets"
@@ -90,98 +90,7 @@ _CONTENT = {"type": "array", "description": "images an agent sees (MCP image con
                                                        "data": {"type": "string"}},
                       "required": ["type", "mime_type", "data"], "additionalProperties": False}}
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_workbooks", "effect": "read",
-     "description": "List workbooks (id, name, owner, project, last modified, sheet names), newest first. "
-                    "query matches the name (case-insensitive substring); project keeps one project's workbooks.",
-     "input_schema": _obj({"query": {"type": "string", "description": "text the workbook's name contains"},
-                           "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"}}, []),
-     "output_schema": _obj({"workbooks": {"type": "array", "items": _SUMMARY}, "count": {"type": "integer"}},
-                           ["workbooks", "count"])},
-    {"name": "get_workbook", "effect": "read",
-     "description": "One workbook's details: owner, project, and each sheet with its size and the ids of its charts.",
-     "input_schema": _obj({"id": _WORKBOOK_ARG}, ["id"]),
-     "output_schema": _WORKBOOK},
-    {"name": "read_sheet", "effect": "read",
-     "description": "Read a whole sheet: every non-empty row as a list of values from column A on (formulas "
-                    "evaluated), plus the formula of each formula cell by its reference.",
-     "input_schema": _obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG}, ["workbook", "sheet"]),
-     "output_schema": _obj({
-         "workbook": {"type": "string"}, "sheet": {"type": "string"},
-         "columns": {"type": "array", "items": {"type": "string"}, "description": "column letters, A first"},
-         "rows": {"type": "array", "items": _obj({"row": {"type": "integer"},
-                                                  "values": {"type": "array", "items": _VALUE}}, ["row", "values"])},
-         "formulas": {"type": "object", "additionalProperties": {"type": "string"}},
-     }, ["workbook", "sheet", "columns", "rows", "formulas"])},
-    {"name": "read_range", "effect": "read",
-     "description": "Read the cells of a range such as 'B2:D9' (or one cell, 'B5'), row by row: each with its "
-                    "reference, value (formulas evaluated) and formula.",
-     "input_schema": _obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
-                           "range": {"type": "string", "description": "e.g. 'B2:D9' or 'B5'"}},
-                          ["workbook", "sheet", "range"]),
-     "output_schema": _obj({"workbook": {"type": "string"}, "sheet": {"type": "string"}, "range": {"type": "string"},
-                            "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "range", "cells"])},
-    {"name": "write_cells", "effect": "write",
-     "description": "Write cells: each value is a number, a text, a formula starting with '=' (SUM, AVERAGE, MIN, "
-                    "MAX, COUNT over ranges like B2:B9 of the same sheet; + - * / between cells and numbers), or "
-                    "null to clear the cell. Formulas are recomputed; returns the written cells with their values.",
-     "input_schema": _obj({
-         "workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
-         "cells": {"type": "array", "minItems": 1, "maxItems": 200,
-                   "items": _obj({"ref": {"type": "string", "description": "e.g. 'C4'"}, "value": _VALUE},
-                                 ["ref", "value"])},
-     }, ["workbook", "sheet", "cells"]),
-     "output_schema": _obj({"workbook": {"type": "string"}, "sheet": {"type": "string"},
-                            "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "cells"])},
-    {"name": "add_row", "effect": "write",
-     "description": "Add a row of values (from column A on; formulas allowed). By default it goes after the last "
-                    "non-empty row; with at_row it is inserted there and the rows below move down, as in a "
-                    "spreadsheet: references follow the moved cells, and a range grows only when the new row falls "
-                    "inside it (a SUM(B2:B9) does not take in a row inserted at row 10). Returns the new row.",
-     "input_schema": _obj({
-         "workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
-         "values": {"type": "array", "minItems": 1, "maxItems": MAX_COLS, "items": _VALUE},
-         "at_row": {"type": "integer", "minimum": 1, "description": "insert at this row number"},
-     }, ["workbook", "sheet", "values"]),
-     "output_schema": _obj({"workbook": {"type": "string"}, "sheet": {"type": "string"}, "row": {"type": "integer"},
-                            "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "row", "cells"])},
-    {"name": "create_workbook", "effect": "write",
-     "description": "Create a workbook owned by the user, with the named empty sheets (one 'Sheet1' by default), "
-                    "optionally tied to a project. Returns it.",
-     "input_schema": _obj({
-         "name": {"type": "string", "minLength": 1, "description": "e.g. 'PRJ-264 hardware order'"},
-         "sheets": {"type": "array", "minItems": 1, "maxItems": 20, "items": {"type": "string"}},
-         "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
-     }, ["name"]),
-     "output_schema": _WORKBOOK},
-    {"name": "add_sheet", "effect": "write",
-     "description": "Add an empty sheet (tab) at the end of a workbook. Returns the workbook.",
-     "input_schema": _obj({"workbook": _WORKBOOK_ARG, "name": {"type": "string", "minLength": 1}},
-                          ["workbook", "name"]),
-     "output_schema": _WORKBOOK},
-    {"name": "delete_sheet", "effect": "destructive",
-     "description": "Permanently delete a sheet with all its cells and charts. This cannot be undone; a workbook "
-                    "keeps at least one sheet.",
-     "input_schema": _obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG}, ["workbook", "sheet"]),
-     "output_schema": _obj({"workbook": {"type": "string"}, "sheet": {"type": "string"},
-                            "cells_deleted": {"type": "integer"}, "deleted": {"const": True}},
-                           ["workbook", "sheet", "cells_deleted", "deleted"])},
-    {"name": "render_chart", "effect": "read",
-     "description": "Show the chart of a sheet as a PNG image, with the labels and values it plots as text. "
-                    "up_to_date is false when the sheet's cells changed since the chart was drawn (the data "
-                    "returned is the current data).",
-     "input_schema": _obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
-                           "chart": {"type": "string", "description": "chart id when a sheet has several"}},
-                          ["workbook", "sheet"]),
-     "output_schema": _obj({
-         "chart": {"type": "string"}, "workbook": {"type": "string"}, "sheet": {"type": "string"},
-         "title": {"type": "string"}, "labels": {"type": "array", "items": {"type": "string"}},
-         "series": {"type": "array", "items": _obj({"name": {"type": "string"},
-                                                    "values": {"type": "array", "items": _VALUE}},
-                                                   ["name", "values"])},
-         "up_to_date": {"type": "boolean"}, "_content": _CONTENT,
-     }, ["chart", "workbook", "sheet", "title", "labels", "series", "up_to_date", "_content"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "workbooks", "get_tool": "get_workbook", "list_tool": "list_workbooks",
                                     "list_key": "workbooks"}]
@@ -443,17 +352,6 @@ def _shift_formula(formula: str, at: int) -> str:
 
 # ---------------------------------------------------------------- state helpers
 
-def _today(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT value FROM world_meta WHERE key = 'today'").fetchone()
-    return row[0] if row else dt.date.today().isoformat()
-
-
-def _user_email(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT p.email FROM world_meta m JOIN world_people p ON p.id = m.value "
-                       "WHERE m.key = 'user'").fetchone()
-    return row[0] if row else "user@example.com"
-
-
 def _workbook(conn: sqlite3.Connection, ident: Any, field: str = "workbook") -> tuple:
     if not isinstance(ident, str) or not ident.strip():
         raise ToolFailure(f"missing required argument {field!r} (a workbook id like 'wb03')")
@@ -467,6 +365,12 @@ def _workbook(conn: sqlite3.Connection, ident: Any, field: str = "workbook") -> 
 def _sheets(conn: sqlite3.Connection, workbook: str) -> list[str]:
     return [n for (n,) in conn.execute("SELECT name FROM spreadsheets_sheets WHERE workbook = ? ORDER BY position",
                                        (workbook,))]
+
+
+def _target(conn: sqlite3.Connection, args: dict) -> tuple[str, str]:
+    """(workbook id, sheet name) of the sheet ``args`` names, both checked to exist."""
+    workbook = _workbook(conn, args.get("workbook"))[0]
+    return workbook, _sheet(conn, workbook, args)
 
 
 def _sheet(conn: sqlite3.Connection, workbook: str, args: dict, field: str = "sheet") -> str:
@@ -494,7 +398,7 @@ def _store(conn: sqlite3.Connection, workbook: str, sheet: str,
 
 
 def _touch(conn: sqlite3.Connection, workbook: str) -> None:
-    conn.execute("UPDATE spreadsheets_workbooks SET modified = ? WHERE id = ?", (_today(conn), workbook))
+    conn.execute("UPDATE spreadsheets_workbooks SET modified = ? WHERE id = ?", (today_iso(conn), workbook))
 
 
 def _cell_out(ref: str, value: Any, formula: str | None) -> dict[str, Any]:
@@ -559,137 +463,249 @@ def chart_data(conn: sqlite3.Connection, workbook: str, sheet: str, labels: str,
 
 # ---------------------------------------------------------------- handlers
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one spreadsheets tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    if tool == "list_workbooks":
-        query, project = (opt_str(args, "query") or "").strip().lower(), (opt_str(args, "project") or "").strip()
-        found = []
-        for ident, name, owner, proj, modified in conn.execute(
-                "SELECT id, name, owner, project, modified FROM spreadsheets_workbooks ORDER BY modified DESC, id"):
-            if query and query not in name.lower() or project and (proj or "").upper() != project.upper():
-                continue
-            found.append({"id": ident, "name": name, "owner": owner, "project": proj, "modified": modified,
-                          "sheets": _sheets(conn, ident)})
-        return {"workbooks": found, "count": len(found)}
-    if tool == "get_workbook":
-        return _workbook_out(conn, _workbook(conn, args.get("id"), "id")[0])
-    if tool == "create_workbook":
-        name = req_str(args, "name", 120).strip()
-        clash = conn.execute("SELECT id FROM spreadsheets_workbooks WHERE lower(name) = lower(?)", (name,)).fetchone()
-        if clash:
-            raise ToolFailure(f"name: a workbook named {name!r} already exists ({clash[0]})")
-        sheets = args.get("sheets") or ["Sheet1"]
-        if not isinstance(sheets, list) or not all(isinstance(s, str) and s.strip() for s in sheets):
-            raise ToolFailure(f"sheets must be a list of non-empty sheet names, got {sheets!r}")
-        sheets = [s.strip() for s in sheets]
-        if len(set(sheets)) != len(sheets):
-            raise ToolFailure(f"sheets: sheet names must differ, got {sheets!r}")
-        project = (opt_str(args, "project") or "").strip().upper() or None
-        if project and not conn.execute("SELECT 1 FROM world_projects WHERE code = ?", (project,)).fetchone():
-            raise ToolFailure(f"project: no project {project!r} in this workspace")
-        ident = next_id(conn, "spreadsheets_workbooks", "wb")
-        conn.execute("INSERT INTO spreadsheets_workbooks VALUES (?,?,?,?,?)",
-                     (ident, name, _user_email(conn), project, _today(conn)))
-        conn.executemany("INSERT INTO spreadsheets_sheets VALUES (?,?,?)",
-                         [(ident, s, n) for n, s in enumerate(sheets, start=1)])
-        return _workbook_out(conn, ident)
+@tools.tool("list_workbooks", "read",
+            input=_obj({"query": {"type": "string", "description": "text the workbook's name contains"},
+                        "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"}}, []),
+            output=_obj({"workbooks": {"type": "array", "items": _SUMMARY}, "count": {"type": "integer"}},
+                        ["workbooks", "count"]))
+def list_workbooks(conn: sqlite3.Connection, args: dict) -> dict:
+    """List workbooks (id, name, owner, project, last modified, sheet names), newest first. query matches
+    the name (case-insensitive substring); project keeps one project's workbooks."""
+    query, project = (opt_str(args, "query") or "").strip().lower(), (opt_str(args, "project") or "").strip()
+    found = []
+    for ident, name, owner, proj, modified in conn.execute(
+            "SELECT id, name, owner, project, modified FROM spreadsheets_workbooks ORDER BY modified DESC, id"):
+        if query and query not in name.lower() or project and (proj or "").upper() != project.upper():
+            continue
+        found.append({"id": ident, "name": name, "owner": owner, "project": proj, "modified": modified,
+                      "sheets": _sheets(conn, ident)})
+    return {"workbooks": found, "count": len(found)}
+
+
+@tools.tool("get_workbook", "read",
+            input=_obj({"id": _WORKBOOK_ARG}, ["id"]),
+            output=_WORKBOOK)
+def get_workbook(conn: sqlite3.Connection, args: dict) -> dict:
+    """One workbook's details: owner, project, and each sheet with its size and the ids of its charts."""
+    return _workbook_out(conn, _workbook(conn, args.get("id"), "id")[0])
+
+
+@tools.tool("read_sheet", "read",
+            input=_obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG}, ["workbook", "sheet"]),
+            output=_obj({
+                "workbook": {"type": "string"}, "sheet": {"type": "string"},
+                "columns": {"type": "array", "items": {"type": "string"}, "description": "column letters, A first"},
+                "rows": {"type": "array", "items": _obj({"row": {"type": "integer"},
+                                                         "values": {"type": "array", "items": _VALUE}}, ["row", "values"])},
+                "formulas": {"type": "object", "additionalProperties": {"type": "string"}},
+            }, ["workbook", "sheet", "columns", "rows", "formulas"]))
+def read_sheet(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read a whole sheet: every non-empty row as a list of values from column A on (formulas evaluated),
+    plus the formula of each formula cell by its reference."""
+    workbook, sheet = _target(conn, args)
+    cells = _cells(conn, workbook, sheet)
+    width = max((c for _, c in cells), default=0)
+    rows = sorted({r for r, _ in cells})
+    return {"workbook": workbook, "sheet": sheet, "columns": [col_letters(c) for c in range(1, width + 1)],
+            "rows": [{"row": r, "values": [cells.get((r, c), (None, None))[0] for c in range(1, width + 1)]}
+                     for r in rows],
+            "formulas": {_ref(r, c): f for (r, c), (_, f) in sorted(cells.items()) if f}}
+
+
+@tools.tool("read_range", "read",
+            input=_obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
+                        "range": {"type": "string", "description": "e.g. 'B2:D9' or 'B5'"}},
+                       ["workbook", "sheet", "range"]),
+            output=_obj({"workbook": {"type": "string"}, "sheet": {"type": "string"}, "range": {"type": "string"},
+                         "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "range", "cells"]))
+def read_range(conn: sqlite3.Connection, args: dict) -> dict:
+    """Read the cells of a range such as 'B2:D9' (or one cell, 'B5'), row by row: each with its reference,
+    value (formulas evaluated) and formula."""
+    workbook, sheet = _target(conn, args)
+    text = req_str(args, "range", 20).strip().upper()
+    first, _, last = text.partition(":")
+    (r1, c1), (r2, c2) = parse_ref(first, "range"), parse_ref(last or first, "range")
+    r1, r2, c1, c2 = min(r1, r2), max(r1, r2), min(c1, c2), max(c1, c2)
+    if (r2 - r1 + 1) * (c2 - c1 + 1) > 1000:
+        raise ToolFailure(f"range {text} has more than 1000 cells; read a smaller one")
+    cells = _cells(conn, workbook, sheet)
+    return {"workbook": workbook, "sheet": sheet, "range": text,
+            "cells": [_cell_out(_ref(r, c), *cells.get((r, c), (None, None)))
+                      for r in range(r1, r2 + 1) for c in range(c1, c2 + 1)]}
+
+
+@tools.tool("write_cells", "write",
+            input=_obj({
+                "workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
+                "cells": {"type": "array", "minItems": 1, "maxItems": 200,
+                          "items": _obj({"ref": {"type": "string", "description": "e.g. 'C4'"}, "value": _VALUE},
+                                        ["ref", "value"])},
+            }, ["workbook", "sheet", "cells"]),
+            output=_obj({"workbook": {"type": "string"}, "sheet": {"type": "string"},
+                         "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "cells"]))
+def write_cells(conn: sqlite3.Connection, args: dict) -> dict:
+    """Write cells: each value is a number, a text, a formula starting with '=' (SUM, AVERAGE, MIN, MAX,
+    COUNT over ranges like B2:B9 of the same sheet; + - * / between cells and numbers), or null to clear
+    the cell. Formulas are recomputed; returns the written cells with their values."""
+    workbook, sheet = _target(conn, args)
+    items = args.get("cells")
+    if not isinstance(items, list) or not items or len(items) > 200:
+        raise ToolFailure("cells must be a list of 1 to 200 {ref, value} objects")
+    cells = _cells(conn, workbook, sheet)
+    written = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) != {"ref", "value"}:
+            raise ToolFailure(f"cells[{i}] must be an object with exactly 'ref' and 'value'")
+        row, col = parse_ref(item["ref"], f"cells[{i}].ref")
+        cells[(row, col)] = _input_value(item["value"], f"cells[{i}].value")
+        written.append((row, col))
+    _store(conn, workbook, sheet, cells)
+    _touch(conn, workbook)
+    after = _cells(conn, workbook, sheet)
+    return {"workbook": workbook, "sheet": sheet,
+            "cells": [_cell_out(_ref(r, c), *after.get((r, c), (None, None))) for r, c in written]}
+
+
+@tools.tool("add_row", "write",
+            input=_obj({
+                "workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
+                "values": {"type": "array", "minItems": 1, "maxItems": MAX_COLS, "items": _VALUE},
+                "at_row": {"type": "integer", "minimum": 1, "description": "insert at this row number"},
+            }, ["workbook", "sheet", "values"]),
+            output=_obj({"workbook": {"type": "string"}, "sheet": {"type": "string"}, "row": {"type": "integer"},
+                         "cells": {"type": "array", "items": _CELL}}, ["workbook", "sheet", "row", "cells"]))
+def add_row(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add a row of values (from column A on; formulas allowed). By default it goes after the last
+    non-empty row; with at_row it is inserted there and the rows below move down, as in a spreadsheet:
+    references follow the moved cells, and a range grows only when the new row falls inside it (a
+    SUM(B2:B9) does not take in a row inserted at row 10). Returns the new row."""
+    workbook, sheet = _target(conn, args)
+    values = args.get("values")
+    if not isinstance(values, list) or not values or len(values) > MAX_COLS:
+        raise ToolFailure(f"values must be a list of 1 to {MAX_COLS} cell values")
+    cells = _cells(conn, workbook, sheet)
+    last = max((r for r, _ in cells), default=0)
+    at = args.get("at_row")
+    if at is None:
+        at = last + 1
+    elif isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= last + 1:
+        raise ToolFailure(f"at_row must be a row number from 1 to {last + 1} (one past the last row), got {at!r}")
+    new = [_input_value(v, f"values[{i}]") for i, v in enumerate(values)]
+    moved: dict[tuple[int, int], tuple[Any, str | None]] = {}
+    for (r, c), (value, formula) in cells.items():
+        moved[(r + 1 if r >= at else r, c)] = (value, _shift_formula(formula, at) if formula else None)
+    for c, (value, formula) in enumerate(new, start=1):
+        if value is not None or formula:
+            moved[(at, c)] = (value, formula)  # written for the new row: not shifted
+    _store(conn, workbook, sheet, moved)
+    _touch(conn, workbook)
+    after = _cells(conn, workbook, sheet)
+    return {"workbook": workbook, "sheet": sheet, "row": at,
+            "cells": [_cell_out(_ref(at, c), *after.get((at, c), (None, None))) for c in range(1, len(new) + 1)]}
+
+
+@tools.tool("create_workbook", "write",
+            input=_obj({
+                "name": {"type": "string", "minLength": 1, "description": "e.g. 'PRJ-264 hardware order'"},
+                "sheets": {"type": "array", "minItems": 1, "maxItems": 20, "items": {"type": "string"}},
+                "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
+            }, ["name"]),
+            output=_WORKBOOK)
+def create_workbook(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a workbook owned by the user, with the named empty sheets (one 'Sheet1' by default),
+    optionally tied to a project. Returns it."""
+    name = req_str(args, "name", 120).strip()
+    clash = conn.execute("SELECT id FROM spreadsheets_workbooks WHERE lower(name) = lower(?)", (name,)).fetchone()
+    if clash:
+        raise ToolFailure(f"name: a workbook named {name!r} already exists ({clash[0]})")
+    sheets = args.get("sheets") or ["Sheet1"]
+    if not isinstance(sheets, list) or not all(isinstance(s, str) and s.strip() for s in sheets):
+        raise ToolFailure(f"sheets must be a list of non-empty sheet names, got {sheets!r}")
+    sheets = [s.strip() for s in sheets]
+    if len(set(sheets)) != len(sheets):
+        raise ToolFailure(f"sheets: sheet names must differ, got {sheets!r}")
+    project = (opt_str(args, "project") or "").strip().upper() or None
+    if project and not conn.execute("SELECT 1 FROM world_projects WHERE code = ?", (project,)).fetchone():
+        raise ToolFailure(f"project: no project {project!r} in this workspace")
+    ident = next_id(conn, "spreadsheets_workbooks", "wb")
+    conn.execute("INSERT INTO spreadsheets_workbooks VALUES (?,?,?,?,?)",
+                 (ident, name, user_email(conn), project, today_iso(conn)))
+    conn.executemany("INSERT INTO spreadsheets_sheets VALUES (?,?,?)",
+                     [(ident, s, n) for n, s in enumerate(sheets, start=1)])
+    return _workbook_out(conn, ident)
+
+
+@tools.tool("add_sheet", "write",
+            input=_obj({"workbook": _WORKBOOK_ARG, "name": {"type": "string", "minLength": 1}},
+                       ["workbook", "name"]),
+            output=_WORKBOOK)
+def add_sheet(conn: sqlite3.Connection, args: dict) -> dict:
+    """Add an empty sheet (tab) at the end of a workbook. Returns the workbook."""
     workbook = _workbook(conn, args.get("workbook"))[0]
-    if tool == "add_sheet":
-        name = req_str(args, "name", 100).strip()
-        if name in _sheets(conn, workbook):
-            raise ToolFailure(f"name: workbook {workbook} already has a sheet {name!r}")
-        position = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM spreadsheets_sheets WHERE workbook = ?",
-                                (workbook,)).fetchone()[0]
-        conn.execute("INSERT INTO spreadsheets_sheets VALUES (?,?,?)", (workbook, name, position))
-        _touch(conn, workbook)
-        return _workbook_out(conn, workbook)
-    sheet = _sheet(conn, workbook, args)
-    if tool == "read_sheet":
-        cells = _cells(conn, workbook, sheet)
-        width = max((c for _, c in cells), default=0)
-        rows = sorted({r for r, _ in cells})
-        return {"workbook": workbook, "sheet": sheet, "columns": [col_letters(c) for c in range(1, width + 1)],
-                "rows": [{"row": r, "values": [cells.get((r, c), (None, None))[0] for c in range(1, width + 1)]}
-                         for r in rows],
-                "formulas": {_ref(r, c): f for (r, c), (_, f) in sorted(cells.items()) if f}}
-    if tool == "read_range":
-        text = req_str(args, "range", 20).strip().upper()
-        first, _, last = text.partition(":")
-        (r1, c1), (r2, c2) = parse_ref(first, "range"), parse_ref(last or first, "range")
-        r1, r2, c1, c2 = min(r1, r2), max(r1, r2), min(c1, c2), max(c1, c2)
-        if (r2 - r1 + 1) * (c2 - c1 + 1) > 1000:
-            raise ToolFailure(f"range {text} has more than 1000 cells; read a smaller one")
-        cells = _cells(conn, workbook, sheet)
-        return {"workbook": workbook, "sheet": sheet, "range": text,
-                "cells": [_cell_out(_ref(r, c), *cells.get((r, c), (None, None)))
-                          for r in range(r1, r2 + 1) for c in range(c1, c2 + 1)]}
-    if tool == "write_cells":
-        items = args.get("cells")
-        if not isinstance(items, list) or not items or len(items) > 200:
-            raise ToolFailure("cells must be a list of 1 to 200 {ref, value} objects")
-        cells = _cells(conn, workbook, sheet)
-        written = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or set(item) != {"ref", "value"}:
-                raise ToolFailure(f"cells[{i}] must be an object with exactly 'ref' and 'value'")
-            row, col = parse_ref(item["ref"], f"cells[{i}].ref")
-            cells[(row, col)] = _input_value(item["value"], f"cells[{i}].value")
-            written.append((row, col))
-        _store(conn, workbook, sheet, cells)
-        _touch(conn, workbook)
-        after = _cells(conn, workbook, sheet)
-        return {"workbook": workbook, "sheet": sheet,
-                "cells": [_cell_out(_ref(r, c), *after.get((r, c), (None, None))) for r, c in written]}
-    if tool == "add_row":
-        values = args.get("values")
-        if not isinstance(values, list) or not values or len(values) > MAX_COLS:
-            raise ToolFailure(f"values must be a list of 1 to {MAX_COLS} cell values")
-        cells = _cells(conn, workbook, sheet)
-        last = max((r for r, _ in cells), default=0)
-        at = args.get("at_row")
-        if at is None:
-            at = last + 1
-        elif isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= last + 1:
-            raise ToolFailure(f"at_row must be a row number from 1 to {last + 1} (one past the last row), got {at!r}")
-        new = [_input_value(v, f"values[{i}]") for i, v in enumerate(values)]
-        moved: dict[tuple[int, int], tuple[Any, str | None]] = {}
-        for (r, c), (value, formula) in cells.items():
-            moved[(r + 1 if r >= at else r, c)] = (value, _shift_formula(formula, at) if formula else None)
-        for c, (value, formula) in enumerate(new, start=1):
-            if value is not None or formula:
-                moved[(at, c)] = (value, formula)  # written for the new row: not shifted
-        _store(conn, workbook, sheet, moved)
-        _touch(conn, workbook)
-        after = _cells(conn, workbook, sheet)
-        return {"workbook": workbook, "sheet": sheet, "row": at,
-                "cells": [_cell_out(_ref(at, c), *after.get((at, c), (None, None))) for c in range(1, len(new) + 1)]}
-    if tool == "delete_sheet":
-        if len(_sheets(conn, workbook)) == 1:
-            raise ToolFailure(f"sheet: {sheet!r} is the only sheet of {workbook}; a workbook keeps at least one sheet")
-        n = conn.execute("DELETE FROM spreadsheets_cells WHERE workbook = ? AND sheet = ?", (workbook, sheet)).rowcount
-        conn.execute("DELETE FROM spreadsheets_charts WHERE workbook = ? AND sheet = ?", (workbook, sheet))
-        conn.execute("DELETE FROM spreadsheets_sheets WHERE workbook = ? AND name = ?", (workbook, sheet))
-        _touch(conn, workbook)
-        return {"workbook": workbook, "sheet": sheet, "cells_deleted": n, "deleted": True}
-    if tool == "render_chart":
-        charts = conn.execute("SELECT id, title, labels, series, data, png FROM spreadsheets_charts "
-                              "WHERE workbook = ? AND sheet = ? ORDER BY id", (workbook, sheet)).fetchall()
-        if not charts:
-            others = conn.execute("SELECT DISTINCT sheet FROM spreadsheets_charts WHERE workbook = ?",
-                                  (workbook,)).fetchall()
-            where = f"; sheets with a chart: {', '.join(s for (s,) in others)}" if others else ""
-            raise ToolFailure(f"sheet: {sheet!r} of {workbook} has no chart{where}")
-        wanted = opt_str(args, "chart")
-        chosen = [c for c in charts if wanted is None or c[0] == wanted]
-        if not chosen:
-            raise ToolFailure(f"chart: {sheet!r} has no chart {wanted!r}; its charts: {', '.join(c[0] for c in charts)}")
-        ident, title, labels, series, data, png = chosen[0]
-        current = chart_data(conn, workbook, sheet, labels, json.loads(series))
-        return {"chart": ident, "workbook": workbook, "sheet": sheet, "title": title, **current,
-                "up_to_date": current == json.loads(data),
-                "_content": [{"type": "image", "mime_type": "image/png", "data": png}]}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+    name = req_str(args, "name", 100).strip()
+    if name in _sheets(conn, workbook):
+        raise ToolFailure(f"name: workbook {workbook} already has a sheet {name!r}")
+    position = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM spreadsheets_sheets WHERE workbook = ?",
+                            (workbook,)).fetchone()[0]
+    conn.execute("INSERT INTO spreadsheets_sheets VALUES (?,?,?)", (workbook, name, position))
+    _touch(conn, workbook)
+    return _workbook_out(conn, workbook)
+
+
+@tools.tool("delete_sheet", "destructive",
+            input=_obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG}, ["workbook", "sheet"]),
+            output=_obj({"workbook": {"type": "string"}, "sheet": {"type": "string"},
+                         "cells_deleted": {"type": "integer"}, "deleted": {"const": True}},
+                        ["workbook", "sheet", "cells_deleted", "deleted"]))
+def delete_sheet(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a sheet with all its cells and charts. This cannot be undone; a workbook keeps at
+    least one sheet."""
+    workbook, sheet = _target(conn, args)
+    if len(_sheets(conn, workbook)) == 1:
+        raise ToolFailure(f"sheet: {sheet!r} is the only sheet of {workbook}; a workbook keeps at least one sheet")
+    n = conn.execute("DELETE FROM spreadsheets_cells WHERE workbook = ? AND sheet = ?", (workbook, sheet)).rowcount
+    conn.execute("DELETE FROM spreadsheets_charts WHERE workbook = ? AND sheet = ?", (workbook, sheet))
+    conn.execute("DELETE FROM spreadsheets_sheets WHERE workbook = ? AND name = ?", (workbook, sheet))
+    _touch(conn, workbook)
+    return {"workbook": workbook, "sheet": sheet, "cells_deleted": n, "deleted": True}
+
+
+@tools.tool("render_chart", "read",
+            input=_obj({"workbook": _WORKBOOK_ARG, "sheet": _SHEET_ARG,
+                        "chart": {"type": "string", "description": "chart id when a sheet has several"}},
+                       ["workbook", "sheet"]),
+            output=_obj({
+                "chart": {"type": "string"}, "workbook": {"type": "string"}, "sheet": {"type": "string"},
+                "title": {"type": "string"}, "labels": {"type": "array", "items": {"type": "string"}},
+                "series": {"type": "array", "items": _obj({"name": {"type": "string"},
+                                                           "values": {"type": "array", "items": _VALUE}},
+                                                          ["name", "values"])},
+                "up_to_date": {"type": "boolean"}, "_content": _CONTENT,
+            }, ["chart", "workbook", "sheet", "title", "labels", "series", "up_to_date", "_content"]))
+def render_chart(conn: sqlite3.Connection, args: dict) -> dict:
+    """Show the chart of a sheet as a PNG image, with the labels and values it plots as text. up_to_date is
+    false when the sheet's cells changed since the chart was drawn (the data returned is the current
+    data)."""
+    workbook, sheet = _target(conn, args)
+    charts = conn.execute("SELECT id, title, labels, series, data, png FROM spreadsheets_charts "
+                          "WHERE workbook = ? AND sheet = ? ORDER BY id", (workbook, sheet)).fetchall()
+    if not charts:
+        others = conn.execute("SELECT DISTINCT sheet FROM spreadsheets_charts WHERE workbook = ?",
+                              (workbook,)).fetchall()
+        where = f"; sheets with a chart: {', '.join(s for (s,) in others)}" if others else ""
+        raise ToolFailure(f"sheet: {sheet!r} of {workbook} has no chart{where}")
+    wanted = opt_str(args, "chart")
+    chosen = [c for c in charts if wanted is None or c[0] == wanted]
+    if not chosen:
+        raise ToolFailure(f"chart: {sheet!r} has no chart {wanted!r}; its charts: {', '.join(c[0] for c in charts)}")
+    ident, title, labels, series, data, png = chosen[0]
+    current = chart_data(conn, workbook, sheet, labels, json.loads(series))
+    return {"chart": ident, "workbook": workbook, "sheet": sheet, "title": title, **current,
+            "up_to_date": current == json.loads(data),
+            "_content": [{"type": "image", "mime_type": "image/png", "data": png}]}
+
+
+TOOLS, handle = tools.specs, tools.handle
 
 
 # ---------------------------------------------------------------- seed

@@ -10,7 +10,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, check_date, next_id, opt_bool, opt_int, opt_str, req_str, tool_args
+from ._base import ToolFailure, Tools, check_date, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "tasks"
@@ -55,81 +55,13 @@ _ID = {"type": "string", "description": "task id, e.g. 't07'"}
 _ASSIGNEE = {"type": "string", "description": "email address of a person of the workspace"}
 _LIST_OUT = _obj({"tasks": {"type": "array", "items": TASK_SUMMARY}, "count": {"type": "integer"}}, ["tasks", "count"])
 
-TOOLS: list[dict[str, Any]] = [
-    {"name": "list_lists", "effect": "read",
-     "description": "The to-do lists (id, name, project, owner) with how many of their tasks are not done.",
-     "input_schema": _obj({}, []),
-     "output_schema": _obj({"lists": {"type": "array", "items": _obj({
-         "id": {"type": "string"}, "name": {"type": "string"}, "project": {"type": ["string", "null"]},
-         "owner": {"type": "string"}, "open_tasks": {"type": "integer"}},
-         ["id", "name", "project", "owner", "open_tasks"])}}, ["lists"])},
-    {"name": "list_tasks", "effect": "read",
-     "description": "List tasks by due date (undated last), filtered by list, project, assignee, status or a due "
-                    "date limit. Done tasks are left out unless status is 'done' or include_done is true.",
-     "input_schema": _obj({
-         "list": {"type": "string", "description": "list id, e.g. 'L02'"},
-         "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
-         "assignee": _ASSIGNEE, "status": {"type": "string", "enum": STATUSES},
-         "due_before": {"type": "string", "description": "only tasks due on or before this date (YYYY-MM-DD)"},
-         "include_done": {"type": "boolean"},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 50)"},
-     }, []),
-     "output_schema": _LIST_OUT},
-    {"name": "search_tasks", "effect": "read",
-     "description": "Find tasks whose title or notes contain the query (case-insensitive), done ones included.",
-     "input_schema": _obj({"query": {"type": "string", "minLength": 1}}, ["query"]),
-     "output_schema": _LIST_OUT},
-    {"name": "get_task", "effect": "read",
-     "description": "One task in full, notes and dates included.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": TASK_SCHEMA},
-    {"name": "create_task", "effect": "write",
-     "description": "Create a task in a list (the user's personal list by default; a project's list when only "
-                    "project is given). Returns it.",
-     "input_schema": _obj({
-         "title": {"type": "string", "minLength": 1}, "list": {"type": "string", "description": "list id"},
-         "project": {"type": "string", "description": "project code"}, "assignee": _ASSIGNEE,
-         "due": {"type": "string", "description": "YYYY-MM-DD"}, "priority": {"type": "string", "enum": PRIORITIES},
-         "notes": {"type": "string"},
-     }, ["title"]),
-     "output_schema": TASK_SCHEMA},
-    {"name": "update_task", "effect": "write",
-     "description": "Change a task's title, notes, status, priority, assignee (null to unassign) or due date "
-                    "(null to clear). Returns the task.",
-     "input_schema": _obj({
-         "id": _ID, "title": {"type": "string", "minLength": 1}, "notes": {"type": "string"},
-         "status": {"type": "string", "enum": STATUSES}, "priority": {"type": "string", "enum": PRIORITIES},
-         "assignee": {"type": ["string", "null"], "description": "email address, or null to unassign"},
-         "due": {"type": ["string", "null"], "description": "YYYY-MM-DD, or null to clear"},
-     }, ["id"]),
-     "output_schema": TASK_SCHEMA},
-    {"name": "complete_task", "effect": "write",
-     "description": "Mark a task done (completed today). Returns it.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": TASK_SCHEMA},
-    {"name": "delete_task", "effect": "destructive",
-     "description": "Permanently delete a task. This cannot be undone; prefer complete_task for finished work.",
-     "input_schema": _obj({"id": _ID}, ["id"]),
-     "output_schema": _obj({"id": {"type": "string"}, "title": {"type": "string"}, "deleted": {"const": True}},
-                           ["id", "title", "deleted"])},
-]
+tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "tasks", "get_tool": "get_task", "list_tool": "list_tasks",
                                     "list_key": "tasks", "list_arguments": {"include_done": True, "limit": 200}}]
 
 
 # ---------------------------------------------------------------- helpers
-
-def _today(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT value FROM world_meta WHERE key = 'today'").fetchone()
-    return row[0] if row else dt.date.today().isoformat()
-
-
-def _user_email(conn: sqlite3.Connection) -> str:
-    row = conn.execute("SELECT p.email FROM world_meta m JOIN world_people p ON p.id = m.value "
-                       "WHERE m.key = 'user'").fetchone()
-    return row[0] if row else "user@example.com"
-
 
 def _person(conn: sqlite3.Connection, value: Any, field: str) -> str:
     """An email address of a person of the world (case-insensitive)."""
@@ -183,103 +115,179 @@ _ORDER = "ORDER BY due IS NULL, due, id"
 
 # ---------------------------------------------------------------- handlers
 
-def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    """Run one tasks tool; raises ToolFailure on a domain error."""
-    args = tool_args(TOOLS, tool, args)
-    today = _today(conn)
-    if tool == "list_lists":
-        return {"lists": [{"id": i, "name": n, "project": p, "owner": o, "open_tasks": k} for i, n, p, o, k in conn.execute(
-            "SELECT l.id, l.name, l.project, l.owner, (SELECT COUNT(*) FROM tasks_items t WHERE t.list = l.id "
-            "AND t.status != 'done') FROM tasks_lists l ORDER BY l.id")]}
-    if tool == "list_tasks":
-        where, params = [], []
-        if (list_ := opt_str(args, "list")) is not None:
-            if not conn.execute("SELECT 1 FROM tasks_lists WHERE id = ?", (list_,)).fetchone():
-                raise ToolFailure(f"list: no list with id {list_!r} (list_lists gives them)")
-            where.append("list = ?")
-            params.append(list_)
-        if args.get("project") is not None:
-            where.append("project = ?")
-            params.append(_project(conn, args["project"]))
-        if args.get("assignee") is not None:
-            where.append("lower(assignee) = lower(?)")
-            params.append(_person(conn, args["assignee"], "assignee"))
-        status = _choice(args, "status", STATUSES)
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        elif not opt_bool(args, "include_done"):
-            where.append("status != 'done'")
-        if args.get("due_before") is not None:
-            where.append("due IS NOT NULL AND due <= ?")
-            params.append(check_date(args["due_before"], "due_before"))
-        limit = opt_int(args, "limit", 50, 1, 200)
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM tasks_items {'WHERE ' + ' AND '.join(where) if where else ''} "
-                            f"{_ORDER}", params).fetchall()
-        return {"tasks": [_task(tuple(r), today, full=False) for r in rows[:limit]], "count": len(rows)}
-    if tool == "search_tasks":
-        query = req_str(args, "query", 200).strip().lower()
-        rows = [tuple(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM tasks_items {_ORDER}")
-                if query in (r[2] + " " + r[3]).lower()]
-        return {"tasks": [_task(r, today, full=False) for r in rows], "count": len(rows)}
-    if tool == "get_task":
-        return _task(_get(conn, args.get("id")), today)
-    if tool == "create_task":
-        title = req_str(args, "title", 200).strip()
-        project = _project(conn, args["project"]) if args.get("project") is not None else None
-        list_ = opt_str(args, "list")
-        if list_ is not None:
-            row = conn.execute("SELECT id, project FROM tasks_lists WHERE id = ?", (list_,)).fetchone()
-            if row is None:
-                raise ToolFailure(f"list: no list with id {list_!r} (list_lists gives them)")
-            project = project or row[1]
-        elif project is not None:
-            row = conn.execute("SELECT id FROM tasks_lists WHERE project = ? ORDER BY id", (project,)).fetchone()
-            list_ = row[0] if row else None
-        if list_ is None:
-            row = conn.execute("SELECT id FROM tasks_lists WHERE project IS NULL AND owner = ? ORDER BY id",
-                               (_user_email(conn),)).fetchone()
-            if row is None:
-                raise ToolFailure("list: the user has no personal list; give a list id")
-            list_ = row[0]
-        assignee = _person(conn, args["assignee"], "assignee") if args.get("assignee") is not None else None
-        due = check_date(args["due"], "due") if args.get("due") is not None else None
-        priority = _choice(args, "priority", PRIORITIES) or "normal"
-        notes = opt_str(args, "notes") or ""
-        ident = next_id(conn, "tasks_items", "t")
-        conn.execute("INSERT INTO tasks_items VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
-                     (ident, list_, title, notes, "open", priority, assignee, project, due, today))
-        return _task(_get(conn, ident), today)
+@tools.tool("list_lists", "read",
+            input=_obj({}, []),
+            output=_obj({"lists": {"type": "array", "items": _obj({
+                "id": {"type": "string"}, "name": {"type": "string"}, "project": {"type": ["string", "null"]},
+                "owner": {"type": "string"}, "open_tasks": {"type": "integer"}},
+                ["id", "name", "project", "owner", "open_tasks"])}}, ["lists"]))
+def list_lists(conn: sqlite3.Connection, args: dict) -> dict:
+    """The to-do lists (id, name, project, owner) with how many of their tasks are not done."""
+    return {"lists": [{"id": i, "name": n, "project": p, "owner": o, "open_tasks": k} for i, n, p, o, k in conn.execute(
+        "SELECT l.id, l.name, l.project, l.owner, (SELECT COUNT(*) FROM tasks_items t WHERE t.list = l.id "
+        "AND t.status != 'done') FROM tasks_lists l ORDER BY l.id")]}
+
+
+@tools.tool("list_tasks", "read",
+            input=_obj({
+                "list": {"type": "string", "description": "list id, e.g. 'L02'"},
+                "project": {"type": "string", "description": "project code, e.g. 'PRJ-264'"},
+                "assignee": _ASSIGNEE, "status": {"type": "string", "enum": STATUSES},
+                "due_before": {"type": "string", "description": "only tasks due on or before this date (YYYY-MM-DD)"},
+                "include_done": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200, "description": "at most this many (default 50)"},
+            }, []),
+            output=_LIST_OUT)
+def list_tasks(conn: sqlite3.Connection, args: dict) -> dict:
+    """List tasks by due date (undated last), filtered by list, project, assignee, status or a due date
+    limit. Done tasks are left out unless status is 'done' or include_done is true."""
+    today = today_iso(conn)
+    where, params = [], []
+    if (list_ := opt_str(args, "list")) is not None:
+        if not conn.execute("SELECT 1 FROM tasks_lists WHERE id = ?", (list_,)).fetchone():
+            raise ToolFailure(f"list: no list with id {list_!r} (list_lists gives them)")
+        where.append("list = ?")
+        params.append(list_)
+    if args.get("project") is not None:
+        where.append("project = ?")
+        params.append(_project(conn, args["project"]))
+    if args.get("assignee") is not None:
+        where.append("lower(assignee) = lower(?)")
+        params.append(_person(conn, args["assignee"], "assignee"))
+    status = _choice(args, "status", STATUSES)
+    if status is not None:
+        where.append("status = ?")
+        params.append(status)
+    elif not opt_bool(args, "include_done"):
+        where.append("status != 'done'")
+    if args.get("due_before") is not None:
+        where.append("due IS NOT NULL AND due <= ?")
+        params.append(check_date(args["due_before"], "due_before"))
+    limit = opt_int(args, "limit", 50, 1, 200)
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM tasks_items {'WHERE ' + ' AND '.join(where) if where else ''} "
+                        f"{_ORDER}", params).fetchall()
+    return {"tasks": [_task(tuple(r), today, full=False) for r in rows[:limit]], "count": len(rows)}
+
+
+@tools.tool("search_tasks", "read",
+            input=_obj({"query": {"type": "string", "minLength": 1}}, ["query"]),
+            output=_LIST_OUT)
+def search_tasks(conn: sqlite3.Connection, args: dict) -> dict:
+    """Find tasks whose title or notes contain the query (case-insensitive), done ones included."""
+    today = today_iso(conn)
+    query = req_str(args, "query", 200).strip().lower()
+    rows = [tuple(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM tasks_items {_ORDER}")
+            if query in (r[2] + " " + r[3]).lower()]
+    return {"tasks": [_task(r, today, full=False) for r in rows], "count": len(rows)}
+
+
+@tools.tool("get_task", "read",
+            input=_obj({"id": _ID}, ["id"]),
+            output=TASK_SCHEMA)
+def get_task(conn: sqlite3.Connection, args: dict) -> dict:
+    """One task in full, notes and dates included."""
+    today = today_iso(conn)
+    return _task(_get(conn, args.get("id")), today)
+
+
+@tools.tool("create_task", "write",
+            input=_obj({
+                "title": {"type": "string", "minLength": 1}, "list": {"type": "string", "description": "list id"},
+                "project": {"type": "string", "description": "project code"}, "assignee": _ASSIGNEE,
+                "due": {"type": "string", "description": "YYYY-MM-DD"}, "priority": {"type": "string", "enum": PRIORITIES},
+                "notes": {"type": "string"},
+            }, ["title"]),
+            output=TASK_SCHEMA)
+def create_task(conn: sqlite3.Connection, args: dict) -> dict:
+    """Create a task in a list (the user's personal list by default; a project's list when only project is
+    given). Returns it."""
+    today = today_iso(conn)
+    title = req_str(args, "title", 200).strip()
+    project = _project(conn, args["project"]) if args.get("project") is not None else None
+    list_ = opt_str(args, "list")
+    if list_ is not None:
+        row = conn.execute("SELECT id, project FROM tasks_lists WHERE id = ?", (list_,)).fetchone()
+        if row is None:
+            raise ToolFailure(f"list: no list with id {list_!r} (list_lists gives them)")
+        project = project or row[1]
+    elif project is not None:
+        row = conn.execute("SELECT id FROM tasks_lists WHERE project = ? ORDER BY id", (project,)).fetchone()
+        list_ = row[0] if row else None
+    if list_ is None:
+        row = conn.execute("SELECT id FROM tasks_lists WHERE project IS NULL AND owner = ? ORDER BY id",
+                           (user_email(conn),)).fetchone()
+        if row is None:
+            raise ToolFailure("list: the user has no personal list; give a list id")
+        list_ = row[0]
+    assignee = _person(conn, args["assignee"], "assignee") if args.get("assignee") is not None else None
+    due = check_date(args["due"], "due") if args.get("due") is not None else None
+    priority = _choice(args, "priority", PRIORITIES) or "normal"
+    notes = opt_str(args, "notes") or ""
+    ident = next_id(conn, "tasks_items", "t")
+    conn.execute("INSERT INTO tasks_items VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
+                 (ident, list_, title, notes, "open", priority, assignee, project, due, today))
+    return _task(_get(conn, ident), today)
+
+
+@tools.tool("update_task", "write",
+            input=_obj({
+                "id": _ID, "title": {"type": "string", "minLength": 1}, "notes": {"type": "string"},
+                "status": {"type": "string", "enum": STATUSES}, "priority": {"type": "string", "enum": PRIORITIES},
+                "assignee": {"type": ["string", "null"], "description": "email address, or null to unassign"},
+                "due": {"type": ["string", "null"], "description": "YYYY-MM-DD, or null to clear"},
+            }, ["id"]),
+            output=TASK_SCHEMA)
+def update_task(conn: sqlite3.Connection, args: dict) -> dict:
+    """Change a task's title, notes, status, priority, assignee (null to unassign) or due date (null to
+    clear). Returns the task."""
+    today = today_iso(conn)
     ident = _get(conn, args.get("id"))[0]
-    if tool == "update_task":
-        changes: dict[str, Any] = {}
-        if args.get("title") is not None:
-            changes["title"] = req_str(args, "title", 200).strip()
-        if args.get("notes") is not None:
-            changes["notes"] = opt_str(args, "notes")
-        if (status := _choice(args, "status", STATUSES)) is not None:
-            changes["status"] = status
-            changes["completed"] = today if status == "done" else None
-        if (priority := _choice(args, "priority", PRIORITIES)) is not None:
-            changes["priority"] = priority
-        if "assignee" in args:
-            changes["assignee"] = None if args["assignee"] is None else _person(conn, args["assignee"], "assignee")
-        if "due" in args:
-            changes["due"] = None if args["due"] is None else check_date(args["due"], "due")
-        if not changes:
-            raise ToolFailure("nothing to update: give title, notes, status, priority, assignee or due")
-        conn.execute(f"UPDATE tasks_items SET {', '.join(f'{k} = ?' for k in changes)} WHERE id = ?",
-                     [*changes.values(), ident])
-        return _task(_get(conn, ident), today)
-    if tool == "complete_task":
-        conn.execute("UPDATE tasks_items SET status = 'done', completed = COALESCE(completed, ?) WHERE id = ?",
-                     (today, ident))
-        return _task(_get(conn, ident), today)
-    if tool == "delete_task":
-        title = _get(conn, ident)[2]
-        conn.execute("DELETE FROM tasks_items WHERE id = ?", (ident,))
-        return {"id": ident, "title": title, "deleted": True}
-    raise ToolFailure(f"unknown tool {tool!r}")  # unreachable: tool_args checked the name
+    changes: dict[str, Any] = {}
+    if args.get("title") is not None:
+        changes["title"] = req_str(args, "title", 200).strip()
+    if args.get("notes") is not None:
+        changes["notes"] = opt_str(args, "notes")
+    if (status := _choice(args, "status", STATUSES)) is not None:
+        changes["status"] = status
+        changes["completed"] = today if status == "done" else None
+    if (priority := _choice(args, "priority", PRIORITIES)) is not None:
+        changes["priority"] = priority
+    if "assignee" in args:
+        changes["assignee"] = None if args["assignee"] is None else _person(conn, args["assignee"], "assignee")
+    if "due" in args:
+        changes["due"] = None if args["due"] is None else check_date(args["due"], "due")
+    if not changes:
+        raise ToolFailure("nothing to update: give title, notes, status, priority, assignee or due")
+    conn.execute(f"UPDATE tasks_items SET {', '.join(f'{k} = ?' for k in changes)} WHERE id = ?",
+                 [*changes.values(), ident])
+    return _task(_get(conn, ident), today)
+
+
+@tools.tool("complete_task", "write",
+            input=_obj({"id": _ID}, ["id"]),
+            output=TASK_SCHEMA)
+def complete_task(conn: sqlite3.Connection, args: dict) -> dict:
+    """Mark a task done (completed today). Returns it."""
+    today = today_iso(conn)
+    ident = _get(conn, args.get("id"))[0]
+    conn.execute("UPDATE tasks_items SET status = 'done', completed = COALESCE(completed, ?) WHERE id = ?",
+                 (today, ident))
+    return _task(_get(conn, ident), today)
+
+
+@tools.tool("delete_task", "destructive",
+            input=_obj({"id": _ID}, ["id"]),
+            output=_obj({"id": {"type": "string"}, "title": {"type": "string"}, "deleted": {"const": True}},
+                        ["id", "title", "deleted"]))
+def delete_task(conn: sqlite3.Connection, args: dict) -> dict:
+    """Permanently delete a task. This cannot be undone; prefer complete_task for finished work."""
+    ident = _get(conn, args.get("id"))[0]
+    title = _get(conn, ident)[2]
+    conn.execute("DELETE FROM tasks_items WHERE id = ?", (ident,))
+    return {"id": ident, "title": title, "deleted": True}
+
+
+TOOLS, handle = tools.specs, tools.handle
 
 
 # ---------------------------------------------------------------- seed
