@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import _world
+from . import apps as _apps
 from ._spec import (
     ASK_TOOL,
     SAFE_NAME,
@@ -66,9 +67,9 @@ def code_hash(app_names: list[str]) -> str:
 @functools.lru_cache(maxsize=64)
 def _code_hash(app_names: tuple[str, ...]) -> str:
     sources = [inspect.getsource(_world)]
-    base = Path(inspect.getfile(app_module(app_names[0]))).with_name("_base.py") if app_names else None
-    if base is not None and base.exists():
-        sources.append(base.read_text())
+    if app_names:  # the built-in apps' shared modules: _base, the formula engine, the seeding pictures
+        shared = sorted(Path(_apps.__file__).parent.glob("_*.py"))
+        sources += [path.read_text() for path in shared if path.name != "__init__.py"]
     sources += [inspect.getsource(app_module(name)) for name in sorted(app_names)]
     return _digest(*sources)
 

@@ -237,11 +237,13 @@ def test_a_chart_is_drawn_with_a_bar_per_value_in_its_series_colours():
 
     from PIL import Image
 
+    from coworkenv.workspace.apps import _drawing
+
     data = {"labels": ["Travel", "Software licences", "Hardware"],
             "series": [{"name": "Planned", "values": [1200, 3600, 2400]}, {"name": "Spent", "values": [0, -300, 2000]}]}
-    image = Image.open(io.BytesIO(base64.b64decode(app._chart_png("PRJ-101 budget", data)))).convert("RGB")
-    assert image.size == app.CHART_SIZE
-    colours = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in app.CHART_COLOURS[:2]]
+    image = Image.open(io.BytesIO(base64.b64decode(_drawing.chart_png("PRJ-101 budget", data)))).convert("RGB")
+    assert image.size == _drawing.CHART_SIZE
+    colours = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in _drawing.CHART_COLOURS[:2]]
 
     def bar_height(colour: tuple, column: int) -> int:
         return sum(image.getpixel((column, y)) == colour for y in range(image.height))

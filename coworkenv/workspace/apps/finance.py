@@ -5,16 +5,15 @@ Invoices are from the world's vendors (for the products they supply) and to its 
 their projects and products), charged to the world's project codes; expenses are claimed by the
 company's people. What an agent would see as a picture is stored as one: every receipt is a
 scanned-looking PNG and every vendor invoice a scanned PDF, drawn from the record's own data with
-Pillow in ``seed`` (which runs on the host; tools never import Pillow). A receipt's merchant and
-items are only in its image, and a claim does not always match its receipt. Distractors: a vendor
-invoice entered twice under two numbers, a closed project's old budget.
+Pillow in ``seed`` (which runs on the host; ``_drawing`` is imported there only, so tools never load
+Pillow). A receipt's merchant and items are only in its image, and a claim does not always match its
+receipt. Distractors: a vendor invoice entered twice under two numbers, a closed project's old budget.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
-import io
 import json
 import random
 import sqlite3
@@ -165,6 +164,8 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
 
 def _seed_invoices(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any], today: dt.date, money: str,
                    rate: float, orgs: dict[str, dict], approvals: list) -> None:
+    from ._drawing import invoice_pdf  # host only: Pillow
+
     numbers = iter(rng.sample(range(10000, 99999), 40))
     projects = [p for p in world["projects"] if p["status"] != "closed"]
     finance_staff = [p["email"] for p in world["people"] if p["org"] == world["company"]["id"]
@@ -221,7 +222,7 @@ def _seed_invoices(conn: sqlite3.Connection, rng: random.Random, world: dict[str
             paid_on = min(today - dt.timedelta(days=1), due - dt.timedelta(days=rng.randint(0, 10)))
         ident = f"INV-{next(numbers)}"
         project = row["project"]["code"] if row["project"] else None
-        document = _invoice_pdf(rng, world, row["org"], ident, issue, due, project, row["lines"], subtotal, tax,
+        document = invoice_pdf(rng, world, row["org"], ident, issue, due, project, row["lines"], subtotal, tax,
                                 money, rate) if row["direction"] == "payable" else None
         conn.execute("INSERT INTO finance_invoices VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      (ident, row["direction"], row["org"]["id"], row["org"]["name"], project, issue.isoformat(),
@@ -269,6 +270,8 @@ def _items(rng: random.Random, world: dict[str, Any], category: str, city: str) 
 
 def _seed_expenses(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any], today: dt.date, money: str,
                    rate: float, approvals: list) -> None:
+    from ._drawing import receipt_png  # host only: Pillow
+
     staff = [p for p in world["people"] if p["org"] == world["company"]["id"]]
     customers = [o["name"] for o in world["organisations"] if o["kind"] == "customer"]
     projects = [p["code"] for p in world["projects"] if p["status"] == "active"]
@@ -311,119 +314,12 @@ def _seed_expenses(conn: sqlite3.Connection, rng: random.Random, world: dict[str
                       description, date.isoformat(), claimed, status, decider, note))
         if items:
             clock = f"{rng.randint(8, 21):02d}:{rng.randrange(0, 60):02d}"
-            png = _receipt_png(rng, merchant, city, date, clock, items, total, money, rate)
+            png = receipt_png(rng, merchant, city, date, clock, items, total, money, rate)
             conn.execute("INSERT INTO finance_receipts VALUES (?,?,?,?,?,?,?)",
                          (f"RC-{base + k}", ident, merchant, date.isoformat(), json.dumps(items), total, png))
         if decider:
             decided = min(today, date + dt.timedelta(days=rng.randint(1, 5)))
             approvals.append((ident, status, decider, decided.isoformat(), note or ""))
-
-
-# ---------------------------------------------------------------- drawing (host only: Pillow)
-
-def _fonts(*sizes: int) -> list[Any]:
-    try:
-        from PIL import ImageFont
-    except ImportError:  # pragma: no cover - a host without Pillow
-        raise RuntimeError("the finance app draws receipts and invoices with Pillow: pip install pillow") from None
-    return [ImageFont.load_default(size=size) for size in sizes]
-
-
-def _scan(rng: random.Random, image: Any, levels: int = 4) -> Any:
-    """Make a clean drawing look scanned: specks, a slight tilt, softness, few grey levels."""
-    from PIL import Image, ImageDraw, ImageFilter
-
-    draw = ImageDraw.Draw(image)
-    for _ in range(image.width * image.height // 900):
-        x, y = rng.randrange(image.width), rng.randrange(image.height)
-        draw.point((x, y), fill=rng.randrange(110, 200))
-    tilted = image.rotate(rng.uniform(-1.6, 1.6), resample=Image.Resampling.BILINEAR, expand=True, fillcolor=205)
-    step = 256 // levels
-    return tilted.filter(ImageFilter.GaussianBlur(0.6)).point([v // step * step + step // 2 for v in range(256)])
-
-
-def _receipt_png(rng: random.Random, merchant: str, city: str, date: dt.date, clock: str,
-                 items: list[tuple[str, float]], total: float, money: str, rate: float) -> bytes:
-    from PIL import Image, ImageDraw
-
-    big, body, small = _fonts(21, 15, 13)
-    width, height = 360, 330 + 24 * len(items)
-    image = Image.new("L", (width, height), 247)
-    draw = ImageDraw.Draw(image)
-    draw.text((width // 2, 28), merchant.upper(), font=big, fill=25, anchor="mm")
-    draw.text((width // 2, 54), city, font=small, fill=60, anchor="mm")
-    draw.text((22, 84), f"{date.isoformat()}  {clock}", font=small, fill=50)
-    draw.text((width - 22, 84), f"No. {rng.randint(1000, 99999)}", font=small, fill=50, anchor="ra")
-    y = 112
-    dashes = lambda y: [draw.line((x, y, x + 5, y), fill=90) for x in range(22, width - 22, 9)]
-    dashes(y + 8)
-    for item, amount in items:
-        y += 24
-        draw.text((22, y), item[:30], font=body, fill=35)
-        draw.text((width - 22, y), f"{amount:.2f}", font=body, fill=35, anchor="ra")
-    y += 30
-    dashes(y + 8)
-    draw.text((22, y + 22), f"TOTAL {money}", font=big, fill=15)
-    draw.text((width - 22, y + 22), f"{total:.2f}", font=big, fill=15, anchor="ra")
-    vat = total - total / (1 + rate)
-    draw.text((22, y + 56), f"incl. VAT {rate * 100:.0f}%", font=small, fill=60)
-    draw.text((width - 22, y + 56), f"{vat:.2f}", font=small, fill=60, anchor="ra")
-    draw.text((22, y + 84), f"CARD **** {rng.randint(1000, 9999)}", font=small, fill=60)
-    draw.text((width // 2, height - 30), "Thank you for your visit", font=small, fill=70, anchor="mm")
-    buffer = io.BytesIO()
-    _scan(rng, image).save(buffer, "PNG")
-    return buffer.getvalue()
-
-
-def _invoice_pdf(rng: random.Random, world: dict[str, Any], vendor: dict[str, Any], ident: str, issue: dt.date,
-                 due: dt.date, project: str | None, lines: list[dict[str, Any]], subtotal: float, tax: float,
-                 money: str, rate: float) -> bytes:
-    from PIL import Image, ImageDraw
-
-    title, head, body = _fonts(34, 20, 16)
-    width, height = 827, 1170
-    image = Image.new("L", (width, height), 255)
-    draw = ImageDraw.Draw(image)
-    draw.text((60, 60), vendor["name"], font=title, fill=0)
-    draw.text((60, 108), f"{vendor['city']}, {vendor['country']}  -  accounts@{vendor['domain']}", font=body, fill=0)
-    draw.text((width - 60, 60), "INVOICE", font=title, fill=0, anchor="ra")
-    company = world["company"]
-    facts = [("Invoice no.", ident), ("Issued", issue.isoformat()), ("Due", due.isoformat()),
-             ("Your reference", project or "-")]
-    for n, (label, value) in enumerate(facts):
-        draw.text((60, 180 + n * 28), label, font=body, fill=0)
-        draw.text((240, 180 + n * 28), value, font=body, fill=0)
-    draw.text((480, 180), "Bill to", font=body, fill=0)
-    draw.text((480, 208), company["name"], font=head, fill=0)
-    draw.text((480, 238), f"{company['city']}, {company['country']}", font=body, fill=0)
-    y = 340
-    for x, label, anchor in ((60, "Description", "la"), (500, "Qty", "ra"), (630, "Unit price", "ra"),
-                             (767, "Amount", "ra")):
-        draw.text((x, y), label, font=head, fill=0, anchor=anchor)
-    draw.line((60, y + 32, 767, y + 32), fill=0, width=2)
-    for line in lines:
-        y += 44
-        draw.text((60, y), line["description"][:40], font=body, fill=0)
-        draw.text((500, y), f"{line['quantity']:g}", font=body, fill=0, anchor="ra")
-        draw.text((630, y), f"{line['unit_price']:.2f}", font=body, fill=0, anchor="ra")
-        draw.text((767, y), f"{line['amount']:.2f}", font=body, fill=0, anchor="ra")
-    y += 60
-    draw.line((420, y, 767, y), fill=0, width=1)
-    for label, value in (("Subtotal", subtotal), (f"VAT {rate * 100:.0f}%", tax), (f"Total {money}", subtotal + tax)):
-        y += 34
-        draw.text((440, y), label, font=head if label.startswith("Total") else body, fill=0)
-        draw.text((767, y), f"{value:.2f}", font=head if label.startswith("Total") else body, fill=0, anchor="ra")
-    draw.text((60, height - 120), f"Payment within {(due - issue).days} days of the invoice date.", font=body, fill=0)
-    draw.text((60, height - 92), f"Please quote {ident} with your payment.", font=body, fill=0)
-    for _ in range(rng.randint(30, 80)):  # dust on the scanner glass
-        x, y = rng.randrange(width), rng.randrange(height)
-        draw.point((x, y), fill=0)
-    buffer = io.BytesIO()
-    stamp = dt.datetime(issue.year, issue.month, issue.day, 9, 0).timetuple()  # never the wall clock
-    image.rotate(rng.uniform(-0.8, 0.8), expand=False, fillcolor=255).convert("1", dither=Image.Dither.NONE).save(
-        buffer, "PDF", resolution=100, title=f"Invoice {ident}", author=vendor["name"], creationDate=stamp,
-        modDate=stamp)
-    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------- handlers

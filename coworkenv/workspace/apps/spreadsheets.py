@@ -5,18 +5,16 @@ SUM, AVERAGE, MIN, MAX and COUNT over ranges and cells of the same sheet, and + 
 and numbers. A formula cell keeps its last computed value in ``value`` (as a spreadsheet file keeps
 its cached values), recomputed after every write, so checks can read results with plain SQL.
 
-Charts are drawn with Pillow when the workspace is seeded (on the host: the sandbox has only
-the standard library), stored as PNG with the data they show, and returned by ``render_chart`` as
-image content with the data as a text fallback. Standard library only.
+The formula engine is ``_formulas``. Charts are drawn with Pillow (``_drawing``) when the workspace
+is seeded (on the host: the sandbox has only the standard library), stored as PNG with the data they
+show, and returned by ``render_chart`` as image content with the data as a text fallback. Standard
+library only when tools run.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import functools
 import json
-import math
 import random
 import re
 import sqlite3
@@ -24,6 +22,17 @@ from typing import Any
 
 from ._base import ToolFailure, Tools, next_id, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
+from ._formulas import (
+    MAX_COLS,
+    FormulaError,
+    cell_ref,
+    col_letters,
+    compute,
+    number,
+    parse_formula,
+    parse_ref,
+    shift_formula,
+)
 
 NAME = "spreadsheets"
 DESCRIPTION = ("Workbooks of sheets and cells with simple formulas (SUM, AVERAGE, MIN, MAX, COUNT, + - * /): "
@@ -65,8 +74,6 @@ CREATE TABLE IF NOT EXISTS spreadsheets_charts (
 );
 """
 
-FUNCTIONS = ("SUM", "AVERAGE", "MIN", "MAX", "COUNT")
-MAX_ROWS, MAX_COLS = 5000, 52  # columns A..AZ
 
 # ---------------------------------------------------------------- schemas
 
@@ -94,260 +101,6 @@ tools = Tools()  # declared on their handlers below; TOOLS and handle come from 
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "workbooks", "get_tool": "get_workbook", "list_tool": "list_workbooks",
                                     "list_key": "workbooks"}]
-
-
-# ---------------------------------------------------------------- references and formulas
-
-_REF_RE = re.compile(r"^([A-Z]{1,2})([1-9][0-9]*)$")
-
-
-def col_letters(col: int) -> str:
-    """1 -> 'A', 27 -> 'AA'."""
-    out = ""
-    while col:
-        col, rem = divmod(col - 1, 26)
-        out = chr(65 + rem) + out
-    return out
-
-
-def _col_number(letters: str) -> int:
-    n = 0
-    for ch in letters:
-        n = n * 26 + ord(ch) - 64
-    return n
-
-
-def parse_ref(ref: Any, field: str = "ref") -> tuple[int, int]:
-    """'B7' -> (7, 2); ToolFailure naming ``field`` when it is not a cell reference."""
-    m = _REF_RE.match(ref.strip().upper()) if isinstance(ref, str) else None
-    if m is None:
-        raise ToolFailure(f"{field} must be a cell reference like 'B7', got {ref!r}")
-    row, col = int(m.group(2)), _col_number(m.group(1))
-    if row > MAX_ROWS or col > MAX_COLS:
-        raise ToolFailure(f"{field} {ref!r} is outside the sheet (rows 1-{MAX_ROWS}, columns A-{col_letters(MAX_COLS)})")
-    return row, col
-
-
-def _ref(row: int, col: int) -> str:
-    return f"{col_letters(col)}{row}"
-
-
-class FormulaError(Exception):
-    """A formula that cannot be parsed."""
-
-
-class _Fail(Exception):
-    """A spreadsheet error value met while evaluating (#DIV/0!, #VALUE!, #CYCLE!)."""
-
-
-_TOKEN_RE = re.compile(r"\s*(?:(?P<func>[A-Z]+)\s*\(|(?P<range>[A-Z]{1,2}[0-9]+:[A-Z]{1,2}[0-9]+)|"
-                       r"(?P<ref>[A-Z]{1,2}[0-9]+)|(?P<num>[0-9]+(?:\.[0-9]+)?)|(?P<op>[-+*/(),]))")
-
-
-def parse_formula(text: str) -> Any:
-    """The syntax tree of a formula ('=' first); FormulaError with the reason when it is not one."""
-    if not text.startswith("="):
-        raise FormulaError("a formula starts with '='")
-    body, tokens, pos = text[1:].upper(), [], 0
-    while pos < len(body):
-        if body[pos:].strip() == "":
-            break
-        m = _TOKEN_RE.match(body, pos)
-        if m is None:
-            raise FormulaError(f"unexpected {body[pos:].strip()[:10]!r}")
-        kind = m.lastgroup
-        assert kind is not None
-        tokens.append((kind, m.group(kind)))
-        pos = m.end()
-    if not tokens:
-        raise FormulaError("the formula is empty")
-    at = [0]
-
-    def peek() -> tuple[str, str] | None:
-        return tokens[at[0]] if at[0] < len(tokens) else None
-
-    def take() -> tuple[str, str]:
-        tok = peek()
-        if tok is None:
-            raise FormulaError("the formula ends too early")
-        at[0] += 1
-        return tok
-
-    def expr() -> Any:
-        node = term()
-        while (tok := peek()) and tok in (("op", "+"), ("op", "-")):
-            take()
-            node = (tok[1], node, term())
-        return node
-
-    def term() -> Any:
-        node = unary()
-        while (tok := peek()) and tok in (("op", "*"), ("op", "/")):
-            take()
-            node = (tok[1], node, unary())
-        return node
-
-    def unary() -> Any:
-        tok = peek()
-        if tok in (("op", "-"), ("op", "+")):
-            take()
-            return ("neg", unary()) if tok == ("op", "-") else unary()
-        return atom()
-
-    def atom() -> Any:
-        kind, text_ = take()
-        if kind == "num":
-            return ("num", float(text_))
-        if kind == "ref":
-            return ("ref", *_checked(text_))
-        if kind == "range":
-            raise FormulaError(f"a range like {text_} only goes inside {', '.join(FUNCTIONS)}")
-        if kind == "func":
-            if text_ not in FUNCTIONS:
-                raise FormulaError(f"unknown function {text_}; known: {', '.join(FUNCTIONS)}")
-            args = [arg()]
-            while peek() == ("op", ","):
-                take()
-                args.append(arg())
-            if take() != ("op", ")"):
-                raise FormulaError(f"{text_}( needs a closing ')'")
-            return ("func", text_, args)
-        if (kind, text_) == ("op", "("):
-            node = expr()
-            if take() != ("op", ")"):
-                raise FormulaError("a '(' needs a closing ')'")
-            return node
-        raise FormulaError(f"unexpected {text_!r}")
-
-    def arg() -> Any:
-        tok = peek()
-        if tok is not None and tok[0] == "range":
-            take()
-            first, last = tok[1].split(":")
-            (r1, c1), (r2, c2) = _checked(first), _checked(last)
-            return ("range", min(r1, r2), min(c1, c2), max(r1, r2), max(c1, c2))
-        return expr()
-
-    node = expr()
-    if peek() is not None:
-        raise FormulaError(f"unexpected {peek()[1]!r} after the end of the formula")  # type: ignore[index]
-    return node
-
-
-def _checked(ref: str) -> tuple[int, int]:
-    try:
-        return parse_ref(ref)
-    except ToolFailure as exc:
-        raise FormulaError(str(exc)) from None
-
-
-def number(value: float) -> int | float:
-    """A result as a spreadsheet shows it: whole numbers as integers, others to 6 decimals."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return int(value)
-    return round(value, 6)
-
-
-def _evaluate(node: Any, get: Any) -> float:
-    kind = node[0]
-    if kind == "num":
-        return node[1]
-    if kind == "ref":
-        value = get(node[1], node[2])
-        if value is None:
-            return 0.0
-        if isinstance(value, str):
-            if value.startswith("#"):
-                raise _Fail(value)
-            raise _Fail("#VALUE!")
-        return float(value)
-    if kind == "neg":
-        return -_evaluate(node[1], get)
-    if kind == "func":
-        values: list[float] = []
-        for arg in node[2]:
-            if arg[0] == "ref":  # a cell named in a function counts only when it holds a number
-                arg = ("range", arg[1], arg[2], arg[1], arg[2])
-            if arg[0] == "range":
-                for r in range(arg[1], arg[3] + 1):
-                    for c in range(arg[2], arg[4] + 1):
-                        value = get(r, c)
-                        if isinstance(value, str) and value.startswith("#"):
-                            raise _Fail(value)
-                        if isinstance(value, (int, float)):
-                            values.append(float(value))
-            else:
-                values.append(_evaluate(arg, get))
-        name = node[1]
-        if name == "SUM":
-            return float(sum(values))
-        if name == "COUNT":
-            return float(len(values))
-        if name == "AVERAGE":
-            if not values:
-                raise _Fail("#DIV/0!")
-            return sum(values) / len(values)
-        return (min if name == "MIN" else max)(values) if values else 0.0
-    left, right = _evaluate(node[1], get), _evaluate(node[2], get)
-    if kind == "+":
-        return left + right
-    if kind == "-":
-        return left - right
-    if kind == "*":
-        return left * right
-    if right == 0:
-        raise _Fail("#DIV/0!")
-    return left / right
-
-
-def compute(cells: dict[tuple[int, int], tuple[Any, str | None]]) -> dict[tuple[int, int], Any]:
-    """The value of every cell of a sheet, ``cells`` mapping (row, col) to (value, formula)."""
-    done: dict[tuple[int, int], Any] = {}
-    active: set[tuple[int, int]] = set()
-
-    def get(row: int, col: int) -> Any:
-        key = (row, col)
-        if key in done:
-            return done[key]
-        value, formula = cells.get(key, (None, None))
-        if formula is None:
-            done[key] = value
-            return value
-        if key in active:
-            return "#CYCLE!"
-        active.add(key)
-        try:
-            result: Any = number(_evaluate(parse_formula(formula), get))
-        except _Fail as exc:
-            result = str(exc)
-        except FormulaError:
-            result = "#ERROR!"
-        active.discard(key)
-        done[key] = result
-        return result
-
-    for key in cells:
-        get(*key)
-    return {key: done[key] for key in cells}
-
-
-def _shift_formula(formula: str, at: int) -> str:
-    """A formula after a row is inserted at row ``at``: references at or below it move down one, and a
-    range grows when the row falls strictly inside it (first row < at <= last row)."""
-    def ref_row(row: int) -> int:
-        return row + 1 if row >= at else row
-
-    def repl(m: re.Match[str]) -> str:
-        if m.group("r2"):
-            r1, r2 = int(m.group("r1")), int(m.group("r2"))
-            new1 = ref_row(r1)
-            new2 = r2 + 1 if r2 >= at else r2
-            return f"{m.group('c1')}{new1}:{m.group('c2')}{new2}"
-        return f"{m.group('c1')}{ref_row(int(m.group('r1')))}"
-
-    head, body = formula[:1], formula[1:]
-    return head + re.sub(r"(?<![A-Z])(?P<c1>[A-Z]{1,2})(?P<r1>[0-9]+)(?::(?P<c2>[A-Z]{1,2})(?P<r2>[0-9]+))?",
-                         repl, body.upper())
 
 
 # ---------------------------------------------------------------- state helpers
@@ -393,7 +146,7 @@ def _store(conn: sqlite3.Connection, workbook: str, sheet: str,
     values = compute(cells)
     conn.execute("DELETE FROM spreadsheets_cells WHERE workbook = ? AND sheet = ?", (workbook, sheet))
     conn.executemany("INSERT INTO spreadsheets_cells VALUES (?,?,?,?,?,?,?)",
-                     [(workbook, sheet, _ref(r, c), r, c, values[(r, c)], f)
+                     [(workbook, sheet, cell_ref(r, c), r, c, values[(r, c)], f)
                       for (r, c), (_, f) in sorted(cells.items()) if values[(r, c)] is not None or f])
 
 
@@ -509,7 +262,7 @@ def read_sheet(conn: sqlite3.Connection, args: dict) -> dict:
     return {"workbook": workbook, "sheet": sheet, "columns": [col_letters(c) for c in range(1, width + 1)],
             "rows": [{"row": r, "values": [cells.get((r, c), (None, None))[0] for c in range(1, width + 1)]}
                      for r in rows],
-            "formulas": {_ref(r, c): f for (r, c), (_, f) in sorted(cells.items()) if f}}
+            "formulas": {cell_ref(r, c): f for (r, c), (_, f) in sorted(cells.items()) if f}}
 
 
 @tools.tool("read_range", "read",
@@ -530,7 +283,7 @@ def read_range(conn: sqlite3.Connection, args: dict) -> dict:
         raise ToolFailure(f"range {text} has more than 1000 cells; read a smaller one")
     cells = _cells(conn, workbook, sheet)
     return {"workbook": workbook, "sheet": sheet, "range": text,
-            "cells": [_cell_out(_ref(r, c), *cells.get((r, c), (None, None)))
+            "cells": [_cell_out(cell_ref(r, c), *cells.get((r, c), (None, None)))
                       for r in range(r1, r2 + 1) for c in range(c1, c2 + 1)]}
 
 
@@ -563,7 +316,7 @@ def write_cells(conn: sqlite3.Connection, args: dict) -> dict:
     _touch(conn, workbook)
     after = _cells(conn, workbook, sheet)
     return {"workbook": workbook, "sheet": sheet,
-            "cells": [_cell_out(_ref(r, c), *after.get((r, c), (None, None))) for r, c in written]}
+            "cells": [_cell_out(cell_ref(r, c), *after.get((r, c), (None, None))) for r, c in written]}
 
 
 @tools.tool("add_row", "write",
@@ -593,7 +346,7 @@ def add_row(conn: sqlite3.Connection, args: dict) -> dict:
     new = [_input_value(v, f"values[{i}]") for i, v in enumerate(values)]
     moved: dict[tuple[int, int], tuple[Any, str | None]] = {}
     for (r, c), (value, formula) in cells.items():
-        moved[(r + 1 if r >= at else r, c)] = (value, _shift_formula(formula, at) if formula else None)
+        moved[(r + 1 if r >= at else r, c)] = (value, shift_formula(formula, at) if formula else None)
     for c, (value, formula) in enumerate(new, start=1):
         if value is not None or formula:
             moved[(at, c)] = (value, formula)  # written for the new row: not shifted
@@ -601,7 +354,7 @@ def add_row(conn: sqlite3.Connection, args: dict) -> dict:
     _touch(conn, workbook)
     after = _cells(conn, workbook, sheet)
     return {"workbook": workbook, "sheet": sheet, "row": at,
-            "cells": [_cell_out(_ref(at, c), *after.get((at, c), (None, None))) for c in range(1, len(new) + 1)]}
+            "cells": [_cell_out(cell_ref(at, c), *after.get((at, c), (None, None))) for c in range(1, len(new) + 1)]}
 
 
 @tools.tool("create_workbook", "write",
@@ -741,114 +494,12 @@ def _budget_cells(lines: list[tuple[str, int, int]]) -> dict[tuple[int, int], tu
     return cells
 
 
-CHART_SIZE = (512, 288)  # pixels
-CHART_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]  # one per series, in turn
-
-
-def _chart_png(title: str, data: dict[str, Any]) -> str:
-    """A bar chart of ``data`` (its title above, a value over each bar, the labels along the bottom
-    turned 30 degrees, a legend when there are several series) drawn with Pillow (imported here:
-    the host seeds, the sandbox never does), as base64 PNG text."""
-    try:
-        from PIL import Image, ImageDraw
-    except ImportError:  # pragma: no cover - a prerequisite, named
-        raise RuntimeError("the spreadsheets app draws its charts with Pillow: pip install pillow") from None
-    import io
-
-    labels, series = [str(label) for label in data["labels"]], data["series"]
-    heights = [[v if isinstance(v, (int, float)) else 0 for v in s["values"]] for s in series]
-    low = min([0, *(h for row in heights for h in row)])
-    high = max([0, *(h for row in heights for h in row)])
-    step = _tick_step((high - low) * 1.2 or 1)
-    top, bottom = _round_up(high * 1.2, step), -_round_up(-low * 1.2, step)
-    if top == bottom:  # every value 0
-        top = 5 * step
-    title_font, tick_font, value_font = (_font(size) for size in (14, 11, 9))
-    ticks = [bottom + i * step for i in range(round((top - bottom) / step) + 1)]
-    tick_texts = [f"{t:,.0f}" for t in ticks]
-
-    image = Image.new("RGB", CHART_SIZE, "white")
-    draw = ImageDraw.Draw(image)
-    turned = [_turned(label, tick_font, 30) for label in labels]
-    left = 12 + max(draw.textlength(text, font=tick_font) for text in tick_texts)
-    plot_bottom = CHART_SIZE[1] - 8 - max((t.height for t in turned), default=0)
-    plot = (left, 30, CHART_SIZE[0] - 10, max(plot_bottom, 120))
-    x0, y0, x1, y1 = plot
-
-    def y_of(value: float) -> float:
-        return y1 - (value - bottom) / (top - bottom) * (y1 - y0)
-
-    draw.text(((x0 + x1) / 2, 8), title, font=title_font, fill="black", anchor="ma")
-    for tick, text in zip(ticks, tick_texts, strict=True):
-        draw.line([(x0 - 4, y_of(tick)), (x0, y_of(tick))], fill="black")
-        draw.text((x0 - 6, y_of(tick)), text, font=tick_font, fill="black", anchor="rm")
-    slot = (x1 - x0) / max(len(labels), 1)
-    width = slot * 0.8 / max(len(series), 1)
-    for i, label in enumerate(turned):
-        centre = x0 + slot * (i + 0.5)
-        draw.line([(centre, y1), (centre, y1 + 4)], fill="black")
-        image.paste(label, (round(centre - label.width), y1 + 6), label)  # its right end under the tick
-        for n, row in enumerate(heights):
-            if i >= len(row):
-                continue
-            left_edge = centre - slot * 0.4 + n * width
-            y_top, y_zero = y_of(row[i]), y_of(0)
-            draw.rectangle([left_edge, min(y_top, y_zero), left_edge + width - 1, max(y_top, y_zero)],
-                           fill=CHART_COLOURS[n % len(CHART_COLOURS)])
-            value, below = f"{row[i]:,.0f}", row[i] < 0  # a value beyond its bar's end: under a bar going down
-            if len(series) > 1:
-                mark = _turned(value, value_font, 90)
-                at = y_top + 3 if below else y_top - 3 - mark.height
-                image.paste(mark, (round(left_edge + width / 2 - mark.width / 2), round(at)), mark)
-            else:
-                draw.text((left_edge + width / 2, y_top + 3 if below else y_top - 3), value, font=value_font,
-                          fill="black", anchor="ma" if below else "md")
-    draw.rectangle(plot, outline="black")
-    if len(series) > 1:
-        names = [str(s["name"]) for s in series]
-        box_width = 26 + max(draw.textlength(name, font=tick_font) for name in names)
-        bx, by = x1 - box_width - 6, y0 + 6
-        draw.rectangle([bx, by, bx + box_width, by + 6 + 15 * len(names)], fill="white", outline="#cccccc")
-        for n, name in enumerate(names):
-            row_y = by + 5 + 15 * n
-            draw.rectangle([bx + 5, row_y + 2, bx + 17, row_y + 10], fill=CHART_COLOURS[n % len(CHART_COLOURS)])
-            draw.text((bx + 22, row_y), name, font=tick_font, fill="black")
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return base64.b64encode(out.getvalue()).decode("ascii")
-
-
-@functools.cache
-def _font(size: int) -> Any:
-    from PIL import ImageFont
-
-    return ImageFont.load_default(size=size)
-
-
-def _tick_step(span: float) -> float:
-    """A round step (1, 2, 2.5 or 5 times a power of ten) that cuts ``span`` into about five."""
-    power = 10 ** math.floor(math.log10(span / 5))
-    return next(power * m for m in (1, 2, 2.5, 5, 10) if span / (power * m) <= 6)
-
-
-def _round_up(value: float, step: float) -> float:
-    return math.ceil(value / step - 1e-9) * step if value > 0 else 0.0
-
-
-def _turned(text: str, font: Any, degrees: int) -> Any:
-    """``text`` drawn black on a transparent image turned ``degrees`` counter-clockwise."""
-    from PIL import Image, ImageDraw
-
-    box = font.getbbox(text)
-    flat = Image.new("LA", (max(box[2], 1) + 2, max(box[3], 1) + 2), (0, 0))
-    ImageDraw.Draw(flat).text((1, 1), text, font=font, fill=(0, 255))
-    return flat.rotate(degrees, expand=True, resample=Image.Resampling.BICUBIC)
-
-
 def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) -> None:
     """Workbooks from the world: a budget per project (some with an outdated draft beside it), the
     current and last year's price lists of the world's products, and a portfolio overview with a
     chart; a couple of budgets have a chart too."""
+    from ._drawing import chart_png  # host only: Pillow
+
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     people = {p["id"]: p for p in world["people"]}
@@ -916,4 +567,4 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
         data = chart_data(conn, ident, sheet, labels, series)
         conn.execute("INSERT INTO spreadsheets_charts VALUES (?,?,?,?,?,?,?,?)",
                      (f"ch{n:02d}", ident, sheet, title, labels, json.dumps(series), json.dumps(data),
-                      _chart_png(title, data)))
+                      chart_png(title, data)))
