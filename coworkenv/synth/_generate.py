@@ -50,12 +50,10 @@ def _order(n: int, capabilities: tuple[str, ...], weights: dict[str, float] | No
     return order
 
 
-def _within(workspace: Workspace, spec: dict) -> bool:
-    """Whether every tool a task spec names is one of the workspace's (a template may know apps it lacks)."""
-    names = [step["tool"] for step in spec.get("reference", []) if step["tool"] != ASK_TOOL.name]
-    names += list(spec.get("forbidden_tools", []))
-    probe = spec.get("forbidden_probe")
-    names += [probe["tool"]] if probe else []
+def _within(workspace: Workspace, task: Task) -> bool:
+    """Whether every tool a task names is one of the workspace's (a template may know apps it lacks)."""
+    names = [step.tool for step in task.reference if step.tool != ASK_TOOL.name] + list(task.forbidden_tools)
+    names += [task.forbidden_probe.tool] if task.forbidden_probe else []
     return all(workspace.tool(name) is not None for name in names)
 
 
@@ -155,12 +153,12 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                         spec = template(states[ws_seed], rng)
                     except sqlite3.OperationalError:  # a template over an app this workspace does not have
                         spec = None
-                    if spec is None or not _within(workspaces[ws_seed], spec):
+                    workspace = workspaces[ws_seed]
+                    task = None if spec is None else Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}",
+                                                          workspace_id=workspace.id, shape=name, **spec)
+                    if task is None or not _within(workspace, task):
                         made.passed += 1
                         continue
-                    workspace = workspaces[ws_seed]
-                    task = Task(id=f"{capability}-{ws_seed}-{name}-{k:03d}", workspace_id=workspace.id, shape=name,
-                                **spec)
                     if signature(task) in seen:
                         made.duplicates += 1
                         continue

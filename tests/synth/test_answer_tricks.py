@@ -184,7 +184,8 @@ async def test_answers_that_list_instead_of_looking_up_pass_no_task(host, synthe
 
 async def test_a_reply_listing_every_multiple_of_500_passes_no_task(host, synthesized):
     """The reference's messages, replies and notes with every multiple of 500 up to 400,000 written
-    instead, on every task whose checks read what it writes (the budget and invoice replies among them)."""
+    instead, on every task whose checks read what it writes (the budget reply among them: a figure, with the
+    figures it could be confused with; seed 0 has made no invoice reply since templates take turns by name)."""
     read = []
     for task in synthesized.tasks:
         workspace = host.workspace(task.workspace_id)
@@ -194,7 +195,7 @@ async def test_a_reply_listing_every_multiple_of_500_passes_no_task(host, synthe
         read.append(task.shape)
         verdict = await play(host, task, written(workspace, task, EVERY_500), task.reference_answer)
         assert not verdict.admitted, task.id
-    assert {"budget_reply", "invoice_total"} <= set(read), read
+    assert "budget_reply" in read and len(set(read)) >= 4, read
 
 
 async def test_one_catch_all_question_passes_no_multi_turn_task(host, synthesized):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from coworkenv.synth import WorkerError, calibrate_task, generate, harden, synthesize
-from coworkenv.synth.templates import office
+from coworkenv.synth.templates import written_in
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
@@ -225,7 +225,7 @@ async def test_every_office_template_is_admitted_over_several_workspaces(host, t
         host.store.put_workspace(workspace)
         conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"office-{seed}.db"))
         try:
-            for capability, templates in office.TEMPLATES.items():
+            for capability, templates in written_in("mail", "calendar", "files").items():
                 for name, template in templates.items():
                     spec = template(conn, random.Random(f"{seed}:{name}"))
                     assert spec is not None, (seed, name)

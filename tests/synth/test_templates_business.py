@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from coworkenv.synth import calibrate_task, harden
-from coworkenv.synth.templates import TEMPLATES, business
-from coworkenv.workspace import Task, Workspace, build_workspace, write_initial_state
+from coworkenv.synth.templates import TEMPLATES, written_in
+from coworkenv.workspace import AnswerCheck, Task, Workspace, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
 APPS = ("crm", "finance", "hr", "inventory")
+BUSINESS = written_in(*APPS)  # the templates about these apps
 SEEDS = (0, 1, 2)
 
 
@@ -31,7 +32,7 @@ def _specs(tmp_path: Path) -> list[tuple[str, Workspace, Task]]:
         workspace = build_workspace(seed, apps=APPS)
         conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"{seed}.db"))
         try:
-            for capability, templates in business.TEMPLATES.items():
+            for capability, templates in BUSINESS.items():
                 for name, template in templates.items():
                     spec = template(conn, random.Random(f"{seed}:{name}"))
                     if spec is not None:
@@ -44,7 +45,7 @@ def _specs(tmp_path: Path) -> list[tuple[str, Workspace, Task]]:
 
 
 def test_templates_are_merged_and_shaped_like_tasks(specs):
-    for capability, templates in business.TEMPLATES.items():
+    for capability, templates in BUSINESS.items():
         for name, template in templates.items():
             assert TEMPLATES[capability][name] is template
     tools = {f"{app}_{t['name']}" for app in APPS for t in ALL_APPS[app].TOOLS}
@@ -68,12 +69,15 @@ def test_same_state_same_tasks_other_seed_other_tasks(specs, tmp_path):
 def test_an_image_task_hides_its_figures_from_the_text(tmp_path):
     """The receipt lookup checks a merchant that only the receipt's image shows."""
     conn = sqlite3.connect(write_initial_state(build_workspace(0, apps=APPS), tmp_path / "s.db"))
-    task = business.finance_receipt_merchant(conn, random.Random(0))
-    assert task is not None
-    receipt = ALL_APPS["finance"].handle(conn, "get_receipt", task["reference"][-1]["arguments"])
-    expense = ALL_APPS["finance"].handle(conn, "list_expenses", task["reference"][0]["arguments"])
+    spec = BUSINESS["lookup"]["finance_receipt_merchant"](conn, random.Random(0))
+    assert spec is not None
+    task = Task(id="receipt", workspace_id="w", **spec)
+    receipt = ALL_APPS["finance"].handle(conn, "get_receipt", task.reference[-1].arguments)
+    expense = ALL_APPS["finance"].handle(conn, "list_expenses", task.reference[0].arguments)
     text = repr({k: v for k, v in receipt.items() if k != "_content"}) + repr(expense)
-    merchant = task["checks"][0]["contains"][0]
+    check = task.checks[0]
+    assert isinstance(check, AnswerCheck)
+    merchant = check.contains[0]
     assert merchant.lower() not in text.lower() and receipt["text"] == "a scanned receipt"
     assert receipt["_content"][0]["type"] == "image"
     conn.close()
@@ -85,7 +89,7 @@ def test_references_solve_tasks_that_start_unsolved_over_more_workspaces(seed, t
     workspace = build_workspace(seed, apps=APPS)
     initial = sqlite3.connect(write_initial_state(workspace, tmp_path / "s.db"))
     made = 0
-    for templates in business.TEMPLATES.values():
+    for templates in BUSINESS.values():
         for name, template in templates.items():
             spec = template(initial, random.Random(f"{seed}:{name}"))
             if spec is None:
@@ -102,7 +106,7 @@ def test_references_solve_tasks_that_start_unsolved_over_more_workspaces(seed, t
             assert all(c.passed for c in failing), (name, [c.detail for c in failing if not c.passed])
             conn.close()
     initial.close()
-    assert made >= sum(len(t) for t in business.TEMPLATES.values()) - 2
+    assert made >= sum(len(t) for t in BUSINESS.values()) - 2
 
 
 @pytest.mark.anyio
@@ -122,7 +126,7 @@ async def test_every_template_is_admitted_and_every_tool_is_used(host, specs):
                 if not result.admitted}
     assert not failures, failures
     admitted = {name for (name, _, _), result in zip(specs, results, strict=True) if result.admitted}
-    assert admitted == {name for templates in business.TEMPLATES.values() for name in templates}
+    assert admitted == {name for templates in BUSINESS.values() for name in templates}
     used = {step.tool for (_, _, task), result in zip(specs, results, strict=True) if result.admitted
             for step in task.reference}
     tools = {f"{app}_{t['name']}" for app in APPS for t in ALL_APPS[app].TOOLS}

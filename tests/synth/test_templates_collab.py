@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from coworkenv.synth import calibrate_task, harden
-from coworkenv.synth.templates import TEMPLATES, collab
+from coworkenv.synth.templates import TEMPLATES, written_in
 from coworkenv.workspace import Task, Workspace, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
 APPS = ("chat", "contacts", "documents", "notes")
+COLLAB = written_in(*APPS)  # the templates about these apps
 SEEDS = (0, 1, 2)
-NAMES = {name for templates in collab.TEMPLATES.values() for name in templates}
+NAMES = {name for templates in COLLAB.values() for name in templates}
 
 
 def _specs(seed: int, tmp_path: Path, apps: tuple[str, ...] | None = APPS) -> tuple[Workspace, list[Task]]:
@@ -28,7 +29,7 @@ def _specs(seed: int, tmp_path: Path, apps: tuple[str, ...] | None = APPS) -> tu
     conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"state-{seed}-{len(workspace.apps)}.db"))
     try:
         tasks = []
-        for capability, templates in collab.TEMPLATES.items():
+        for capability, templates in COLLAB.items():
             for name, template in templates.items():
                 spec = template(conn, random.Random(f"{seed}:{name}"))
                 if spec is not None:
@@ -44,7 +45,7 @@ def _name(task: Task) -> str:
 
 
 def test_collab_templates_are_registered_under_unique_names():
-    for capability, templates in collab.TEMPLATES.items():
+    for capability, templates in COLLAB.items():
         assert capability in ("lookup", "single_write", "multi_step")
         for name, template in templates.items():
             assert TEMPLATES[capability][name] is template

@@ -11,18 +11,19 @@ import sqlite3
 import pytest
 
 from coworkenv.synth import calibrate_task, harden
-from coworkenv.synth.templates import TEMPLATES, work
+from coworkenv.synth.templates import TEMPLATES, written_in
 from coworkenv.workspace import Task, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap, pytest.mark.slow]
 
 APPS = ("spreadsheets", "tasks", "helpdesk", "kb")
+WORK = written_in(*APPS)  # the templates about these apps
 SEEDS = (0, 1)
 
 
 def test_work_templates_are_registered_under_unique_names():
-    for capability, templates in work.TEMPLATES.items():
+    for capability, templates in WORK.items():
         assert capability in ("lookup", "single_write", "multi_step")
         for name, template in templates.items():
             assert TEMPLATES[capability][name] is template
@@ -33,7 +34,7 @@ def _specs(seed: int, tmp_path) -> tuple:
     conn = sqlite3.connect(write_initial_state(workspace, tmp_path / f"state-{seed}.db"))
     try:
         tasks = []
-        for capability, templates in work.TEMPLATES.items():
+        for capability, templates in WORK.items():
             for name, template in templates.items():
                 spec = template(conn, random.Random(f"{seed}:{name}"))
                 if spec is not None:
@@ -49,7 +50,7 @@ def test_templates_draw_tasks_from_the_workspace(tmp_path):
     _, first = _specs(0, tmp_path)
     _, second = _specs(1, tmp_path)
     names = {t.id.split("-", 2)[2] for t in first} & {t.id.split("-", 2)[2] for t in second}
-    assert names == {name for templates in work.TEMPLATES.values() for name in templates}
+    assert names == {name for templates in WORK.values() for name in templates}
     by_name = {t.id.split("-", 2)[2]: t.instruction for t in second}
     assert sum(t.instruction != by_name[t.id.split("-", 2)[2]] for t in first) >= len(first) - 2
 
@@ -73,7 +74,7 @@ async def test_every_work_template_is_admitted_and_every_tool_is_exercised(host,
     refused = {task.id: calibration.reason for task, calibration in results if not calibration.admitted}
     assert not refused, refused
     admitted = {task.id.split("-", 2)[2] for task, _ in results}
-    assert admitted == {name for templates in work.TEMPLATES.values() for name in templates}
+    assert admitted == {name for templates in WORK.values() for name in templates}
     called = {step.tool for task, _ in results for step in task.reference}
     tools = {f"{app}_{tool['name']}" for app in APPS for tool in ALL_APPS[app].TOOLS}
     assert tools <= called, sorted(tools - called)
