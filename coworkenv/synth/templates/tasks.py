@@ -10,13 +10,20 @@ import sqlite3
 from typing import Any
 
 from ...workspace import load_world
-from ._kit import answer_check, colleagues, day_after, sql_check, step, task_spec, template, unsolved
+from ._kit import answer_check, colleagues, day_after, draw, sql_check, step, task_spec, template, unsolved
 
 
 def _tasks(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     keys = ("id", "list", "title", "notes", "status", "priority", "assignee", "project", "due", "created")
     return [dict(zip(keys, r, strict=True)) for r in conn.execute(
         f"select {', '.join(keys)} from tasks_items order by id")]
+
+
+def _open_named_once(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Open tasks of a project whose title no other task of that project has (the one a title names)."""
+    items = _tasks(conn)
+    return [t for t in items if t["project"] and t["status"] != "done"
+            and sum(x["title"] == t["title"] and x["project"] == t["project"] for x in items) == 1]
 
 
 # --------------------------------------------------------------------------- lookup
@@ -96,12 +103,9 @@ def task_create(conn, rng):
 
 @template("single_write", 2, needs=("tasks_items",))
 def task_complete(conn, rng):
-    items = _tasks(conn)
-    options = [t for t in items if t["project"] and t["status"] != "done"
-               and sum(x["title"] == t["title"] and x["project"] == t["project"] for x in items) == 1]
-    if not options:
+    task = draw(rng, _open_named_once(conn))
+    if task is None:
         return None
-    task = rng.choice(options)
     return task_spec(
         f"Mark the task \"{task['title']}\" of project {task['project']} as done.",
         [sql_check("done", f"task {task['id']} is done", "select status from tasks_items where id = ?",
@@ -114,12 +118,9 @@ def task_complete(conn, rng):
 @template("single_write", 2, needs=("tasks_items",))
 def task_reassign(conn, rng):
     world = load_world(conn)
-    items = _tasks(conn)
-    options = [t for t in items if t["project"] and t["status"] != "done"
-               and sum(x["title"] == t["title"] and x["project"] == t["project"] for x in items) == 1]
-    if not options:
+    task = draw(rng, _open_named_once(conn))
+    if task is None:
         return None
-    task = rng.choice(options)
     who = rng.choice([p for p in colleagues(world) if p["email"] != task["assignee"]])
     due = day_after(world, rng.randint(5, 25))
     return unsolved(conn, task_spec(
