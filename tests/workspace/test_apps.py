@@ -34,29 +34,10 @@ APPS_DIR = ROOT / "coworkenv" / "workspace" / "apps"
 OFFICE = ("calendar", "files", "mail")
 
 
-def fresh(seed: int = 7, apps: tuple[str, ...] = OFFICE) -> sqlite3.Connection:
-    """A state holding the world of ``seed`` and ``apps`` seeded from it."""
-    world = build_world(seed)
-    conn = sqlite3.connect(":memory:")
-    write_world(conn, world)
-    for name in apps:
-        ALL_APPS[name].seed(conn, random.Random(f"{seed}:{name}"), world)
-    conn.commit()
-    return conn
-
-
-def dump(conn: sqlite3.Connection, prefix: str = "") -> list[str]:
-    return [line for line in conn.iterdump() if prefix in line]
-
-
-def call(conn: sqlite3.Connection, app: str, tool: str, args: dict) -> dict:
-    """Run a tool and check its result against the tool's output schema."""
-    spec = next(t for t in ALL_APPS[app].TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = ALL_APPS[app].handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
+@pytest.fixture
+def office(app_harness):
+    """The office apps (calendar, files, mail) seeded together into one state."""
+    return app_harness(*OFFICE)
 
 
 def ids(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -151,12 +132,11 @@ def test_package_exports():
 
 # ---------------------------------------------------------------- seeding
 
-@pytest.mark.parametrize("app", OFFICE)
-def test_seed_is_deterministic(app):
-    def seeded(seed):
-        return dump(fresh(seed, (app,)), f"{app}_")
-    assert seeded(3) == seeded(3)
-    assert seeded(3) != seeded(4)
+@pytest.mark.parametrize("app", LISTED)
+def test_seed_is_deterministic(app_harness, app):
+    harness = app_harness(app)
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 def test_a_seed_builds_the_same_state_in_every_process():
@@ -173,16 +153,16 @@ def test_a_seed_builds_the_same_state_in_every_process():
     assert len(digests) == 1, digests
 
 
-def test_seed_sizes():
-    conn = fresh()
+def test_seed_sizes(office):
+    conn = office.state(7)
     for table in ("mail_messages", "calendar_events", "files_files"):
         count = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
         assert 10 <= count <= 30, (table, count)
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_seeded_apps_agree_and_draw_everyone_from_the_world(seed):
-    conn = fresh(seed)
+def test_seeded_apps_agree_and_draw_everyone_from_the_world(office, seed):
+    conn = office.state(seed)
     world = load_world(conn)
     plan = _base.office_plan(world)
     bodies = " ".join(b for (b,) in conn.execute("SELECT body FROM mail_messages"))
@@ -214,9 +194,9 @@ def test_a_seed_s_world_is_the_same_whatever_was_drawn_before_it_and_wherever():
     assert json.loads(child.stdout) == json.loads(json.dumps(first))
 
 
-def test_office_plan_is_the_same_from_the_stored_world():
+def test_office_plan_is_the_same_from_the_stored_world(office):
     world = build_world(11)
-    conn = fresh(11)
+    conn = office.state(11)
     assert _base.office_plan(load_world(conn)) == _base.office_plan(world)
 
 
@@ -250,29 +230,29 @@ def test_the_world_missing_from_the_state_is_named():
 # ---------------------------------------------------------------- tools
 
 @pytest.mark.parametrize("app", OFFICE)
-def test_every_tool_result_matches_output_schema(app):
-    conn = fresh()
+def test_every_tool_result_matches_output_schema(office, app):
+    conn = office.state(7)
     session = sessions(conn)[app]
     assert {tool for tool, _ in session} == {t["name"] for t in ALL_APPS[app].TOOLS}
     for tool, args in session:
-        call(conn, app, tool, args)
+        office.call_in(conn, app, tool, args)
 
 
 @pytest.mark.parametrize("app", OFFICE)
-def test_read_tools_do_not_change_state(app):
-    conn = fresh()
-    before = dump(conn)
+def test_read_tools_do_not_change_state(office, app):
+    conn = office.state(7)
+    before = office.dump(conn)
     for tool, args in sessions(conn)[app]:
         if next(t for t in ALL_APPS[app].TOOLS if t["name"] == tool)["effect"] == "read":
-            found = call(conn, app, tool, args)
+            found = office.call_in(conn, app, tool, args)
             assert found.get("count", 1) >= 1, (tool, args)
-    assert dump(conn) == before
+    assert office.dump(conn) == before
 
 
 @pytest.mark.parametrize("app,tool", [(a, t["name"]) for a in OFFICE for t in ALL_APPS[a].TOOLS
                                       if "id" in t["input_schema"]["required"]])
-def test_unknown_id_fails(app, tool):
-    conn = fresh()
+def test_unknown_id_fails(office, app, tool):
+    conn = office.state(7)
     args = {"id": "x999", "body": "hi", "folder": "Legal", "title": "New"}
     spec = next(t for t in ALL_APPS[app].TOOLS if t["name"] == tool)
     args = {k: v for k, v in args.items() if k in spec["input_schema"]["properties"]}
@@ -281,8 +261,8 @@ def test_unknown_id_fails(app, tool):
 
 
 @pytest.mark.parametrize("app", OFFICE)
-def test_unknown_tool_and_argument_fail(app):
-    conn = fresh()
+def test_unknown_tool_and_argument_fail(office, app):
+    conn = office.state(7)
     with pytest.raises(ToolFailure, match="unknown tool"):
         ALL_APPS[app].handle(conn, "frobnicate", {})
     tool, args = sessions(conn)[app][0]
@@ -290,40 +270,136 @@ def test_unknown_tool_and_argument_fail(app):
         ALL_APPS[app].handle(conn, tool, {**args, "bogus": 1})
 
 
+# ---------------------------------------------------------------- the contract, over every listed app
+
+@pytest.mark.parametrize("app", LISTED)
+def test_an_unknown_tool_or_argument_is_named_and_changes_nothing(app_harness, app):
+    harness = app_harness(app)
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    names = [t["name"] for t in harness.module.TOOLS]
+    with pytest.raises(ToolFailure, match=re.escape(f"unknown tool 'frobnicate'; this app has: {', '.join(names)}")):
+        harness.module.handle(conn, "frobnicate", {})
+    for tool in names:
+        with pytest.raises(ToolFailure, match=r"unknown argument\(s\) bogus"):
+            harness.module.handle(conn, tool, {"bogus": 1})
+        with pytest.raises(ToolFailure, match="arguments must be an object"):
+            harness.module.handle(conn, tool, ["not", "an", "object"])
+    assert harness.dump(conn) == before
+
+
+@pytest.mark.parametrize("app", LISTED)
+def test_read_tools_answer_within_their_schema_and_change_nothing(app_harness, app):
+    """Every list or search tool that needs no argument answers on a seeded state with a result its
+    output schema accepts, and leaves the state as it was."""
+    harness = app_harness(app)
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    bare = [t["name"] for t in harness.module.TOOLS if t["effect"] == "read" and not t["input_schema"]["required"]
+            and t["name"].startswith(("list_", "search_"))]
+    assert bare, f"{app} has no read tool to start from"
+    for tool in bare:
+        harness.call(conn, tool, {})
+    assert harness.dump(conn) == before
+
+
+@pytest.mark.parametrize("app,tool", [(a, t["name"]) for a in LISTED for t in ALL_APPS[a].TOOLS
+                                      if t["input_schema"]["required"] == ["id"]])
+def test_a_tool_given_an_unknown_id_names_it(app_harness, app, tool):
+    harness = app_harness(app)
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    with pytest.raises(ToolFailure, match="x999"):
+        harness.module.handle(conn, tool, {"id": "x999"})
+    assert harness.dump(conn) == before
+
+
+@pytest.mark.parametrize("app", sorted(ALL_APPS))
+def test_world_events_are_hidden_from_agents_and_run_by_handle(app):
+    module = ALL_APPS[app]
+    tools = {t["name"] for t in module.TOOLS}
+    for event in getattr(module, "EVENTS", []):
+        assert event["name"].startswith("_") and event["name"] not in tools
+        assert set(event) == {"name", "description", "input_schema"}
+        jsonschema.Draft202012Validator.check_schema(event["input_schema"])
+
+
+# a dated write of each app that writes the workspace's today: (app, tool, arguments from the state)
+DATED_WRITES = {
+    "chat": ("post_message", lambda conn: {"channel": conn.execute(
+        "SELECT name FROM chat_channels WHERE archived = 0 AND kind != 'dm' ORDER BY id").fetchone()[0], "text": "hi"}),
+    "contacts": ("create_contact", lambda conn: {"name": "Zora Quill"}),
+    "notes": ("create_note", lambda conn: {"title": "A note"}),
+    "helpdesk": ("create_ticket", lambda conn: {"subject": "S", "description": "D", "requester": conn.execute(
+        "SELECT requester FROM helpdesk_tickets ORDER BY id").fetchone()[0]}),
+    "kb": ("create_article", lambda conn: {"title": "T", "body": "B", "category": "how-to"}),
+    "spreadsheets": ("create_workbook", lambda conn: {"name": "Scratch"}),
+    "tasks": ("create_task", lambda conn: {"title": "A task"}),
+    "mail": ("send_message", lambda conn: {"to": [conn.execute("SELECT email FROM world_people ORDER BY id")
+                                                  .fetchone()[0]], "subject": "s", "body": "b"}),
+    "files": ("write_file", lambda conn: {"name": "n.txt", "folder": "Shared", "content": "x"}),
+}
+
+
+@pytest.mark.parametrize("app", sorted(DATED_WRITES))
+def test_a_tool_dates_what_it_writes_by_the_workspace_never_the_wall_clock(app_harness, app):
+    """The workspace's today comes from the state's world, whatever the real date is; a state whose
+    world lacks it is an error naming what is missing (four apps used to write the wall clock's date)."""
+    harness = app_harness(app)
+    tool, arguments = DATED_WRITES[app]
+    conn = harness.state(7)
+    conn.execute("UPDATE world_meta SET value = '2031-02-03' WHERE key = 'today'")
+    assert "2031-02-03" in json.dumps(harness.call(conn, tool, arguments(conn)))
+    conn = harness.state(7)
+    conn.execute("DELETE FROM world_meta WHERE key = 'today'")
+    with pytest.raises(RuntimeError, match="'today' missing from world_meta"):
+        harness.module.handle(conn, tool, arguments(conn))
+
+
+def test_today_iso_reads_the_state_s_world():
+    conn = sqlite3.connect(":memory:")
+    with pytest.raises(RuntimeError, match="no world"):
+        _base.today_iso(conn)
+    write_world(conn, build_world(3))
+    assert _base.today_iso(conn) == build_world(3)["today"]
+    conn.execute("UPDATE world_meta SET value = '1999-12-31' WHERE key = 'today'")
+    assert _base.today_iso(conn) == "1999-12-31"
+
+
 def test_destructive_tools_are_marked():
     destructive = {(a, t["name"]) for a in OFFICE for t in ALL_APPS[a].TOOLS if t["effect"] == "destructive"}
     assert destructive == {("mail", "delete_message"), ("calendar", "cancel_event"), ("files", "delete_file")}
 
 
-def test_mail_send_reply_archive_delete():
-    conn = fresh()
+def test_mail_send_reply_archive_delete(office):
+    conn = office.state(7)
     world, mate = load_world(conn), mates(conn)[0]
     top = conn.execute("SELECT MAX(id) FROM mail_messages").fetchone()[0]
-    sent = call(conn, "mail", "send_message", {"to": [mate["email"].upper()], "subject": "Hello",
+    sent = office.call_in(conn, "mail", "send_message", {"to": [mate["email"].upper()], "subject": "Hello",
                                                "body": "The project is on track."})
     assert sent["id"] == f"m{int(top[1:]) + 1:02d}"
     assert sent["folder"] == "sent" and sent["recipients"] == [mate["email"]]
     assert sent["sender"] == world["user"]["email"] and sent["date"] == world["today"]
-    found = call(conn, "mail", "search_messages", {"query": "on track", "folder": "sent"})
+    found = office.call_in(conn, "mail", "search_messages", {"query": "on track", "folder": "sent"})
     assert [m["id"] for m in found["messages"]] == [sent["id"]]
 
-    inbox = call(conn, "mail", "search_messages", {"folder": "inbox", "limit": 100})["messages"]
+    inbox = office.call_in(conn, "mail", "search_messages", {"folder": "inbox", "limit": 100})["messages"]
     target = inbox[0]
-    reply = call(conn, "mail", "reply_to_message", {"id": target["id"], "body": "Will do."})
+    reply = office.call_in(conn, "mail", "reply_to_message", {"id": target["id"], "body": "Will do."})
     assert reply["recipients"] == [target["sender"]] and reply["in_reply_to"] == target["id"]
     assert reply["subject"] == "Re: " + target["subject"]
-    again = call(conn, "mail", "reply_to_message", {"id": reply["id"], "body": "Follow-up."})
+    again = office.call_in(conn, "mail", "reply_to_message", {"id": reply["id"], "body": "Follow-up."})
     assert again["subject"] == reply["subject"] and again["recipients"] == [target["sender"]]
 
-    assert call(conn, "mail", "archive_message", {"id": target["id"]})["previous_folder"] == "inbox"
-    assert call(conn, "mail", "read_message", {"id": target["id"]})["folder"] == "archive"
-    call(conn, "mail", "delete_message", {"id": target["id"]})
+    assert office.call_in(conn, "mail", "archive_message", {"id": target["id"]})["previous_folder"] == "inbox"
+    assert office.call_in(conn, "mail", "read_message", {"id": target["id"]})["folder"] == "archive"
+    office.call_in(conn, "mail", "delete_message", {"id": target["id"]})
     with pytest.raises(ToolFailure, match=target["id"]):
-        call(conn, "mail", "read_message", {"id": target["id"]})
+        office.call_in(conn, "mail", "read_message", {"id": target["id"]})
 
 
-def test_mail_rejects_bad_input():
-    conn = fresh()
+def test_mail_rejects_bad_input(office):
+    conn = office.state(7)
     with pytest.raises(ToolFailure, match="to"):
         ALL_APPS["mail"].handle(conn, "send_message", {"to": ["not an address"], "subject": "s", "body": "b"})
     with pytest.raises(ToolFailure, match="subject"):
@@ -332,31 +408,31 @@ def test_mail_rejects_bad_input():
         ALL_APPS["mail"].handle(conn, "search_messages", {"folder": "spam"})
 
 
-def test_calendar_create_update_cancel():
-    conn = fresh()
+def test_calendar_create_update_cancel(office):
+    conn = office.state(7)
     mate, day, later = mates(conn)[1], today(conn, 3), today(conn, 8)
     room = conn.execute("SELECT location FROM calendar_events WHERE location LIKE 'Room %'").fetchone()[0]
     args = {"title": "Budget prep", "date": day, "start": "10:00", "end": "11:00", "attendees": [mate["email"]]}
-    created = call(conn, "calendar", "create_event", args)
+    created = office.call_in(conn, "calendar", "create_event", args)
     ev = created["event"]
-    assert call(conn, "calendar", "get_event", {"id": ev["id"]}) == ev
+    assert office.call_in(conn, "calendar", "get_event", {"id": ev["id"]}) == ev
     assert ev["location"] == "" and ev["attendees"] == [mate["email"]]
-    clash = call(conn, "calendar", "create_event", {**args, "title": "Overlap", "start": "10:30", "end": "12:00"})
+    clash = office.call_in(conn, "calendar", "create_event", {**args, "title": "Overlap", "start": "10:30", "end": "12:00"})
     assert ev["id"] in [c["id"] for c in clash["conflicts"]]
-    listed = call(conn, "calendar", "list_events", {"date": day, "attendee": mate["name"]})
+    listed = office.call_in(conn, "calendar", "list_events", {"date": day, "attendee": mate["name"]})
     assert ev["id"] in [e["id"] for e in listed["events"]]
 
-    updated = call(conn, "calendar", "update_event", {"id": ev["id"], "date": later, "location": room})
+    updated = office.call_in(conn, "calendar", "update_event", {"id": ev["id"], "date": later, "location": room})
     assert updated["updated_fields"] == ["date", "location"]
     assert updated["event"] == {**ev, "date": later, "location": room}
     with pytest.raises(ToolFailure, match="end"):
-        call(conn, "calendar", "update_event", {"id": ev["id"], "end": "09:00"})
+        office.call_in(conn, "calendar", "update_event", {"id": ev["id"], "end": "09:00"})
     with pytest.raises(ToolFailure, match="nothing to update"):
-        call(conn, "calendar", "update_event", {"id": ev["id"]})
+        office.call_in(conn, "calendar", "update_event", {"id": ev["id"]})
 
-    call(conn, "calendar", "cancel_event", {"id": ev["id"]})
+    office.call_in(conn, "calendar", "cancel_event", {"id": ev["id"]})
     with pytest.raises(ToolFailure, match=ev["id"]):
-        call(conn, "calendar", "get_event", {"id": ev["id"]})
+        office.call_in(conn, "calendar", "get_event", {"id": ev["id"]})
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -366,45 +442,45 @@ def test_calendar_create_update_cancel():
     ({"start": "9:00"}, "HH:MM"),
     ({"attendees": ["bruno"]}, "attendees"),
 ])
-def test_calendar_rejects_bad_values(bad, match):
-    conn = fresh()
-    before = dump(conn)
+def test_calendar_rejects_bad_values(office, bad, match):
+    conn = office.state(7)
+    before = office.dump(conn)
     args = {"title": "X", "date": today(conn, 3), "start": "10:00", "end": "11:00", **bad}
     with pytest.raises(ToolFailure, match=match):
         ALL_APPS["calendar"].handle(conn, "create_event", args)
-    assert dump(conn) == before
+    assert office.dump(conn) == before
 
 
-def test_files_write_overwrite_move_delete():
-    conn = fresh()
+def test_files_write_overwrite_move_delete(office):
+    conn = office.state(7)
     world = load_world(conn)
-    new = call(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "v1"})
+    new = office.call_in(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "v1"})
     assert new["created"] and new["file"]["owner"] == world["user"]["email"] and new["file"]["size"] == 2
     assert new["file"]["modified"] == world["today"]
-    again = call(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "version 2 é"})
+    again = office.call_in(conn, "files", "write_file", {"name": "notes.md", "folder": "Projects", "content": "version 2 é"})
     assert not again["created"] and again["file"]["id"] == new["file"]["id"]
     assert again["file"]["size"] == len("version 2 é".encode())
-    read = call(conn, "files", "read_file", {"name": "notes.md"})
+    read = office.call_in(conn, "files", "read_file", {"name": "notes.md"})
     assert read["content"] == "version 2 é" and read["id"] == new["file"]["id"]
 
-    moved = call(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Old notes"})
+    moved = office.call_in(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Old notes"})
     assert moved["previous_folder"] == "Projects" and moved["file"]["folder"] == "Old notes"
-    listed = call(conn, "files", "list_files", {"folder": "Old notes"})
+    listed = office.call_in(conn, "files", "list_files", {"folder": "Old notes"})
     assert new["file"]["id"] in [f["id"] for f in listed["files"]]
 
-    call(conn, "files", "write_file", {"name": "notes.md", "folder": "Shared", "content": "other"})
+    office.call_in(conn, "files", "write_file", {"name": "notes.md", "folder": "Shared", "content": "other"})
     with pytest.raises(ToolFailure, match="several files"):
-        call(conn, "files", "read_file", {"name": "notes.md"})
-    assert call(conn, "files", "read_file", {"name": "notes.md", "folder": "Shared"})["content"] == "other"
+        office.call_in(conn, "files", "read_file", {"name": "notes.md"})
+    assert office.call_in(conn, "files", "read_file", {"name": "notes.md", "folder": "Shared"})["content"] == "other"
     with pytest.raises(ToolFailure, match="already has a file"):
-        call(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Shared"})
+        office.call_in(conn, "files", "move_file", {"id": new["file"]["id"], "folder": "Shared"})
 
-    call(conn, "files", "delete_file", {"id": new["file"]["id"]})
-    assert call(conn, "files", "read_file", {"name": "notes.md"})["folder"] == "Shared"
+    office.call_in(conn, "files", "delete_file", {"id": new["file"]["id"]})
+    assert office.call_in(conn, "files", "read_file", {"name": "notes.md"})["folder"] == "Shared"
 
 
-def test_files_rejects_bad_input():
-    conn = fresh()
+def test_files_rejects_bad_input(office):
+    conn = office.state(7)
     with pytest.raises(ToolFailure, match="exactly one"):
         ALL_APPS["files"].handle(conn, "read_file", {})
     with pytest.raises(ToolFailure, match="no file named"):
@@ -415,11 +491,11 @@ def test_files_rejects_bad_input():
         ALL_APPS["files"].handle(conn, "move_file", {"id": ids(conn, "files_files")[0], "folder": "../etc"})
 
 
-def test_new_ids_follow_the_largest_existing():
-    conn = fresh()
+def test_new_ids_follow_the_largest_existing(office):
+    conn = office.state(7)
     conn.execute("DELETE FROM files_files WHERE id = ?", (ids(conn, "files_files")[1],))
     top = max(int(i[1:]) for i in ids(conn, "files_files"))
-    made = call(conn, "files", "write_file", {"name": "n.txt", "folder": "Shared", "content": "x"})
+    made = office.call_in(conn, "files", "write_file", {"name": "n.txt", "folder": "Shared", "content": "x"})
     assert made["file"]["id"] == f"f{top + 1:02d}"
 
 
@@ -459,3 +535,17 @@ def test_apps_import_in_bare_sandbox_interpreter(tmp_path):
     assert "m999" in report["failure"] and report["size"] > 0
     assert (report["sender"], report["date"]) == (world["user"]["email"], world["today"])
     assert report["listed"] >= 1
+
+
+def test_every_app_imports_in_the_bare_sandbox_interpreter_without_pillow():
+    """The sandbox imports the apps package (every app) with the standard library only: the seeding
+    pictures (``_drawing``, Pillow) stay on the host."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import apps; "
+            "print(json.dumps({'apps': sorted(apps.ALL_APPS), 'loaded': sorted(m for m in sys.modules "
+            "if m.split('.')[0] not in sys.stdlib_module_names and m.split('.')[0] not in ('apps', '__main__') "
+            "or m in ('apps._drawing',))}))")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(APPS_DIR.parent)], capture_output=True,
+                          text=True, timeout=60, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report == {"apps": sorted(ALL_APPS), "loaded": []}

@@ -3,14 +3,9 @@ threads, every tool against its output schema, and errors that name what was wro
 
 from __future__ import annotations
 
-import json
-import random
-import sqlite3
-
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
+from coworkenv.workspace import build_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 from coworkenv.workspace.apps.chat import project_channel
 from coworkenv.workspace.apps.contacts import story
@@ -18,38 +13,21 @@ from coworkenv.workspace.apps.contacts import story
 APP = ALL_APPS["chat"]
 
 
-def fresh(seed: int = 7) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    world = build_world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:chat"), world)
-    conn.commit()
-    return conn
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("chat")
 
 
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "chat_" in line]
-
-
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(fresh(3)) == dump(fresh(3))
-    assert dump(fresh(3)) != dump(fresh(4))
-    names = [{n for (n,) in fresh(s).execute("SELECT name FROM chat_channels")} for s in (1, 2)]
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    names = [{n for (n,) in harness.state(s).execute("SELECT name FROM chat_channels")} for s in (1, 2)]
     assert names[0] - names[1] and names[1] - names[0]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_channels_and_facts_come_from_the_world(seed):
-    conn, world = fresh(seed), build_world(seed)
+def test_channels_and_facts_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), build_world(seed)
     cast = story(world)
     names = {n for (n,) in conn.execute("SELECT name FROM chat_channels WHERE archived = 0")}
     assert {project_channel(p) for p in world["projects"]} <= names and "general" in names
@@ -76,63 +54,63 @@ def test_channels_and_facts_come_from_the_world(seed):
         assert not {p["email"] for p in people} & members
 
 
-def test_a_session_calls_every_tool():
-    conn, world = fresh(), build_world(7)
+def test_a_session_calls_every_tool(harness):
+    conn, world = harness.state(7), build_world(7)
     me = world["user"]["email"]
     project = world["projects"][0]
     name = project_channel(project)
-    listed = call(conn, "list_channels", {"query": project["code"]})
+    listed = harness.call(conn, "list_channels", {"query": project["code"]})
     assert [c["name"] for c in listed["channels"]] == [name]
-    dms = call(conn, "list_channels", {"kind": "dm"})["channels"]
+    dms = harness.call(conn, "list_channels", {"kind": "dm"})["channels"]
     assert dms and all(c["with"] and c["name"] == f"dm-{c['with']}" for c in dms)
-    read = call(conn, "read_channel", {"channel": f"#{name}", "limit": 2})
+    read = harness.call(conn, "read_channel", {"channel": f"#{name}", "limit": 2})
     assert len(read["messages"]) <= 2 and read["count"] >= len(read["messages"])
     assert me in [m["email"] for m in read["channel"]["members"]]
     threaded = conn.execute("SELECT thread_id FROM chat_messages WHERE thread_id IS NOT NULL ORDER BY rowid").fetchone()[0]
-    found = call(conn, "get_message", {"id": threaded})
+    found = harness.call(conn, "get_message", {"id": threaded})
     assert found["thread"][0]["id"] == threaded and found["message"]["reply_count"] == len(found["thread"]) - 1
-    hits = call(conn, "search_messages", {"query": "welcome", "channel": name})
+    hits = harness.call(conn, "search_messages", {"query": "welcome", "channel": name})
     assert hits["count"] >= 1 and all(m["channel"] == name for m in hits["messages"])
-    posted = call(conn, "post_message", {"channel": read["channel"]["id"], "text": "Status update at noon."})
+    posted = harness.call(conn, "post_message", {"channel": read["channel"]["id"], "text": "Status update at noon."})
     assert (posted["author"], posted["date"], posted["thread_id"]) == (me, world["today"], None)
-    reply = call(conn, "reply_in_thread", {"id": posted["id"], "text": "Moved to 13:00."})
-    deeper = call(conn, "reply_in_thread", {"id": reply["id"], "text": "Thanks."})
+    reply = harness.call(conn, "reply_in_thread", {"id": posted["id"], "text": "Moved to 13:00."})
+    deeper = harness.call(conn, "reply_in_thread", {"id": reply["id"], "text": "Thanks."})
     assert reply["thread_id"] == deeper["thread_id"] == posted["id"]
-    assert call(conn, "get_message", {"id": reply["id"]})["message"]["id"] == reply["id"]
+    assert harness.call(conn, "get_message", {"id": reply["id"]})["message"]["id"] == reply["id"]
     friend = next(p for p in world["people"] if p["org"] != world["company"]["id"])
-    dm = call(conn, "send_direct_message", {"to": friend["email"], "text": "Hello!"})
-    call(conn, "send_direct_message", {"to": friend["email"], "text": "Still there?"})
-    assert call(conn, "read_channel", {"channel": friend["email"]})["count"] == 2 and dm["channel"] == f"dm-{friend['email']}"
-    created = call(conn, "create_channel", {"name": "launch-party", "topic": "Cake", "private": True,
+    dm = harness.call(conn, "send_direct_message", {"to": friend["email"], "text": "Hello!"})
+    harness.call(conn, "send_direct_message", {"to": friend["email"], "text": "Still there?"})
+    assert harness.call(conn, "read_channel", {"channel": friend["email"]})["count"] == 2 and dm["channel"] == f"dm-{friend['email']}"
+    created = harness.call(conn, "create_channel", {"name": "launch-party", "topic": "Cake", "private": True,
                                             "members": [friend["email"]]})
     assert created["private"] and {m["email"] for m in created["members"]} == {me, friend["email"]}
     other = next(p for p in world["people"] if p["email"] not in (me, friend["email"]))
-    invited = call(conn, "invite_to_channel", {"channel": "launch-party", "emails": [other["email"], friend["email"]]})
+    invited = harness.call(conn, "invite_to_channel", {"channel": "launch-party", "emails": [other["email"], friend["email"]]})
     assert (invited["added"], invited["already_members"]) == ([other["email"]], [friend["email"]])
-    assert call(conn, "archive_channel", {"channel": "launch-party"})["archived"] is True
-    assert "launch-party" not in [c["name"] for c in call(conn, "list_channels", {})["channels"]]
-    assert "launch-party" in [c["name"] for c in call(conn, "list_channels", {"include_archived": True})["channels"]]
+    assert harness.call(conn, "archive_channel", {"channel": "launch-party"})["archived"] is True
+    assert "launch-party" not in [c["name"] for c in harness.call(conn, "list_channels", {})["channels"]]
+    assert "launch-party" in [c["name"] for c in harness.call(conn, "list_channels", {"include_archived": True})["channels"]]
     assert {t["name"] for t in APP.TOOLS} == {
         "list_channels", "read_channel", "search_messages", "get_message", "post_message", "reply_in_thread",
         "send_direct_message", "create_channel", "invite_to_channel", "archive_channel"}
 
 
-def test_search_by_author_and_words():
-    conn = fresh(2)
+def test_search_by_author_and_words(harness):
+    conn = harness.state(2)
     author, text = conn.execute("SELECT author, text FROM chat_messages ORDER BY rowid").fetchone()
     words = " ".join(reversed(text.split()[:2]))
-    found = call(conn, "search_messages", {"query": words, "author": author.split("@")[0]})
+    found = harness.call(conn, "search_messages", {"query": words, "author": author.split("@")[0]})
     assert found["count"] >= 1 and all(m["author"] == author for m in found["messages"])
 
 
-def test_read_tools_do_not_change_state():
-    conn = fresh()
-    before = dump(conn)
-    call(conn, "list_channels", {"include_archived": True})
-    call(conn, "read_channel", {"channel": "general"})
-    call(conn, "search_messages", {"query": "the"})
-    call(conn, "get_message", {"id": "msg01"})
-    assert dump(conn) == before
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    harness.call(conn, "list_channels", {"include_archived": True})
+    harness.call(conn, "read_channel", {"channel": "general"})
+    harness.call(conn, "search_messages", {"query": "the"})
+    harness.call(conn, "get_message", {"id": "msg01"})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -152,16 +130,16 @@ def test_read_tools_do_not_change_state():
     ("list_channels", {"bogus": True}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn = fresh()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(7)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_archived_channels_and_direct_messages_refuse_what_they_cannot_do():
-    conn = fresh()
+def test_archived_channels_and_direct_messages_refuse_what_they_cannot_do(harness):
+    conn = harness.state(7)
     archived = conn.execute("SELECT name FROM chat_channels WHERE archived = 1").fetchone()[0]
     with pytest.raises(ToolFailure, match="archived"):
         APP.handle(conn, "post_message", {"channel": archived, "text": "hello"})

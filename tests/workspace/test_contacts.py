@@ -3,127 +3,107 @@ every tool against its output schema, and errors that name what was wrong."""
 
 from __future__ import annotations
 
-import json
-import random
 import sqlite3
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
+from coworkenv.workspace import build_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 from coworkenv.workspace.apps.contacts import story
 
 APP = ALL_APPS["contacts"]
 
 
-def fresh(seed: int = 7) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    world = build_world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:contacts"), world)
-    conn.commit()
-    return conn
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("contacts")
 
 
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "contacts_" in line]
-
-
-def contact_of(conn: sqlite3.Connection, email: str) -> dict:
+def contact_of(harness, conn: sqlite3.Connection, email: str) -> dict:
     ident = conn.execute("SELECT id FROM contacts_contacts WHERE email = ?", (email,)).fetchone()[0]
-    return call(conn, "get_contact", {"id": ident})
+    return harness.call(conn, "get_contact", {"id": ident})
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(fresh(3)) == dump(fresh(3))
-    assert dump(fresh(3)) != dump(fresh(4))
-    names = [{n for (n,) in fresh(s).execute("SELECT name FROM contacts_contacts")} for s in (1, 2)]
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    names = [{n for (n,) in harness.state(s).execute("SELECT name FROM contacts_contacts")} for s in (1, 2)]
     assert len(names[0] & names[1]) < len(names[0]) / 2
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_address_book_follows_the_world_with_its_deliberate_flaws(seed):
-    conn, world = fresh(seed), build_world(seed)
+def test_address_book_follows_the_world_with_its_deliberate_flaws(harness, seed):
+    conn, world = harness.state(seed), build_world(seed)
     cast = story(world)
     emails = {e for (e,) in conn.execute("SELECT email FROM contacts_contacts")}
     for person in world["people"]:
         present = person["email"] in emails
         assert present == (person["id"] not in {world["user"]["id"], cast["newcomer"]["id"]}), person["name"]
-    stale = contact_of(conn, cast["stale"]["email"])
+    stale = contact_of(harness, conn, cast["stale"]["email"])
     assert stale["phone"] != cast["stale"]["phone"]  # outdated: the new number is in the notes
     twins = conn.execute("SELECT COUNT(*) FROM contacts_contacts WHERE name = ?", (cast["duplicate"]["name"],))
     assert twins.fetchone()[0] == 2  # a personal entry to merge
     orgs = {n for (n,) in conn.execute("SELECT name FROM contacts_contacts WHERE kind = 'organisation'")}
     assert orgs == {o["name"] for o in world["organisations"] if o["id"] != world["company"]["id"]}
-    groups = [g["name"] for g in call(conn, "list_groups", {})["groups"]]
+    groups = [g["name"] for g in harness.call(conn, "list_groups", {})["groups"]]
     assert {f"{code} team" for code in cast["groups"]} <= set(groups) and "Customers" in groups
 
 
-def test_a_session_calls_every_tool():
-    conn = fresh()
+def test_a_session_calls_every_tool(harness):
+    conn = harness.state(7)
     world = build_world(7)
     cast = story(world)
-    found = call(conn, "search_contacts", {"query": cast["duplicate"]["name"]})
+    found = harness.call(conn, "search_contacts", {"query": cast["duplicate"]["name"]})
     assert found["count"] == 2
     main, dup = sorted(found["contacts"], key=lambda c: c["company"] == "")
-    assert call(conn, "get_contact", {"id": main["id"]})["email"] == cast["duplicate"]["email"]
+    assert harness.call(conn, "get_contact", {"id": main["id"]})["email"] == cast["duplicate"]["email"]
     newcomer = cast["newcomer"]
-    made = call(conn, "create_contact", {"name": newcomer["name"], "email": newcomer["email"].upper(),
+    made = harness.call(conn, "create_contact", {"name": newcomer["name"], "email": newcomer["email"].upper(),
                                          "phone": newcomer["phone"], "tags": ["New", "new"]})
     assert made["contact"]["email"] == newcomer["email"] and made["contact"]["tags"] == ["new"]
     assert made["possible_duplicates"] == []
-    again = call(conn, "create_contact", {"name": newcomer["name"]})
+    again = harness.call(conn, "create_contact", {"name": newcomer["name"]})
     assert [c["id"] for c in again["possible_duplicates"]] == [made["contact"]["id"]]
-    updated = call(conn, "update_contact", {"id": made["contact"]["id"], "title": "Consultant", "add_tags": ["vip"],
+    updated = harness.call(conn, "update_contact", {"id": made["contact"]["id"], "title": "Consultant", "add_tags": ["vip"],
                                             "remove_tags": ["new"]})
     assert updated["updated_fields"] == ["title", "tags"] and updated["contact"]["tags"] == ["vip"]
-    assert call(conn, "delete_contact", {"id": again["contact"]["id"]})["deleted"] is True
-    group = call(conn, "create_group", {"name": "Newcomers", "description": "joined this month"})
+    assert harness.call(conn, "delete_contact", {"id": again["contact"]["id"]})["deleted"] is True
+    group = harness.call(conn, "create_group", {"name": "Newcomers", "description": "joined this month"})
     assert group["member_count"] == 0
-    added = call(conn, "add_to_group", {"group": "newcomers", "contact_id": made["contact"]["id"]})
+    added = harness.call(conn, "add_to_group", {"group": "newcomers", "contact_id": made["contact"]["id"]})
     assert added["added"] and added["group"]["member_count"] == 1
-    assert not call(conn, "add_to_group", {"group": group["id"], "contact_id": made["contact"]["id"]})["added"]
-    assert call(conn, "search_contacts", {"group": "Newcomers"})["contacts"][0]["id"] == made["contact"]["id"]
-    assert call(conn, "remove_from_group", {"group": "Newcomers", "contact_id": made["contact"]["id"]})["removed"]
-    merged = call(conn, "merge_contacts", {"keep_id": main["id"], "merge_id": dup["id"]})
+    assert not harness.call(conn, "add_to_group", {"group": group["id"], "contact_id": made["contact"]["id"]})["added"]
+    assert harness.call(conn, "search_contacts", {"group": "Newcomers"})["contacts"][0]["id"] == made["contact"]["id"]
+    assert harness.call(conn, "remove_from_group", {"group": "Newcomers", "contact_id": made["contact"]["id"]})["removed"]
+    merged = harness.call(conn, "merge_contacts", {"keep_id": main["id"], "merge_id": dup["id"]})
     assert merged["merged_id"] == dup["id"] and dup["email"] in merged["contact"]["other_emails"]
     assert "personal" in merged["contact"]["tags"]
-    assert call(conn, "search_contacts", {"query": dup["email"]})["contacts"][0]["id"] == main["id"]
+    assert harness.call(conn, "search_contacts", {"query": dup["email"]})["contacts"][0]["id"] == main["id"]
     assert {t["name"] for t in APP.TOOLS} == {
         "search_contacts", "get_contact", "create_contact", "update_contact", "delete_contact", "list_groups",
         "create_group", "add_to_group", "remove_from_group", "merge_contacts"}
 
 
-def test_search_filters_and_words():
-    conn, world = fresh(5), build_world(5)
+def test_search_filters_and_words(harness):
+    conn, world = harness.state(5), build_world(5)
     someone = next(p for p in world["people"] if p["org"] != world["company"]["id"])
     org = next(o for o in world["organisations"] if o["id"] == someone["org"])
     words = f"{someone['last']} {someone['first']}".lower()
-    assert someone["email"] in [c["email"] for c in call(conn, "search_contacts", {"query": words})["contacts"]]
-    at_org = call(conn, "search_contacts", {"company": org["name"], "kind": "person", "limit": 200})
+    assert someone["email"] in [c["email"] for c in harness.call(conn, "search_contacts", {"query": words})["contacts"]]
+    at_org = harness.call(conn, "search_contacts", {"company": org["name"], "kind": "person", "limit": 200})
     assert at_org["count"] >= 1 and all(c["company"] == org["name"] and c["kind"] == "person"
                                         for c in at_org["contacts"])
-    customers = call(conn, "search_contacts", {"tag": "customer", "limit": 1})
+    customers = harness.call(conn, "search_contacts", {"tag": "customer", "limit": 1})
     assert len(customers["contacts"]) == 1 and customers["count"] > 1
 
 
-def test_read_tools_do_not_change_state():
-    conn = fresh()
-    before = dump(conn)
-    call(conn, "search_contacts", {"query": "a"})
-    call(conn, "get_contact", {"id": "c01"})
-    call(conn, "list_groups", {})
-    assert dump(conn) == before
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    harness.call(conn, "search_contacts", {"query": "a"})
+    harness.call(conn, "get_contact", {"id": "c01"})
+    harness.call(conn, "list_groups", {})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -147,16 +127,16 @@ def test_read_tools_do_not_change_state():
     ("search_contacts", {"bogus": 1}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn = fresh()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(7)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_removing_a_non_member_fails():
-    conn = fresh()
+def test_removing_a_non_member_fails(harness):
+    conn = harness.state(7)
     outsider = conn.execute("SELECT id FROM contacts_contacts WHERE id NOT IN (SELECT contact_id FROM contacts_members "
                             "WHERE group_id = 'g01') ORDER BY id").fetchone()[0]
     with pytest.raises(ToolFailure, match="is not in the group"):

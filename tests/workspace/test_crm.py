@@ -3,58 +3,34 @@ its distractors, and errors that name what was wrong."""
 
 from __future__ import annotations
 
-import random
 import sqlite3
-from functools import cache
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import World, build_world, write_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 
 APP = ALL_APPS["crm"]
 
 
-@cache
-def _world(seed: int) -> World:
-    return build_world(seed)
-
-
-def state(seed: int = 3) -> tuple[sqlite3.Connection, World]:
-    conn = sqlite3.connect(":memory:")
-    world = _world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:crm"), world)
-    return conn, world
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "crm_" in line]
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    return result
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("crm")
 
 
 def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
     return conn.execute(query, params).fetchone()
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
-    deals = {seed: {n for (n,) in state(seed)[0].execute("select name from crm_deals")} for seed in range(3)}
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    deals = {seed: {n for (n,) in harness.state(seed).execute("select name from crm_deals")} for seed in range(3)}
     assert deals[0] != deals[1] != deals[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_accounts_contacts_and_owners_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_accounts_contacts_and_owners_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     orgs = {o["id"]: o for o in world["organisations"]}
     people = {p["email"]: p for p in world["people"]}
     active = conn.execute("select org, name, type from crm_accounts where status = 'active'").fetchall()
@@ -78,36 +54,36 @@ def test_accounts_contacts_and_owners_come_from_the_world(seed):
                      "and a.date = b.date and a.account = b.account and a.id < b.id")[0] >= 1
 
 
-def test_every_tool_in_a_session():
-    conn, world = state()
+def test_every_tool_in_a_session(harness):
+    conn, world = harness.state(3), harness.world(3)
     account = one(conn, "select id, name from crm_accounts where status = 'active' and type = 'customer' "
                         "and id in (select account from crm_deals where stage = 'proposal' or stage = 'qualification' "
                         "or stage = 'prospecting' or stage = 'negotiation') order by id")
-    found = call(conn, "search_accounts", {"query": account[1].lower()})
+    found = harness.call(conn, "search_accounts", {"query": account[1].lower()})
     assert account[0] in [a["id"] for a in found["accounts"]]
-    full = call(conn, "get_account", {"id": account[0]})
+    full = harness.call(conn, "get_account", {"id": account[0]})
     assert full["contacts"] and full["contacts"][0]["primary"] and full["open_deal_list"]
     assert full["open_deals"] == len(full["open_deal_list"])
     assert full["open_amount"] == sum(d["amount"] for d in full["open_deal_list"])
-    deals = call(conn, "list_deals", {"account_id": account[0], "open_only": True})
+    deals = harness.call(conn, "list_deals", {"account_id": account[0], "open_only": True})
     assert deals["total_amount"] == full["open_amount"] and deals["deals"][0]["currency"] == "GBP"
     deal = deals["deals"][0]
-    updated = call(conn, "update_deal", {"id": deal["id"], "stage": "negotiation", "amount": deal["amount"] + 100})
+    updated = harness.call(conn, "update_deal", {"id": deal["id"], "stage": "negotiation", "amount": deal["amount"] + 100})
     assert updated["deal"]["amount"] == deal["amount"] + 100 and "amount" in updated["updated_fields"]
     assert updated["previous"]["amount"] == deal["amount"] and updated["deal"]["updated"] == world["today"]
-    created = call(conn, "create_deal", {"account_id": account[0], "name": "Pilot", "amount": 5000})
+    created = harness.call(conn, "create_deal", {"account_id": account[0], "name": "Pilot", "amount": 5000})
     assert (created["stage"], created["owner"], created["account_name"]) == ("prospecting", world["user"]["email"],
                                                                               account[1])
     contact = full["contacts"][-1]
-    logged = call(conn, "log_activity", {"account_id": account[0], "kind": "call", "subject": "Kick-off",
+    logged = harness.call(conn, "log_activity", {"account_id": account[0], "kind": "call", "subject": "Kick-off",
                                          "deal_id": created["id"], "contact_id": contact["id"], "notes": "Went well"})
     assert (logged["date"], logged["contact_name"], logged["deal_id"]) == (world["today"], contact["name"], created["id"])
-    activities = call(conn, "list_activities", {"account_id": account[0], "kind": "call"})
+    activities = harness.call(conn, "list_activities", {"account_id": account[0], "kind": "call"})
     assert activities["activities"][0]["id"] == logged["id"]
-    assert call(conn, "delete_activity", {"id": logged["id"]}) == {"id": logged["id"], "subject": "Kick-off",
+    assert harness.call(conn, "delete_activity", {"id": logged["id"]}) == {"id": logged["id"], "subject": "Kick-off",
                                                                     "deleted": True}
-    call(conn, "log_activity", {"account_id": account[0], "kind": "note", "subject": "n", "deal_id": created["id"]})
-    removed = call(conn, "delete_deal", {"id": created["id"]})
+    harness.call(conn, "log_activity", {"account_id": account[0], "kind": "note", "subject": "n", "deal_id": created["id"]})
+    removed = harness.call(conn, "delete_deal", {"id": created["id"]})
     assert removed["deleted"] and removed["activities_unlinked"] == 1
     assert one(conn, "select count(*) from crm_deals where id = ?", (created["id"],)) == (0,)
     names = {"search_accounts", "get_account", "list_deals", "update_deal", "create_deal", "log_activity",
@@ -115,27 +91,27 @@ def test_every_tool_in_a_session():
     assert names == {t["name"] for t in APP.TOOLS}
 
 
-def test_search_finds_accounts_by_contact_and_shows_the_inactive_duplicate():
-    conn, _ = state()
+def test_search_finds_accounts_by_contact_and_shows_the_inactive_duplicate(harness):
+    conn = harness.state(3)
     contact, account = one(conn, "select name, account from crm_contacts order by id")
-    assert [a["id"] for a in call(conn, "search_accounts", {"query": contact})["accounts"]] == [account]
+    assert [a["id"] for a in harness.call(conn, "search_accounts", {"query": contact})["accounts"]] == [account]
     name = one(conn, "select a.name from crm_accounts a join crm_accounts b on a.org = b.org and a.id != b.id "
                      "and a.status = 'active'")[0]
-    both = call(conn, "search_accounts", {"query": name})["accounts"]
+    both = harness.call(conn, "search_accounts", {"query": name})["accounts"]
     assert {a["status"] for a in both} == {"active", "inactive"}
-    assert [a["status"] for a in call(conn, "search_accounts", {"query": name, "status": "active"})["accounts"]] == [
+    assert [a["status"] for a in harness.call(conn, "search_accounts", {"query": name, "status": "active"})["accounts"]] == [
         "active"]
 
 
-def test_read_tools_do_not_change_state():
-    conn, _ = state()
-    before = dump(conn)
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     account = one(conn, "select id from crm_accounts order by id")[0]
-    call(conn, "search_accounts", {})
-    call(conn, "get_account", {"id": account})
-    call(conn, "list_deals", {"stage": "closed_won"})
-    call(conn, "list_activities", {"limit": 3})
-    assert dump(conn) == before
+    harness.call(conn, "search_accounts", {})
+    harness.call(conn, "get_account", {"id": account})
+    harness.call(conn, "list_deals", {"stage": "closed_won"})
+    harness.call(conn, "list_activities", {"limit": 3})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -151,16 +127,16 @@ def test_read_tools_do_not_change_state():
     ("search_accounts", {"bogus": True}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn, _ = state()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_writes_check_their_values():
-    conn, _ = state()
+def test_writes_check_their_values(harness):
+    conn = harness.state(3)
     account, other = conn.execute("select id from crm_accounts where status = 'active' order by id limit 2").fetchall()
     deal = one(conn, "select id, stage, amount from crm_deals where account = ? order by id", account)
     foreign_deal = one(conn, "select id from crm_deals where account = ? order by id", other)[0]
@@ -183,10 +159,10 @@ def test_writes_check_their_values():
         APP.handle(conn, "create_deal", {"account_id": account[0], "name": "x"})
 
 
-def test_new_ids_follow_the_largest():
-    conn, _ = state()
+def test_new_ids_follow_the_largest(harness):
+    conn = harness.state(3)
     account = one(conn, "select id from crm_accounts order by id")[0]
     top = max(int(i[2:]) for (i,) in conn.execute("select id from crm_deals"))
-    made = call(conn, "create_deal", {"account_id": account, "name": "n", "amount": 1, "stage": "proposal",
+    made = harness.call(conn, "create_deal", {"account_id": account, "name": "n", "amount": 1, "stage": "proposal",
                                       "close_date": "2027-01-15"})
     assert made["id"] == f"D-{top + 1}" and made["close_date"] == "2027-01-15"

@@ -5,63 +5,44 @@ what was wrong."""
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
+from coworkenv.workspace import build_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 from coworkenv.workspace.apps.contacts import story
 
 APP = ALL_APPS["documents"]
 
 
-def fresh(seed: int = 7) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    world = build_world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:documents"), world)
-    conn.commit()
-    return conn
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "documents_" in line]
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("documents")
 
 
 def plan_of(conn: sqlite3.Connection, code: str) -> str:
     return conn.execute("SELECT id FROM documents_documents WHERE title = ?", (f"{code} project plan",)).fetchone()[0]
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(fresh(3)) == dump(fresh(3))
-    assert dump(fresh(3)) != dump(fresh(4))
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_plans_follow_the_world_and_older_versions_differ(seed):
-    conn, world = fresh(seed), build_world(seed)
+def test_plans_follow_the_world_and_older_versions_differ(harness, seed):
+    conn, world = harness.state(seed), build_world(seed)
     cast = story(world)
     for project in world["projects"]:
         if project["status"] == "closed":
             continue
-        plan = call(conn, "read_document", {"id": plan_of(conn, project["code"])})
+        plan = harness.call(conn, "read_document", {"id": plan_of(conn, project["code"])})
         sections = {s["heading"]: s["body"] for s in plan["sections"]}
         assert f"Total budget: {project['budget']} EUR." in sections["Budget"]
         for name, day in cast["milestones"][project["code"]]:
             assert f"- {name}: {day}" in sections["Timeline"]
-        history = call(conn, "list_versions", {"id": plan["id"]})["versions"]
+        history = harness.call(conn, "list_versions", {"id": plan["id"]})["versions"]
         assert [v["version"] for v in history] == list(range(plan["version"], 0, -1))
         assert [v["date"] for v in history] == sorted((v["date"] for v in history), reverse=True)
         assert history[0]["date"] == plan["updated"] < world["today"]
@@ -69,53 +50,53 @@ def test_plans_follow_the_world_and_older_versions_differ(seed):
                                         (plan["id"],)).fetchone()[0])
         assert dict(first)["Budget"] != sections["Budget"]
     moved = cast["moved"]
-    copy = call(conn, "list_documents", {"query": f"copy {moved['code']}"})["documents"]
+    copy = harness.call(conn, "list_documents", {"query": f"copy {moved['code']}"})["documents"]
     assert len(copy) == 1 and copy[0]["status"] == "draft"
-    assert call(conn, "list_documents", {"status": "outdated"})["count"] == 1
+    assert harness.call(conn, "list_documents", {"status": "outdated"})["count"] == 1
 
 
-def test_a_session_calls_every_tool():
-    conn, world = fresh(), build_world(7)
+def test_a_session_calls_every_tool(harness):
+    conn, world = harness.state(7), build_world(7)
     project = next(p for p in world["projects"] if p["status"] != "closed")
     code = project["code"]
-    listed = call(conn, "list_documents", {"project": code.lower(), "status": "final"})
+    listed = harness.call(conn, "list_documents", {"project": code.lower(), "status": "final"})
     assert [d["title"] for d in listed["documents"]] == [f"{code} project plan"]
     assert listed["documents"][0]["headings"] == ["Overview", "Timeline", "Budget", "Team", "Stakeholders", "Risks"]
-    hits = call(conn, "search_documents", {"query": f"{code} total budget"})
+    hits = harness.call(conn, "search_documents", {"query": f"{code} total budget"})
     assert hits["results"][0]["heading"] == "Budget" and str(project["budget"]) in hits["results"][0]["snippet"]
     ident = listed["documents"][0]["id"]
-    budget = call(conn, "read_document", {"id": ident, "section": "budget"})
+    budget = harness.call(conn, "read_document", {"id": ident, "section": "budget"})
     assert [s["heading"] for s in budget["sections"]] == ["Budget"]
-    assert call(conn, "read_document", {"id": ident, "section": 2})["sections"][0]["heading"] == "Timeline"
-    assert call(conn, "read_document", {"id": ident, "section": "2"})["sections"][0]["heading"] == "Timeline"
+    assert harness.call(conn, "read_document", {"id": ident, "section": 2})["sections"][0]["heading"] == "Timeline"
+    assert harness.call(conn, "read_document", {"id": ident, "section": "2"})["sections"][0]["heading"] == "Timeline"
     version = budget["version"]
-    edited = call(conn, "edit_section", {"id": ident, "section": "Timeline", "body": "- Go-live: 2027-01-04\n"})
+    edited = harness.call(conn, "edit_section", {"id": ident, "section": "Timeline", "body": "- Go-live: 2027-01-04\n"})
     assert edited["version"] == version + 1 and edited["updated"] == world["today"]
     assert edited["sections"][1] == {"index": 2, "heading": "Timeline", "body": "- Go-live: 2027-01-04\n"}
-    added = call(conn, "add_section", {"id": ident, "heading": "Summary", "body": "In short.", "position": 1})
+    added = harness.call(conn, "add_section", {"id": ident, "heading": "Summary", "body": "In short.", "position": 1})
     assert [s["heading"] for s in added["sections"]][:2] == ["Summary", "Overview"] and added["version"] == version + 2
-    versions = call(conn, "list_versions", {"id": ident})["versions"]
+    versions = harness.call(conn, "list_versions", {"id": ident})["versions"]
     assert versions[0]["summary"] == "Added section 'Summary'" and versions[0]["author"] == world["user"]["email"]
     assert versions[0]["author_name"] == world["user"]["name"]
-    made = call(conn, "create_document", {"title": f"{code} meeting minutes", "project": code.lower(), "status": "final",
+    made = harness.call(conn, "create_document", {"title": f"{code} meeting minutes", "project": code.lower(), "status": "final",
                                           "sections": [{"heading": "Decisions", "body": "- Ship it\n"}]})
     assert (made["owner"], made["project"], made["version"]) == (world["user"]["email"], code, 1)
-    assert call(conn, "list_versions", {"id": made["id"]})["versions"][0]["summary"] == "Created"
-    assert call(conn, "delete_document", {"id": made["id"]})["deleted"] is True
+    assert harness.call(conn, "list_versions", {"id": made["id"]})["versions"][0]["summary"] == "Created"
+    assert harness.call(conn, "delete_document", {"id": made["id"]})["deleted"] is True
     assert conn.execute("SELECT COUNT(*) FROM documents_versions WHERE doc_id = ?", (made["id"],)).fetchone()[0] == 0
     assert {t["name"] for t in APP.TOOLS} == {"list_documents", "search_documents", "read_document",
                                              "create_document", "edit_section", "add_section", "delete_document",
                                              "list_versions"}
 
 
-def test_read_tools_do_not_change_state():
-    conn = fresh()
-    before = dump(conn)
-    call(conn, "list_documents", {"owner": "a"})
-    call(conn, "search_documents", {"query": "budget"})
-    call(conn, "read_document", {"id": "d01"})
-    call(conn, "list_versions", {"id": "d01"})
-    assert dump(conn) == before
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(7)
+    before = harness.dump(conn)
+    harness.call(conn, "list_documents", {"owner": "a"})
+    harness.call(conn, "search_documents", {"query": "budget"})
+    harness.call(conn, "read_document", {"id": "d01"})
+    harness.call(conn, "list_versions", {"id": "d01"})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -137,9 +118,9 @@ def test_read_tools_do_not_change_state():
     ("list_documents", {"bogus": 1}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn = fresh()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(7)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before

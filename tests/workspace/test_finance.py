@@ -7,76 +7,40 @@ from __future__ import annotations
 import base64
 import io
 import json
-import random
 import sqlite3
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 
-import jsonschema
 import pytest
 from PIL import Image
 
-from coworkenv.workspace import APPS_DIR, World, build_workspace, build_world, write_initial_state, write_world
+from coworkenv.workspace import APPS_DIR, build_workspace, write_initial_state
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 
 APP = ALL_APPS["finance"]
 
 
-@cache
-def _world(seed: int) -> World:
-    return build_world(seed)
-
-
-@cache
-def _image(seed: int) -> bytes:
-    conn = sqlite3.connect(":memory:")
-    world = _world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:finance"), world)
-    conn.commit()
-    return conn.serialize()
-
-
-def state(seed: int = 3) -> tuple[sqlite3.Connection, World]:
-    conn = sqlite3.connect(":memory:")
-    conn.deserialize(_image(seed))
-    return conn, _world(seed)
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "finance_" in line]
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("finance")
 
 
 def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
     return conn.execute(query, params).fetchone()
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    conn = sqlite3.connect(":memory:")
-    world = _world(3)
-    write_world(conn, world)
-    APP.seed(conn, random.Random("3:finance"), world)
-    assert dump(conn) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
-    merchants = {seed: {m for (m,) in state(seed)[0].execute("select merchant from finance_receipts")}
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    merchants = {seed: {m for (m,) in harness.state(seed).execute("select merchant from finance_receipts")}
                  for seed in range(3)}
     assert merchants[0] != merchants[1] != merchants[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_records_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_records_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     orgs = {o["id"]: o for o in world["organisations"]}
     for direction, org, name in conn.execute("select direction, org, counterparty from finance_invoices"):
         assert orgs[org]["kind"] == ("vendor" if direction == "payable" else "customer") and orgs[org]["name"] == name
@@ -98,14 +62,14 @@ def test_records_come_from_the_world(seed):
                      "where r.id is null")[0] >= 1
 
 
-def test_every_tool_in_a_session():
-    conn, world = state()
+def test_every_tool_in_a_session(harness):
+    conn, world = harness.state(3), harness.world(3)
     payable = one(conn, "select id from finance_invoices where direction = 'payable' and status = 'open' and "
                         "project is not null order by id")[0]
-    listed = call(conn, "list_invoices", {"direction": "payable", "status": "open"})
+    listed = harness.call(conn, "list_invoices", {"direction": "payable", "status": "open"})
     assert payable in [i["id"] for i in listed["invoices"]]
     assert listed["total"] == round(sum(i["total"] for i in listed["invoices"]), 2)
-    invoice = call(conn, "get_invoice", {"id": payable.lower()})
+    invoice = harness.call(conn, "get_invoice", {"id": payable.lower()})
     assert invoice["has_document"] and invoice["lines"]
     document = invoice["_content"][0]
     assert document["type"] == "resource" and document["mime_type"] == "application/pdf"
@@ -114,69 +78,69 @@ def test_every_tool_in_a_session():
     # dated by the invoice, never by the wall clock: the same seed gives the same bytes
     assert f"(D:{invoice['issue_date'].replace('-', '')}090000".encode() in pdf
     project = invoice["project"]
-    before = call(conn, "budget_status", {"project": project})["budgets"][0]
-    paid = call(conn, "mark_invoice_paid", {"id": payable})
+    before = harness.call(conn, "budget_status", {"project": project})["budgets"][0]
+    paid = harness.call(conn, "mark_invoice_paid", {"id": payable})
     assert paid["invoice"]["status"] == "paid" and paid["paid_on"] == world["today"]
-    after = call(conn, "budget_status", {"project": project})["budgets"][0]
+    after = harness.call(conn, "budget_status", {"project": project})["budgets"][0]
     assert after["spent"] == round(before["spent"] + invoice["total"], 2)
     assert after["committed"] == round(before["committed"] - invoice["total"], 2)
     assert after["remaining"] == before["remaining"]
     other = one(conn, "select id from finance_invoices where status = 'open' order by id")[0]
-    flagged = call(conn, "flag_invoice", {"id": other, "reason": "Duplicate?"})
+    flagged = harness.call(conn, "flag_invoice", {"id": other, "reason": "Duplicate?"})
     assert flagged["invoice"]["flagged"] and flagged["flag_reason"] == "Duplicate?"
-    assert [h["action"] for h in call(conn, "get_invoice", {"id": other})["history"]] == ["flagged"]
-    claims = call(conn, "list_expenses", {"status": "submitted"})["expenses"]
+    assert [h["action"] for h in harness.call(conn, "get_invoice", {"id": other})["history"]] == ["flagged"]
+    claims = harness.call(conn, "list_expenses", {"status": "submitted"})["expenses"]
     with_receipt = [c for c in claims if c["receipt_id"]]
-    receipt = call(conn, "get_receipt", {"id": with_receipt[0]["id"]})
+    receipt = harness.call(conn, "get_receipt", {"id": with_receipt[0]["id"]})
     image = Image.open(io.BytesIO(base64.b64decode(receipt["_content"][0]["data"])))
     assert image.format == "PNG" and image.width > 300 and receipt["text"] == "a scanned receipt"
-    approved = call(conn, "approve_expense", {"id": with_receipt[0]["id"]})
+    approved = harness.call(conn, "approve_expense", {"id": with_receipt[0]["id"]})
     assert (approved["status"], approved["decided_by"]) == ("approved", world["user"]["email"])
-    rejected = call(conn, "reject_expense", {"id": with_receipt[1]["id"], "reason": "Receipt shows less"})
+    rejected = harness.call(conn, "reject_expense", {"id": with_receipt[1]["id"], "reason": "Receipt shows less"})
     assert rejected["status"] == "rejected" and rejected["decision_note"] == "Receipt shows less"
-    pending = call(conn, "budget_status", {"project": project})["budgets"][0]["pending_expenses"]
-    created = call(conn, "create_expense", {"description": "Taxi", "amount": 23.5, "date": world["today"],
+    pending = harness.call(conn, "budget_status", {"project": project})["budgets"][0]["pending_expenses"]
+    created = harness.call(conn, "create_expense", {"description": "Taxi", "amount": 23.5, "date": world["today"],
                                             "category": "travel", "project": project})
     assert (created["status"], created["employee"], created["receipt_id"]) == ("submitted", world["user"]["name"],
                                                                                 None)
-    assert call(conn, "budget_status", {"project": project})["budgets"][0]["pending_expenses"] == round(
+    assert harness.call(conn, "budget_status", {"project": project})["budgets"][0]["pending_expenses"] == round(
         pending + 23.5, 2)
-    assert len(call(conn, "budget_status", {})["budgets"]) == len(world["projects"])
+    assert len(harness.call(conn, "budget_status", {})["budgets"]) == len(world["projects"])
     assert {t["name"] for t in APP.TOOLS} == {"list_invoices", "get_invoice", "mark_invoice_paid", "flag_invoice",
                                                "list_expenses", "get_receipt", "approve_expense", "reject_expense",
                                                "create_expense", "budget_status"}
 
 
-def test_a_receipt_shows_its_figures_only_in_the_image():
-    conn, _ = state()
+def test_a_receipt_shows_its_figures_only_in_the_image(harness):
+    conn = harness.state(3)
     expense, merchant, total = one(conn, "select expense, merchant, total from finance_receipts order by id")
-    receipt = call(conn, "get_receipt", {"id": expense})
+    receipt = harness.call(conn, "get_receipt", {"id": expense})
     text = json.dumps({k: v for k, v in receipt.items() if k != "_content"}) + json.dumps(
-        call(conn, "list_expenses", {}))
+        harness.call(conn, "list_expenses", {}))
     assert merchant not in text
     image = Image.open(io.BytesIO(base64.b64decode(receipt["_content"][0]["data"])))
     assert image.mode == "L" and 300 < image.height < 700 and total > 0
 
 
-def test_customer_invoices_have_no_scan_and_overdue_is_computed():
-    conn, world = state()
-    receivable = call(conn, "list_invoices", {"direction": "receivable", "status": "overdue"})["invoices"]
+def test_customer_invoices_have_no_scan_and_overdue_is_computed(harness):
+    conn, world = harness.state(3), harness.world(3)
+    receivable = harness.call(conn, "list_invoices", {"direction": "receivable", "status": "overdue"})["invoices"]
     assert receivable and all(i["days_overdue"] > 0 and i["due_date"] < world["today"] for i in receivable)
-    assert "_content" not in call(conn, "get_invoice", {"id": receivable[0]["id"]})
-    assert all(i["status"] != "paid" for i in call(conn, "list_invoices", {"status": "open"})["invoices"])
+    assert "_content" not in harness.call(conn, "get_invoice", {"id": receivable[0]["id"]})
+    assert all(i["status"] != "paid" for i in harness.call(conn, "list_invoices", {"status": "open"})["invoices"])
 
 
-def test_read_tools_do_not_change_state():
-    conn, _ = state()
-    before = dump(conn)
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     invoice = one(conn, "select id from finance_invoices order by id")[0]
     expense = one(conn, "select expense from finance_receipts order by id")[0]
-    call(conn, "list_invoices", {"query": "inv", "flagged": False})
-    call(conn, "get_invoice", {"id": invoice})
-    call(conn, "list_expenses", {"employee": "a"})
-    call(conn, "get_receipt", {"id": expense})
-    call(conn, "budget_status", {})
-    assert dump(conn) == before
+    harness.call(conn, "list_invoices", {"query": "inv", "flagged": False})
+    harness.call(conn, "get_invoice", {"id": invoice})
+    harness.call(conn, "list_expenses", {"employee": "a"})
+    harness.call(conn, "get_receipt", {"id": expense})
+    harness.call(conn, "budget_status", {})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -196,16 +160,16 @@ def test_read_tools_do_not_change_state():
     ("list_invoices", {"bogus": 1}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn, _ = state()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_payments_and_decisions_happen_once():
-    conn, _ = state()
+def test_payments_and_decisions_happen_once(harness):
+    conn = harness.state(3)
     paid = one(conn, "select id from finance_invoices where status = 'paid' order by id")[0]
     with pytest.raises(ToolFailure, match="already paid"):
         APP.handle(conn, "mark_invoice_paid", {"id": paid})

@@ -3,49 +3,28 @@ errors that name the bad field."""
 
 from __future__ import annotations
 
-import json
-import random
 import re
-import sqlite3
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
+from coworkenv.workspace import build_world
 from coworkenv.workspace.apps import ToolFailure, kb
 from coworkenv.workspace.apps import helpdesk as app
 
 
-def state(seed: int = 3) -> tuple[sqlite3.Connection, dict]:
-    world = build_world(seed)
-    conn = sqlite3.connect(":memory:")
-    write_world(conn, world)
-    app.seed(conn, random.Random(f"{seed}:helpdesk"), world)
-    conn.commit()
-    return conn, world
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("helpdesk")
 
 
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in app.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = app.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "helpdesk_" in line]
-
-
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 @pytest.mark.parametrize("seed", [0, 9])
-def test_tickets_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_tickets_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     customers = {o["id"] for o in world["organisations"] if o["kind"] == "customer"}
     people = {p["email"]: p for p in world["people"]}
     company = world["company"]["id"]
@@ -71,40 +50,40 @@ def test_helpdesk_and_kb_agree_on_products_and_their_problems():
     assert all(app.symptom(p) == kb.symptom(p) for p in world["products"])
 
 
-def test_every_tool_happy_path():
-    conn, world = state(5)
+def test_every_tool_happy_path(harness):
+    conn, world = harness.state(5), harness.world(5)
     user, today = world["user"]["email"], world["today"]
-    listed = call(conn, "list_tickets", {})
+    listed = harness.call(conn, "list_tickets", {})
     assert listed["count"] >= 10 and all(t["status"] != "closed" for t in listed["tickets"])
     dates = [t["created"] for t in listed["tickets"]]
     assert dates == sorted(dates, reverse=True)
-    assert call(conn, "list_tickets", {"status": "closed"})["count"] >= 0
+    assert harness.call(conn, "list_tickets", {"status": "closed"})["count"] >= 0
     first = listed["tickets"][0]
-    assert call(conn, "list_tickets", {"organisation": first["organisation"].upper()[:4]})["count"] >= 1
-    assert call(conn, "list_tickets", {"requester": first["requester"]})["tickets"][0]["requester"] == first["requester"]
+    assert harness.call(conn, "list_tickets", {"organisation": first["organisation"].upper()[:4]})["count"] >= 1
+    assert harness.call(conn, "list_tickets", {"requester": first["requester"]})["tickets"][0]["requester"] == first["requester"]
     customer = next(p for p in world["people"] if p["org"] == world["organisations"][1]["id"])
-    created = call(conn, "create_ticket", {"subject": "VPN down", "description": "Cannot connect since 9:00.",
+    created = harness.call(conn, "create_ticket", {"subject": "VPN down", "description": "Cannot connect since 9:00.",
                                            "requester": customer["email"], "priority": "high",
                                            "product": world["products"][0]["sku"].lower()})
     assert (created["status"], created["organisation"], created["created"]) == ("new", world["organisations"][1]["name"],
                                                                                 today)
     assert int(created["id"][3:]) == max(int(t["id"][3:]) for t in listed["tickets"]) + 1
-    got = call(conn, "get_ticket", {"id": created["id"].lower()})
+    got = harness.call(conn, "get_ticket", {"id": created["id"].lower()})
     assert got["description"] == "Cannot connect since 9:00." and got["comments"] == []
-    commented = call(conn, "comment_ticket", {"id": created["id"], "body": "Looking into it.", "public": False})
+    commented = harness.call(conn, "comment_ticket", {"id": created["id"], "body": "Looking into it.", "public": False})
     assert commented["status"] == "open" and commented["comments"][-1]["author"] == user
     assert commented["comments"][-1]["public"] is False
     agent = next(p for p in world["people"] if p["org"] == world["company"]["id"] and p["department"] == "Support")
-    assert call(conn, "assign_ticket", {"id": created["id"], "assignee": agent["email"]})["assignee"] == agent["email"]
-    updated = call(conn, "update_ticket", {"id": created["id"], "status": "pending", "priority": "urgent"})
+    assert harness.call(conn, "assign_ticket", {"id": created["id"], "assignee": agent["email"]})["assignee"] == agent["email"]
+    updated = harness.call(conn, "update_ticket", {"id": created["id"], "status": "pending", "priority": "urgent"})
     assert (updated["status"], updated["priority"]) == ("pending", "urgent")
-    other = call(conn, "create_ticket", {"subject": "VPN still down", "description": "Again.",
+    other = harness.call(conn, "create_ticket", {"subject": "VPN still down", "description": "Again.",
                                          "requester": customer["email"]})
-    merged = call(conn, "merge_tickets", {"source": other["id"], "target": created["id"]})
+    merged = harness.call(conn, "merge_tickets", {"source": other["id"], "target": created["id"]})
     assert merged["id"] == created["id"] and other["id"] in merged["comments"][-1]["body"]
-    source = call(conn, "get_ticket", {"id": other["id"]})
+    source = harness.call(conn, "get_ticket", {"id": other["id"]})
     assert (source["status"], source["merged_into"]) == ("closed", created["id"])
-    closed = call(conn, "close_ticket", {"id": created["id"], "resolution": "Router replaced."})
+    closed = harness.call(conn, "close_ticket", {"id": created["id"], "resolution": "Router replaced."})
     assert closed["status"] == "closed" and closed["comments"][-1]["body"] == "Resolution: Router replaced."
 
 
@@ -128,8 +107,8 @@ def test_resources_name_real_tools():
     ("list_tickets", {"status": "done"}, "status must be one of new, open, pending, solved, closed"),
     ("list_tickets", {"team": "x"}, "unknown argument(s) team"),
 ])
-def test_errors_name_the_bad_field(tool, args, message):
-    conn, world = state(4)
+def test_errors_name_the_bad_field(harness, tool, args, message):
+    conn = harness.state(4)
     closed = conn.execute("select id from helpdesk_tickets where status = 'closed' order by id").fetchone()
     if closed is None:
         closed = (app.handle(conn, "close_ticket", {"id": conn.execute("select id from helpdesk_tickets").fetchone()[0]})

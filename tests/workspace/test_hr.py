@@ -3,58 +3,34 @@ decisions on leave, and errors that name what was wrong."""
 
 from __future__ import annotations
 
-import random
 import sqlite3
-from functools import cache
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import World, build_world, write_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 
 APP = ALL_APPS["hr"]
 
 
-@cache
-def _world(seed: int) -> World:
-    return build_world(seed)
-
-
-def state(seed: int = 3) -> tuple[sqlite3.Connection, World]:
-    conn = sqlite3.connect(":memory:")
-    world = _world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:hr"), world)
-    return conn, world
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "hr_" in line]
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    return result
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("hr")
 
 
 def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
     return conn.execute(query, params).fetchone()
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
-    names = {seed: {n for (n,) in state(seed)[0].execute("select name from hr_people")} for seed in range(3)}
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    names = {seed: {n for (n,) in harness.state(seed).execute("select name from hr_people")} for seed in range(3)}
     assert names[0] != names[1] != names[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_people_are_the_world_company_people_plus_a_former_namesake(seed):
-    conn, world = state(seed)
+def test_people_are_the_world_company_people_plus_a_former_namesake(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     company = {p["email"] for p in world["people"] if p["org"] == world["company"]["id"]}
     assert {e for (e,) in conn.execute("select email from hr_people where status = 'active'")} == company
     former = conn.execute("select name, email from hr_people where status = 'left'").fetchall()
@@ -70,8 +46,8 @@ def test_people_are_the_world_company_people_plus_a_former_namesake(seed):
     assert "pending" in statuses and "approved" in statuses
 
 
-def test_every_tool_in_a_session():
-    conn, world = state()
+def test_every_tool_in_a_session(harness):
+    conn, world = harness.state(3), harness.world(3)
     user = world["user"]
     person = one(conn, "select id, name, department, manager from hr_people where manager is not null "
                        "and status = 'active' order by id")
@@ -80,63 +56,63 @@ def test_every_tool_in_a_session():
                           (pending[0],)).fetchall()
     used = set()
 
-    found = call(conn, "search_people", {"query": person[1].split()[-1], "department": person[2]})
+    found = harness.call(conn, "search_people", {"query": person[1].split()[-1], "department": person[2]})
     assert person[0] in [p["id"] for p in found["people"]]
-    full = call(conn, "get_person", {"id": person[0]})
+    full = harness.call(conn, "get_person", {"id": person[0]})
     assert full["manager"]["id"] == person[3] and full["manager_chain"][0] == full["manager"]
-    boss = call(conn, "get_person", {"id": person[3]})
+    boss = harness.call(conn, "get_person", {"id": person[3]})
     assert person[0] in [r["id"] for r in boss["direct_reports"]]
-    listed = call(conn, "list_department", {"department": person[2].lower()})
+    listed = harness.call(conn, "list_department", {"department": person[2].lower()})
     assert listed["department"] == person[2] and listed["headcount"] == len(listed["members"])
     assert listed["head"]["id"] == person[3]
-    leave = call(conn, "list_leave", {"status": "pending"})
+    leave = harness.call(conn, "list_leave", {"status": "pending"})
     assert pending[0] in [r["id"] for r in leave["requests"]] and all(r["status"] == "pending" for r in leave["requests"])
-    approved = call(conn, "approve_leave", {"id": pending[0], "note": "Enjoy"})
+    approved = harness.call(conn, "approve_leave", {"id": pending[0], "note": "Enjoy"})
     assert (approved["status"], approved["decided_by"], approved["decision_note"]) == ("approved", user["email"], "Enjoy")
-    rejected = call(conn, "reject_leave", {"id": others[0][0], "reason": "Quarter-end"})
+    rejected = harness.call(conn, "reject_leave", {"id": others[0][0], "reason": "Quarter-end"})
     assert rejected["status"] == "rejected" and rejected["decision_note"] == "Quarter-end"
-    gone = call(conn, "cancel_leave", {"id": others[1][0]})
+    gone = harness.call(conn, "cancel_leave", {"id": others[1][0]})
     assert gone["deleted"] and one(conn, "select count(*) from hr_leave where id = ?", (others[1][0],)) == (0,)
-    retitled = call(conn, "update_title", {"id": person[0], "title": "Staff engineer"})
+    retitled = harness.call(conn, "update_title", {"id": person[0], "title": "Staff engineer"})
     assert retitled["person"]["title"] == "Staff engineer" and retitled["previous_title"] != "Staff engineer"
     used |= {"search_people", "get_person", "list_department", "list_leave", "approve_leave", "reject_leave",
              "cancel_leave", "update_title"}
     assert used == {t["name"] for t in APP.TOOLS}
 
 
-def test_search_leaves_out_former_people_unless_asked():
-    conn, _ = state()
+def test_search_leaves_out_former_people_unless_asked(harness):
+    conn = harness.state(3)
     name, ident = one(conn, "select name, id from hr_people where status = 'left'")
-    current = call(conn, "search_people", {"query": name})
+    current = harness.call(conn, "search_people", {"query": name})
     assert ident not in [p["id"] for p in current["people"]] and current["count"] >= 1
-    everyone = call(conn, "search_people", {"query": name, "include_former": True})
+    everyone = harness.call(conn, "search_people", {"query": name, "include_former": True})
     assert ident in [p["id"] for p in everyone["people"]]
-    assert call(conn, "get_person", {"id": ident})["status"] == "left"
+    assert harness.call(conn, "get_person", {"id": ident})["status"] == "left"
 
 
-def test_list_leave_filters_by_window_employee_and_department():
-    conn, _ = state()
-    request = call(conn, "list_leave", {})["requests"][0]
-    window = call(conn, "list_leave", {"from_date": request["start_date"], "to_date": request["start_date"]})
+def test_list_leave_filters_by_window_employee_and_department(harness):
+    conn = harness.state(3)
+    request = harness.call(conn, "list_leave", {})["requests"][0]
+    window = harness.call(conn, "list_leave", {"from_date": request["start_date"], "to_date": request["start_date"]})
     assert request["id"] in [r["id"] for r in window["requests"]]
     for r in window["requests"]:
         assert r["start_date"] <= request["start_date"] <= r["end_date"]
-    mine = call(conn, "list_leave", {"employee_id": request["employee_id"]})
+    mine = harness.call(conn, "list_leave", {"employee_id": request["employee_id"]})
     assert {r["employee_id"] for r in mine["requests"]} == {request["employee_id"]}
-    team = call(conn, "list_leave", {"department": request["department"]})
+    team = harness.call(conn, "list_leave", {"department": request["department"]})
     assert {r["department"] for r in team["requests"]} == {request["department"]}
 
 
-def test_read_tools_do_not_change_state():
-    conn, _ = state()
-    before = dump(conn)
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     ident = one(conn, "select id from hr_people order by id")[0]
     department = one(conn, "select department from hr_people order by id")[0]
-    call(conn, "search_people", {"include_former": True})
-    call(conn, "get_person", {"id": ident})
-    call(conn, "list_department", {"department": department})
-    call(conn, "list_leave", {"status": "approved"})
-    assert dump(conn) == before
+    harness.call(conn, "search_people", {"include_former": True})
+    harness.call(conn, "get_person", {"id": ident})
+    harness.call(conn, "list_department", {"department": department})
+    harness.call(conn, "list_leave", {"status": "approved"})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -154,16 +130,16 @@ def test_read_tools_do_not_change_state():
     ("search_people", {"bogus": 1}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn, _ = state()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_decisions_need_a_pending_request_and_titles_a_current_employee():
-    conn, _ = state()
+def test_decisions_need_a_pending_request_and_titles_a_current_employee(harness):
+    conn = harness.state(3)
     decided = one(conn, "select id, status from hr_leave where status != 'pending' order by id")
     with pytest.raises(ToolFailure, match=f"already {decided[1]}"):
         APP.handle(conn, "approve_leave", {"id": decided[0]})

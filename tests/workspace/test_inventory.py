@@ -3,42 +3,18 @@ tool against its schemas, stock that moves only through the tools, and errors th
 
 from __future__ import annotations
 
-import random
 import sqlite3
-from functools import cache
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import World, build_world, write_world
 from coworkenv.workspace.apps import ALL_APPS, ToolFailure
 
 APP = ALL_APPS["inventory"]
 
 
-@cache
-def _world(seed: int) -> World:
-    return build_world(seed)
-
-
-def state(seed: int = 3) -> tuple[sqlite3.Connection, World]:
-    conn = sqlite3.connect(":memory:")
-    world = _world(seed)
-    write_world(conn, world)
-    APP.seed(conn, random.Random(f"{seed}:inventory"), world)
-    return conn, world
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "inventory_" in line]
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in APP.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = APP.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    return result
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("inventory")
 
 
 def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
@@ -49,16 +25,16 @@ def stock(conn: sqlite3.Connection, sku: str, warehouse: str) -> tuple[int, int]
     return one(conn, "select on_hand, reserved from inventory_stock where sku = ? and warehouse = ?", (sku, warehouse))
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
-    orders = {seed: {i for (i,) in state(seed)[0].execute("select id from inventory_orders")} for seed in range(3)}
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+    orders = {seed: {i for (i,) in harness.state(seed).execute("select id from inventory_orders")} for seed in range(3)}
     assert orders[0] != orders[1] != orders[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_products_suppliers_and_customers_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_products_suppliers_and_customers_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     orgs = {o["id"]: o for o in world["organisations"]}
     products = {p["sku"]: p for p in world["products"]}
     for sku, name, supplier, active in conn.execute("select sku, name, supplier, active from inventory_products"):
@@ -77,34 +53,34 @@ def test_products_suppliers_and_customers_come_from_the_world(seed):
         assert reserved == held.get((sku, wh), 0) and on_hand >= reserved
 
 
-def test_every_tool_in_a_session():
-    conn, world = state()
+def test_every_tool_in_a_session(harness):
+    conn, world = harness.state(3), harness.world(3)
     product = one(conn, "select sku, name, supplier_name from inventory_products where active = 1 and category = "
                         "'hardware' order by sku")
-    found = call(conn, "search_products", {"query": product[1].split()[-1], "category": "hardware"})
+    found = harness.call(conn, "search_products", {"query": product[1].split()[-1], "category": "hardware"})
     assert product[0] in [p["sku"] for p in found["products"]]
-    level = call(conn, "get_stock", {"sku": product[0]})
+    level = harness.call(conn, "get_stock", {"sku": product[0]})
     assert len(level["warehouses"]) == 3 and level["total_on_hand"] == sum(w["on_hand"] for w in level["warehouses"])
-    order = call(conn, "create_purchase_order", {"warehouse": "WH-2", "lines": [{"sku": product[0], "quantity": 7}],
+    order = harness.call(conn, "create_purchase_order", {"warehouse": "WH-2", "lines": [{"sku": product[0], "quantity": 7}],
                                                  "note": "restock"})
     assert (order["status"], order["counterparty"], order["created"]) == ("ordered", product[2], world["today"])
-    assert call(conn, "get_stock", {"sku": product[0]})["inbound"] == level["inbound"] + 7
-    assert call(conn, "get_order", {"id": order["id"]}) == order
-    listed = call(conn, "list_orders", {"kind": "purchase", "sku": product[0], "status": "ordered"})
+    assert harness.call(conn, "get_stock", {"sku": product[0]})["inbound"] == level["inbound"] + 7
+    assert harness.call(conn, "get_order", {"id": order["id"]}) == order
+    listed = harness.call(conn, "list_orders", {"kind": "purchase", "sku": product[0], "status": "ordered"})
     assert order["id"] in [o["id"] for o in listed["orders"]]
-    shipped = call(conn, "update_order_status", {"id": order["id"], "status": "shipped"})
+    shipped = harness.call(conn, "update_order_status", {"id": order["id"], "status": "shipped"})
     assert shipped["previous_status"] == "ordered"
     before = stock(conn, product[0], "WH-2")[0]
-    partial = call(conn, "receive_delivery", {"id": order["id"], "lines": [{"sku": product[0], "quantity": 3}]})
+    partial = harness.call(conn, "receive_delivery", {"id": order["id"], "lines": [{"sku": product[0], "quantity": 3}]})
     assert partial["order"]["status"] == "partially_received" and partial["stock"][0]["on_hand"] == before + 3
-    rest = call(conn, "receive_delivery", {"id": order["id"]})
+    rest = harness.call(conn, "receive_delivery", {"id": order["id"]})
     assert rest["received"] == [{"sku": product[0], "quantity": 4}] and rest["order"]["status"] == "received"
     assert stock(conn, product[0], "WH-2")[0] == before + 7
     sale = one(conn, "select id, warehouse from inventory_orders where kind = 'sales' and status in "
                      "('pending', 'confirmed') order by id")
     lines = conn.execute("select sku, quantity from inventory_order_lines where order_id = ?", (sale[0],)).fetchall()
     held = {sku: stock(conn, sku, sale[1]) for sku, _ in lines}
-    cancelled = call(conn, "cancel_order", {"id": sale[0], "reason": "customer withdrew"})
+    cancelled = harness.call(conn, "cancel_order", {"id": sale[0], "reason": "customer withdrew"})
     assert cancelled["order"]["status"] == "cancelled" and cancelled["order"]["note"] == "Cancelled: customer withdrew"
     for sku, qty in lines:
         assert stock(conn, sku, sale[1]) == (held[sku][0], held[sku][1] - qty)
@@ -113,43 +89,43 @@ def test_every_tool_in_a_session():
                                                "cancel_order"}
 
 
-def test_shipping_a_sales_order_takes_its_units_out():
-    conn, _ = state()
+def test_shipping_a_sales_order_takes_its_units_out(harness):
+    conn = harness.state(3)
     sale = one(conn, "select id, warehouse, status from inventory_orders where kind = 'sales' and status in "
                      "('pending', 'confirmed') order by id")
     lines = conn.execute("select sku, quantity from inventory_order_lines where order_id = ?", (sale[0],)).fetchall()
     if sale[2] == "pending":
-        call(conn, "update_order_status", {"id": sale[0], "status": "confirmed"})
+        harness.call(conn, "update_order_status", {"id": sale[0], "status": "confirmed"})
     before = {sku: stock(conn, sku, sale[1]) for sku, _ in lines}
-    call(conn, "update_order_status", {"id": sale[0], "status": "shipped"})
+    harness.call(conn, "update_order_status", {"id": sale[0], "status": "shipped"})
     for sku, qty in lines:
         assert stock(conn, sku, sale[1]) == (before[sku][0] - qty, before[sku][1] - qty)
-    assert call(conn, "update_order_status", {"id": sale[0], "status": "delivered"})["order"]["status"] == "delivered"
+    assert harness.call(conn, "update_order_status", {"id": sale[0], "status": "delivered"})["order"]["status"] == "delivered"
     with pytest.raises(ToolFailure, match="no next status"):
         APP.handle(conn, "update_order_status", {"id": sale[0], "status": "shipped"})
     with pytest.raises(ToolFailure, match="can no longer be cancelled"):
         APP.handle(conn, "cancel_order", {"id": sale[0]})
 
 
-def test_discontinued_products_are_hidden_and_cannot_be_ordered():
-    conn, _ = state()
+def test_discontinued_products_are_hidden_and_cannot_be_ordered(harness):
+    conn = harness.state(3)
     sku = one(conn, "select sku from inventory_products where active = 0")[0]
-    assert sku not in [p["sku"] for p in call(conn, "search_products", {"limit": 100})["products"]]
-    assert sku in [p["sku"] for p in call(conn, "search_products", {"include_discontinued": True})["products"]]
+    assert sku not in [p["sku"] for p in harness.call(conn, "search_products", {"limit": 100})["products"]]
+    assert sku in [p["sku"] for p in harness.call(conn, "search_products", {"include_discontinued": True})["products"]]
     with pytest.raises(ToolFailure, match="discontinued"):
         APP.handle(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": sku, "quantity": 1}]})
 
 
-def test_read_tools_do_not_change_state():
-    conn, _ = state()
-    before = dump(conn)
+def test_read_tools_do_not_change_state(harness):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     sku = one(conn, "select sku from inventory_products order by sku")[0]
     order = one(conn, "select id from inventory_orders order by id")[0]
-    call(conn, "search_products", {"below_reorder": True})
-    call(conn, "get_stock", {"sku": sku, "warehouse": "wh-1"})
-    call(conn, "list_orders", {"warehouse": "WH-3"})
-    call(conn, "get_order", {"id": order})
-    assert dump(conn) == before
+    harness.call(conn, "search_products", {"below_reorder": True})
+    harness.call(conn, "get_stock", {"sku": sku, "warehouse": "wh-1"})
+    harness.call(conn, "list_orders", {"warehouse": "WH-3"})
+    harness.call(conn, "get_order", {"id": order})
+    assert harness.dump(conn) == before
 
 
 @pytest.mark.parametrize("tool,args,match", [
@@ -166,16 +142,16 @@ def test_read_tools_do_not_change_state():
     ("search_products", {"bogus": 1}, "bogus"),
     ("frobnicate", {}, "unknown tool"),
 ])
-def test_errors_name_what_was_wrong(tool, args, match):
-    conn, _ = state()
-    before = dump(conn)
+def test_errors_name_what_was_wrong(harness, tool, args, match):
+    conn = harness.state(3)
+    before = harness.dump(conn)
     with pytest.raises(ToolFailure, match=match):
         APP.handle(conn, tool, args)
-    assert dump(conn) == before
+    assert harness.dump(conn) == before
 
 
-def test_orders_keep_to_their_rules():
-    conn, _ = state()
+def test_orders_keep_to_their_rules(harness):
+    conn = harness.state(3)
     a, b = conn.execute("select sku from inventory_products where active = 1 group by supplier order by sku "
                         "limit 2").fetchall()
     with pytest.raises(ToolFailure, match="mix suppliers"):
@@ -187,7 +163,7 @@ def test_orders_keep_to_their_rules():
                      "order by id")[0]
     with pytest.raises(ToolFailure, match="can no longer be cancelled|only purchase orders"):
         APP.handle(conn, "cancel_order", {"id": done})
-    order = call(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": a[0], "quantity": 4}]})
+    order = harness.call(conn, "create_purchase_order", {"warehouse": "WH-1", "lines": [{"sku": a[0], "quantity": 4}]})
     with pytest.raises(ToolFailure, match="receive_delivery"):
         APP.handle(conn, "update_order_status", {"id": order["id"], "status": "received"})
     with pytest.raises(ToolFailure, match="more than the 4"):

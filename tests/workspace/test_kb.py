@@ -3,55 +3,35 @@ every tool against its schemas, and errors that name the bad field."""
 
 from __future__ import annotations
 
-import json
-import random
 import re
 import sqlite3
 import subprocess
 import sys
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, dump_state, load_state, write_world
+from coworkenv.workspace import dump_state, load_state
 from coworkenv.workspace.apps import ToolFailure
 from coworkenv.workspace.apps import kb as app
 
 
-def state(seed: int = 3) -> tuple[sqlite3.Connection, dict]:
-    world = build_world(seed)
-    conn = sqlite3.connect(":memory:")
-    write_world(conn, world)
-    app.seed(conn, random.Random(f"{seed}:kb"), world)
-    conn.commit()
-    return conn, world
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in app.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = app.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("kb")
 
 
 def article(conn: sqlite3.Connection, title: str) -> str:
     return conn.execute("select id from kb_articles where title = ?", (title,)).fetchone()[0]
 
 
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "kb_" in line]
-
-
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 @pytest.mark.parametrize("seed", [0, 7])
-def test_articles_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_articles_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     people = {p["email"] for p in world["people"]}
     assert {a for (a,) in conn.execute("select author from kb_articles")} <= people
     for org in (o for o in world["organisations"] if o["kind"] == "customer"):
@@ -60,27 +40,27 @@ def test_articles_come_from_the_world(seed):
     assert guides == {p["sku"] for p in app.supported_products(world)}
     # distractors: an earlier version with other figures, and a dated near-duplicate still published
     travel = article(conn, "Travel expense policy")
-    first, current = (call(conn, "get_article", {"id": travel, "version": v})["body"] for v in (1, 2))
+    first, current = (harness.call(conn, "get_article", {"id": travel, "version": v})["body"] for v in (1, 2))
     assert first != current
     dated = f"Travel expense policy ({int(world['today'][:4]) - 2})"
-    assert call(conn, "get_article", {"id": article(conn, dated)})["body"] == first
+    assert harness.call(conn, "get_article", {"id": article(conn, dated)})["body"] == first
 
 
-def test_search_is_ranked_stemmed_and_leaves_archived_articles_out():
-    conn, world = state(2)
-    hits = call(conn, "search_articles", {"query": "How often do I have to change my password?"})["results"]
+def test_search_is_ranked_stemmed_and_leaves_archived_articles_out(harness):
+    conn, world = harness.state(2), harness.world(2)
+    hits = harness.call(conn, "search_articles", {"query": "How often do I have to change my password?"})["results"]
     assert hits[0]["title"] == "Password and MFA policy" and "[" in hits[0]["snippet"]
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
     product = app.supported_products(world)[0]
-    hits = call(conn, "search_articles", {"query": f"{product['name']} {app.symptom(product)}",
+    hits = harness.call(conn, "search_articles", {"query": f"{product['name']} {app.symptom(product)}",
                                           "category": "troubleshooting"})["results"]
     assert hits[0]["title"] == f"{product['name']} {app.symptom(product)}"
     assert {h["category"] for h in hits} == {"troubleshooting"}
-    assert call(conn, "search_articles", {"query": "reimbursing meals"})["results"][0]["title"].startswith("Travel")
-    archived = call(conn, "search_articles", {"query": "passwords changed", "include_archived": True})["results"]
+    assert harness.call(conn, "search_articles", {"query": "reimbursing meals"})["results"][0]["title"].startswith("Travel")
+    archived = harness.call(conn, "search_articles", {"query": "passwords changed", "include_archived": True})["results"]
     assert any(h["status"] == "archived" for h in archived)
-    assert all(h["status"] != "archived" for h in call(conn, "search_articles", {"query": "passwords changed"})["results"])
-    assert call(conn, "search_articles", {"query": "zebra xylophone"}) == {"results": [], "count": 0}
+    assert all(h["status"] != "archived" for h in harness.call(conn, "search_articles", {"query": "passwords changed"})["results"])
+    assert harness.call(conn, "search_articles", {"query": "zebra xylophone"}) == {"results": [], "count": 0}
     # the index is temporary: nothing of it is left in the state, which still dumps and reloads
     assert not conn.execute("select name from sqlite_master where name like 'kb_search%'").fetchall()
     reloaded = load_state(dump_state(conn.serialize()))
@@ -97,28 +77,28 @@ def test_fts5_is_available_to_the_sandbox_interpreter():
         subprocess.run([python, "-I", "-S", "-c", code], check=True)
 
 
-def test_every_tool_happy_path():
-    conn, world = state(6)
+def test_every_tool_happy_path(harness):
+    conn, world = harness.state(6), harness.world(6)
     user, today = world["user"]["email"], world["today"]
-    listed = call(conn, "list_articles", {"category": "policy"})
+    listed = harness.call(conn, "list_articles", {"category": "policy"})
     assert listed["count"] >= 4 and all(a["status"] != "archived" for a in listed["articles"])
-    assert call(conn, "list_articles", {"status": "archived"})["count"] >= 1
-    assert call(conn, "list_articles", {"tag": "CUSTOMER"})["count"] == 4
+    assert harness.call(conn, "list_articles", {"status": "archived"})["count"] >= 1
+    assert harness.call(conn, "list_articles", {"tag": "CUSTOMER"})["count"] == 4
     travel = article(conn, "Travel expense policy")
-    versions = call(conn, "list_versions", {"id": travel})["versions"]
+    versions = harness.call(conn, "list_versions", {"id": travel})["versions"]
     assert [v["version"] for v in versions] == [2, 1]
-    created = call(conn, "create_article", {"title": "Printer setup", "body": "Add the printer by its IP address.",
+    created = harness.call(conn, "create_article", {"title": "Printer setup", "body": "Add the printer by its IP address.",
                                             "category": "how-to", "tags": ["Office", "printing", "office"]})
     assert (created["version"], created["author"], created["updated"], created["tags"]) == (1, user, today,
                                                                                           ["office", "printing"])
-    assert call(conn, "search_articles", {"query": "printer"})["results"][0]["id"] == created["id"]
-    updated = call(conn, "update_article", {"id": created["id"], "body": "Add the printer by its host name."})
+    assert harness.call(conn, "search_articles", {"query": "printer"})["results"][0]["id"] == created["id"]
+    updated = harness.call(conn, "update_article", {"id": created["id"], "body": "Add the printer by its host name."})
     assert (updated["version"], updated["current_version"]) == (2, 2)
-    old = call(conn, "get_article", {"id": created["id"], "version": 1})
+    old = harness.call(conn, "get_article", {"id": created["id"], "version": 1})
     assert (old["body"], old["version"], old["current_version"]) == ("Add the printer by its IP address.", 1, 2)
-    assert call(conn, "archive_article", {"id": created["id"]}) == {"id": created["id"], "title": "Printer setup",
+    assert harness.call(conn, "archive_article", {"id": created["id"]}) == {"id": created["id"], "title": "Printer setup",
                                                                     "archived": True}
-    assert call(conn, "search_articles", {"query": "printer"})["count"] == 0
+    assert harness.call(conn, "search_articles", {"query": "printer"})["count"] == 0
 
 
 def test_resources_name_real_tools():
@@ -140,8 +120,8 @@ def test_resources_name_real_tools():
     ("list_versions", {"id": ""}, "missing required argument 'id'"),
     ("list_articles", {"author": "x"}, "unknown argument(s) author"),
 ])
-def test_errors_name_the_bad_field(tool, args, message):
-    conn, _ = state(4)
+def test_errors_name_the_bad_field(harness, tool, args, message):
+    conn = harness.state(4)
     fill = {"travel": article(conn, "Travel expense policy"),
             "archived": conn.execute("select id from kb_articles where status = 'archived'").fetchone()[0]}
     args = {k: v.format(**fill) if isinstance(v, str) else v for k, v in args.items()}

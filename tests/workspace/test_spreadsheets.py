@@ -4,48 +4,24 @@ rows inserted as a spreadsheet does, charts, and errors that name the bad field.
 from __future__ import annotations
 
 import base64
-import json
 import random
 import sqlite3
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
 from coworkenv.workspace.apps import ToolFailure
 from coworkenv.workspace.apps import spreadsheets as app
 
-_SEEDED: dict[int, tuple[bytes, dict]] = {}
 
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("spreadsheets")
 
-def state(seed: int = 3) -> tuple[sqlite3.Connection, dict]:
-    """A fresh database holding the world of ``seed`` and the app seeded from it (seeded once per
-    seed: drawing the charts takes a moment)."""
-    if seed not in _SEEDED:
-        world = build_world(seed)
-        conn = sqlite3.connect(":memory:")
-        write_world(conn, world)
-        app.seed(conn, random.Random(f"{seed}:spreadsheets"), world)
-        conn.commit()
-        _SEEDED[seed] = (conn.serialize(), world)
-    image, world = _SEEDED[seed]
-    conn = sqlite3.connect(":memory:")
-    conn.deserialize(image)
-    return conn, world
 
 
 @pytest.fixture(scope="module")
-def seeded() -> tuple[sqlite3.Connection, dict]:
-    return state()
-
-
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in app.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = app.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
+def seeded(app_harness) -> sqlite3.Connection:
+    return app_harness("spreadsheets").state(3)
 
 
 def workbook(conn: sqlite3.Connection, name: str) -> str:
@@ -59,77 +35,71 @@ def fresh_sheet(conn: sqlite3.Connection) -> str:
 
 # ---------------------------------------------------------------- seeding
 
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    def seeded(seed):
-        world = build_world(seed)
-        conn = sqlite3.connect(":memory:")
-        write_world(conn, world)
-        app.seed(conn, random.Random(f"{seed}:spreadsheets"), world)
-        return [line for line in conn.iterdump() if "spreadsheets_" in line]
-    assert seeded(3) == seeded(3)
-    assert seeded(3) != seeded(4)
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 @pytest.mark.parametrize("seed", [0, 5])
-def test_workbooks_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_workbooks_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     people = {p["email"] for p in world["people"]}
     for project in world["projects"]:
         wb = workbook(conn, f"{project['code']} budget")
-        sheet = call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})
+        sheet = harness.call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})
         total = next(r for r in sheet["rows"] if r["values"][0] == "Total")
         assert total["values"][1] == project["budget"]  # the planned lines add up to the project's budget
         owner = conn.execute("select owner from spreadsheets_workbooks where id = ?", (wb,)).fetchone()[0]
         assert owner in people
     current = workbook(conn, f"Price list {world['today'][:4]}")
-    rows = call(conn, "read_sheet", {"workbook": current, "sheet": "Products"})["rows"][1:]
+    rows = harness.call(conn, "read_sheet", {"workbook": current, "sheet": "Products"})["rows"][1:]
     prices = {r["values"][0]: r["values"][4] for r in rows}
     assert prices == {p["sku"]: p["price"] for p in world["products"]}
     old = workbook(conn, f"Price list {int(world['today'][:4]) - 1}")
-    old_rows = call(conn, "read_sheet", {"workbook": old, "sheet": "Products"})["rows"][1:]
+    old_rows = harness.call(conn, "read_sheet", {"workbook": old, "sheet": "Products"})["rows"][1:]
     assert all(r["values"][4] < prices[r["values"][0]] for r in old_rows)  # last year's: a distractor
     drafts = conn.execute("select count(*) from spreadsheets_workbooks where name like '% budget (draft)'").fetchone()[0]
     assert drafts == 2
 
 
-def test_budgets_differ_across_seeds():
+def test_budgets_differ_across_seeds(harness):
     def lines(seed):
-        conn, world = state(seed)
+        conn, world = harness.state(seed), harness.world(seed)
         wb = workbook(conn, f"{world['projects'][0]['code']} budget")
-        return call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})["rows"]
+        return harness.call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})["rows"]
     assert lines(1) != lines(2)
 
 
 # ---------------------------------------------------------------- tools
 
-def test_every_tool_happy_path():
-    conn, world = state(7)
+def test_every_tool_happy_path(harness):
+    conn, world = harness.state(7), harness.world(7)
     code = world["projects"][0]["code"]
-    listed = call(conn, "list_workbooks", {"project": code})
+    listed = harness.call(conn, "list_workbooks", {"project": code})
     assert {w["project"] for w in listed["workbooks"]} == {code}
-    assert call(conn, "list_workbooks", {"query": "PRICE LIST"})["count"] == 2
+    assert harness.call(conn, "list_workbooks", {"query": "PRICE LIST"})["count"] == 2
     wb = workbook(conn, f"{code} budget")
-    info = call(conn, "get_workbook", {"id": wb})
+    info = harness.call(conn, "get_workbook", {"id": wb})
     assert info["sheets"][0]["name"] == "Budget" and info["sheets"][0]["columns"] == 4
-    sheet = call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})
+    sheet = harness.call(conn, "read_sheet", {"workbook": wb, "sheet": "Budget"})
     assert sheet["columns"] == ["A", "B", "C", "D"] and sheet["formulas"]["D2"] == "=B2-C2"
-    cells = call(conn, "read_range", {"workbook": wb, "sheet": "Budget", "range": "b2:c3"})["cells"]
+    cells = harness.call(conn, "read_range", {"workbook": wb, "sheet": "Budget", "range": "b2:c3"})["cells"]
     assert [c["ref"] for c in cells] == ["B2", "C2", "B3", "C3"]
-    written = call(conn, "write_cells", {"workbook": wb, "sheet": "Budget",
+    written = harness.call(conn, "write_cells", {"workbook": wb, "sheet": "Budget",
                                          "cells": [{"ref": "C2", "value": 1234}, {"ref": "E1", "value": "Note"}]})
     assert written["cells"][0] == {"ref": "C2", "value": 1234, "formula": None}
-    assert call(conn, "read_range", {"workbook": wb, "sheet": "Budget", "range": "D2"})["cells"][0]["value"] == \
+    assert harness.call(conn, "read_range", {"workbook": wb, "sheet": "Budget", "range": "D2"})["cells"][0]["value"] == \
         sheet["rows"][1]["values"][1] - 1234
-    added = call(conn, "add_row", {"workbook": wb, "sheet": "Budget", "values": ["Extra", 10, 5]})
+    added = harness.call(conn, "add_row", {"workbook": wb, "sheet": "Budget", "values": ["Extra", 10, 5]})
     assert added["row"] == len(sheet["rows"]) + 1
-    created = call(conn, "create_workbook", {"name": "Team lunch", "sheets": ["Costs", "Guests"], "project": code})
+    created = harness.call(conn, "create_workbook", {"name": "Team lunch", "sheets": ["Costs", "Guests"], "project": code})
     assert created["owner"] == world["user"]["email"] and [s["name"] for s in created["sheets"]] == ["Costs", "Guests"]
     assert created["modified"] == world["today"]
-    assert call(conn, "add_sheet", {"workbook": created["id"], "name": "Menu"})["sheets"][-1]["name"] == "Menu"
-    deleted = call(conn, "delete_sheet", {"workbook": created["id"], "sheet": "Guests"})
+    assert harness.call(conn, "add_sheet", {"workbook": created["id"], "name": "Menu"})["sheets"][-1]["name"] == "Menu"
+    deleted = harness.call(conn, "delete_sheet", {"workbook": created["id"], "sheet": "Guests"})
     assert deleted == {"workbook": created["id"], "sheet": "Guests", "cells_deleted": 0, "deleted": True}
     chart_wb = workbook(conn, "Project portfolio")
-    chart = call(conn, "render_chart", {"workbook": chart_wb, "sheet": "Overview"})
+    chart = harness.call(conn, "render_chart", {"workbook": chart_wb, "sheet": "Overview"})
     assert chart["labels"] == [p["code"] for p in world["projects"]]
     assert chart["series"][0]["values"] == [p["budget"] for p in world["projects"]]
     assert base64.b64decode(chart["_content"][0]["data"]).startswith(b"\x89PNG") and chart["up_to_date"]
@@ -149,19 +119,19 @@ def test_resources_name_real_tools():
     ("=SUM(A1:A3)/COUNT(A1:A3)", 20), ("=B1", 0), ("=A1/B1", "#DIV/0!"), ("=A1+B2", "#VALUE!"),
     ("=AVERAGE(B1)", "#DIV/0!"), ("=C1+1", "#CYCLE!"),
 ])
-def test_formulas_are_evaluated(formula, value):
-    conn, _ = state(1)
+def test_formulas_are_evaluated(harness, formula, value):
+    conn = harness.state(1)
     wb = fresh_sheet(conn)
     app.handle(conn, "write_cells", {"workbook": wb, "sheet": "S", "cells": [
         {"ref": "A1", "value": 10}, {"ref": "A2", "value": "20"}, {"ref": "A3", "value": 30},
         {"ref": "B2", "value": "text"}, {"ref": "C1", "value": "=C2"}, {"ref": "C2", "value": "=C1"}]})
-    result = call(conn, "write_cells", {"workbook": wb, "sheet": "S", "cells": [{"ref": "D9", "value": formula}]})
+    result = harness.call(conn, "write_cells", {"workbook": wb, "sheet": "S", "cells": [{"ref": "D9", "value": formula}]})
     assert result["cells"][0]["value"] == value
     assert result["cells"][0]["formula"] == formula.upper().replace(" ", "").replace(",", ", ")
 
 
-def test_formulas_follow_the_cells_they_read():
-    conn, _ = state(1)
+def test_formulas_follow_the_cells_they_read(harness):
+    conn = harness.state(1)
     wb = fresh_sheet(conn)
     app.handle(conn, "write_cells", {"workbook": wb, "sheet": "S", "cells": [
         {"ref": "A1", "value": 1}, {"ref": "A2", "value": 2}, {"ref": "A3", "value": "=SUM(A1:A2)"}]})
@@ -170,26 +140,26 @@ def test_formulas_follow_the_cells_they_read():
     assert stored == (42,)  # the computed value is stored for checks to read
 
 
-def test_inserting_a_row_moves_cells_and_references_as_a_spreadsheet_does():
-    conn, _ = state(1)
+def test_inserting_a_row_moves_cells_and_references_as_a_spreadsheet_does(harness):
+    conn = harness.state(1)
     wb = fresh_sheet(conn)
     app.handle(conn, "write_cells", {"workbook": wb, "sheet": "S", "cells": [
         {"ref": "A1", "value": 1}, {"ref": "A2", "value": 2}, {"ref": "A3", "value": 3},
         {"ref": "A4", "value": "=SUM(A1:A3)"}, {"ref": "B4", "value": "=SUM(A1:A2)"}, {"ref": "C4", "value": "=A3*2"}]})
-    call(conn, "add_row", {"workbook": wb, "sheet": "S", "values": [100], "at_row": 3})  # inside A1:A3
-    sheet = call(conn, "read_sheet", {"workbook": wb, "sheet": "S"})
+    harness.call(conn, "add_row", {"workbook": wb, "sheet": "S", "values": [100], "at_row": 3})  # inside A1:A3
+    sheet = harness.call(conn, "read_sheet", {"workbook": wb, "sheet": "S"})
     assert sheet["formulas"] == {"A5": "=SUM(A1:A4)", "B5": "=SUM(A1:A2)", "C5": "=A4*2"}
     assert sheet["rows"][-1]["values"] == [106, 3, 6]
-    call(conn, "add_row", {"workbook": wb, "sheet": "S", "values": [1000], "at_row": 5})  # below the range: not summed
-    assert call(conn, "read_range", {"workbook": wb, "sheet": "S", "range": "A6"})["cells"][0] == \
+    harness.call(conn, "add_row", {"workbook": wb, "sheet": "S", "values": [1000], "at_row": 5})  # below the range: not summed
+    assert harness.call(conn, "read_range", {"workbook": wb, "sheet": "S", "range": "A6"})["cells"][0] == \
         {"ref": "A6", "value": 106, "formula": "=SUM(A1:A4)"}
 
 
-def test_chart_reports_when_its_data_changed(seeded):
-    conn, _ = state(2)
+def test_chart_reports_when_its_data_changed(harness, seeded):
+    conn = harness.state(2)
     wb = workbook(conn, "Project portfolio")
     app.handle(conn, "write_cells", {"workbook": wb, "sheet": "Overview", "cells": [{"ref": "E2", "value": 1}]})
-    chart = call(conn, "render_chart", {"workbook": wb, "sheet": "Overview"})
+    chart = harness.call(conn, "render_chart", {"workbook": wb, "sheet": "Overview"})
     assert not chart["up_to_date"] and chart["series"][0]["values"][0] == 1
 
 
@@ -213,7 +183,7 @@ def test_chart_reports_when_its_data_changed(seeded):
     ("list_workbooks", {"colour": "red"}, "unknown argument(s) colour"),
 ])
 def test_errors_name_the_bad_field(seeded, tool, args, message):
-    conn, _ = seeded
+    conn = seeded
     sheet = app.handle(conn, "get_workbook", {"id": "wb01"})["sheets"][0]["name"]
     name = conn.execute("select name from spreadsheets_workbooks where id = 'wb01'").fetchone()[0]
     args = {k: v.format(sheet=sheet, name=name) if isinstance(v, str) else v for k, v in args.items()}
@@ -221,8 +191,8 @@ def test_errors_name_the_bad_field(seeded, tool, args, message):
         app.handle(conn, tool, args)
 
 
-def test_a_workbook_keeps_one_sheet_and_charts_are_named():
-    conn, _ = state(1)
+def test_a_workbook_keeps_one_sheet_and_charts_are_named(harness):
+    conn = harness.state(1)
     wb = fresh_sheet(conn)
     with pytest.raises(ToolFailure, match="only sheet"):
         app.handle(conn, "delete_sheet", {"workbook": wb, "sheet": "S"})

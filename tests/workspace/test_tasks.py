@@ -3,49 +3,27 @@ bad field."""
 
 from __future__ import annotations
 
-import json
-import random
 import re
-import sqlite3
 
-import jsonschema
 import pytest
 
-from coworkenv.workspace import build_world, write_world
 from coworkenv.workspace.apps import ToolFailure
 from coworkenv.workspace.apps import tasks as app
 
 
-def state(seed: int = 3) -> tuple[sqlite3.Connection, dict]:
-    world = build_world(seed)
-    conn = sqlite3.connect(":memory:")
-    write_world(conn, world)
-    app.seed(conn, random.Random(f"{seed}:tasks"), world)
-    conn.commit()
-    return conn, world
+@pytest.fixture
+def harness(app_harness):
+    return app_harness("tasks")
 
 
-def call(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    spec = next(t for t in app.TOOLS if t["name"] == tool)
-    jsonschema.validate(args, spec["input_schema"])
-    result = app.handle(conn, tool, args)
-    jsonschema.validate(result, spec["output_schema"])
-    assert json.loads(json.dumps(result)) == result
-    return result
-
-
-def dump(conn: sqlite3.Connection) -> list[str]:
-    return [line for line in conn.iterdump() if "tasks_" in line]
-
-
-def test_seed_is_deterministic_and_varies_with_the_seed():
-    assert dump(state(3)[0]) == dump(state(3)[0])
-    assert dump(state(3)[0]) != dump(state(4)[0])
+def test_seed_is_deterministic_and_varies_with_the_seed(harness):
+    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
+    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
 
 
 @pytest.mark.parametrize("seed", [0, 6])
-def test_tasks_come_from_the_world(seed):
-    conn, world = state(seed)
+def test_tasks_come_from_the_world(harness, seed):
+    conn, world = harness.state(seed), harness.world(seed)
     company = {p["email"] for p in world["people"] if p["org"] == world["company"]["id"]}
     codes = {p["code"] for p in world["projects"]}
     lists = conn.execute("select project from tasks_lists").fetchall()
@@ -54,7 +32,7 @@ def test_tasks_come_from_the_world(seed):
             "select assignee, project, status, completed from tasks_items"):
         assert assignee in company and (project is None or project in codes)
         assert (status == "done") == (completed is not None)
-    overdue = call(conn, "list_tasks", {"due_before": world["today"], "limit": 200})["tasks"]
+    overdue = harness.call(conn, "list_tasks", {"due_before": world["today"], "limit": 200})["tasks"]
     assert any(t["overdue"] for t in overdue)
     # distractors: a chore that recurs in two projects' lists, and one task entered twice in its list
     titles = [t for (t,) in conn.execute("select title from tasks_items where project is not null")]
@@ -63,34 +41,34 @@ def test_tasks_come_from_the_world(seed):
                         "having count(*) > 1)").fetchone()[0] >= 1
 
 
-def test_every_tool_happy_path():
-    conn, world = state(8)
+def test_every_tool_happy_path(harness):
+    conn, world = harness.state(8), harness.world(8)
     today = world["today"]
-    lists = call(conn, "list_lists", {})["lists"]
+    lists = harness.call(conn, "list_lists", {})["lists"]
     assert lists[0]["name"] == "My tasks" and lists[0]["owner"] == world["user"]["email"]
     code = world["projects"][1]["code"]
-    listed = call(conn, "list_tasks", {"project": code, "include_done": True})
+    listed = harness.call(conn, "list_tasks", {"project": code, "include_done": True})
     assert listed["count"] >= 2 and {t["project"] for t in listed["tasks"]} == {code}
     dues = [t["due"] for t in listed["tasks"] if t["due"]]
     assert dues == sorted(dues)
-    found = call(conn, "search_tasks", {"query": "RISK"})["tasks"]
+    found = harness.call(conn, "search_tasks", {"query": "RISK"})["tasks"]
     assert found and all("risk" in (t["title"] + t["notes"]).lower()
-                         for t in (call(conn, "get_task", {"id": hit["id"]}) for hit in found))
+                         for t in (harness.call(conn, "get_task", {"id": hit["id"]}) for hit in found))
     someone = next(p for p in world["people"] if p["org"] == world["company"]["id"] and p["department"] == "Legal")
-    created = call(conn, "create_task", {"title": "Sign the NDA", "project": code, "assignee": someone["email"].upper(),
+    created = harness.call(conn, "create_task", {"title": "Sign the NDA", "project": code, "assignee": someone["email"].upper(),
                                          "due": today, "priority": "urgent", "notes": "Before Friday."})
     assert (created["assignee"], created["project"], created["list"]) == (someone["email"], code, lists[2]["id"])
     assert (created["status"], created["created"], created["overdue"]) == ("open", today, False)
-    personal = call(conn, "create_task", {"title": "Water the plants"})
+    personal = harness.call(conn, "create_task", {"title": "Water the plants"})
     assert personal["list"] == "L01" and personal["project"] is None
-    got = call(conn, "get_task", {"id": created["id"]})
+    got = harness.call(conn, "get_task", {"id": created["id"]})
     assert got["notes"] == "Before Friday."
-    updated = call(conn, "update_task", {"id": created["id"], "status": "blocked", "assignee": None, "due": None})
+    updated = harness.call(conn, "update_task", {"id": created["id"], "status": "blocked", "assignee": None, "due": None})
     assert (updated["status"], updated["assignee"], updated["due"]) == ("blocked", None, None)
-    done = call(conn, "complete_task", {"id": created["id"]})
+    done = harness.call(conn, "complete_task", {"id": created["id"]})
     assert (done["status"], done["completed"]) == ("done", today)
-    assert created["id"] not in {t["id"] for t in call(conn, "list_tasks", {"project": code})["tasks"]}
-    assert call(conn, "delete_task", {"id": created["id"]}) == {"id": created["id"], "title": "Sign the NDA",
+    assert created["id"] not in {t["id"] for t in harness.call(conn, "list_tasks", {"project": code})["tasks"]}
+    assert harness.call(conn, "delete_task", {"id": created["id"]}) == {"id": created["id"], "title": "Sign the NDA",
                                                                 "deleted": True}
     assert conn.execute("select count(*) from tasks_items where id = ?", (created["id"],)).fetchone()[0] == 0
 
@@ -115,7 +93,7 @@ def test_resources_name_real_tools():
     ("delete_task", {}, "missing required argument 'id'"),
     ("search_tasks", {"query": "x", "all": True}, "unknown argument(s) all"),
 ])
-def test_errors_name_the_bad_field(tool, args, message):
-    conn, _ = state(2)
+def test_errors_name_the_bad_field(harness, tool, args, message):
+    conn = harness.state(2)
     with pytest.raises(ToolFailure, match=re.escape(message)):
         app.handle(conn, tool, args)
