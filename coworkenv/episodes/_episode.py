@@ -465,7 +465,8 @@ class Episode:
                     # the episode as the store now holds it (``episode_record`` would read the same)
                     if self.interactions is not None:
                         record = EpisodeRecord(self.interactions, storable(answer), state,
-                                               self.host.store.state_base, truncated, storable(error))
+                                               self.host.store.state_base, truncated, storable(error),
+                                               states=self.host.states)
                 except BaseException:
                     if opened is not None:
                         opened.close()

@@ -8,10 +8,8 @@ import contextlib
 import logging
 import os
 import secrets
-import sqlite3
 import tempfile
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,31 +19,14 @@ from pydantic import BaseModel, Field
 from ..gate import GRADER_VERSION, EpisodeRecord, grade_episode
 from ..sandbox import BACKENDS, STATE_FILE, FileChanges, Limits, PoolSettings, Sandbox, SandboxPool
 from ..store import Provenance, Store, ToolCallRow, VerdictRow, new_id
-from ..workspace import (
-    ASK_TOOL,
-    STATE_BASE,
-    FixedState,
-    StateConnection,
-    StateImage,
-    Task,
-    ToolSpec,
-    Workspace,
-    apps_dir,
-    bundle_hash,
-    dump_state,
-    fixed_state,
-    keep_state_changes,
-    state_hashes,
-    workspace_hash,
-    write_initial_state,
-)
+from ..workspace import ASK_TOOL, Task, ToolSpec, Workspace, apps_dir, bundle_hash, workspace_hash, write_initial_state
+from ..workspace.state import FixedState, StateBase, StateCache, StateConnection, StateImage
 from ._episode import Episode, Toolbox
 from ._orphans import interrupt_orphaned_episodes, owner_label
 from ._user import UserSimulator, simulator
 
 log = logging.getLogger(__name__)
 RECORD_FLUSH_S = 0.05  # recorded calls reach the store file at most this long after the call (or at the episode's end)
-INITIAL_CONNECTIONS = 8  # workspaces whose initial state a host keeps in memory for synthesis (probes, hardening)
 GRADING_COST_DECAY = 0.5  # how much of a workspace's last grading time counts at its next one (see EpisodeHost.grade)
 PARK_S = 1.0  # how long a sandbox held for one task's episodes waits for the next held task of its workspace
 
@@ -166,11 +147,11 @@ class EpisodeHost:
         self.owner = owner_label()
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
-        self._bases: dict[str, tuple[str, dict[str, str], StateImage]] = {}  # workspace hash -> its state base, table hashes, image
-        self._initial_connections: OrderedDict[str, FixedState] = OrderedDict()  # workspace hash -> an in-memory copy
+        # what is kept of the workspaces' initial states (their bases in the store, images, open copies), handed
+        # down to what opens, compares and digests states for this host
+        self.states = StateCache(store.state_base)
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
         self._parked: dict[Path, list[tuple[Sandbox, Timer]]] = {}  # see hold_sandbox
-        self._scratch: OrderedDict[str, bytearray] = OrderedDict()  # workspace hash -> its initial state (see state_changes)
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
 
     def user_simulator(self, task: Task) -> UserSimulator:
@@ -311,87 +292,33 @@ class EpisodeHost:
         """What an episode keeps of its final state: the tables that differ from its workspace's
         initial state, over a reference to that state's dump (kept once per workspace, in the store).
         Large blobs (images, PDFs) go to the store by content too. With it, the final state open in
-        memory as the store's text opens (``keep_state_changes``), for grading; the caller closes it.
-
-        ``final``: the state's bytes, or the blocks in which they differ from the initial state
-        (``Sandbox.read_changes``), which are written over a copy of the initial state kept per
-        workspace for as long as it takes to load it (and only their pages are compared with it)."""
-        reference, hashes, image = self._base(workspace)
-        if isinstance(final, FileChanges):
-            if final.size < len(image.image):  # a state file that shrank (a VACUUM, say): put together whole
-                final = final.over(image.image)
-            else:
-                return self._over_initial(workspace, image, final, reference, hashes)
-        return keep_state_changes(final, reference, hashes, blob_sink=self._blob, base_image=image)
-
-    def _over_initial(self, workspace: Workspace, image: StateImage, changes: FileChanges, reference: str,
-                      hashes: dict[str, str]) -> tuple[str, StateConnection]:
-        key = self._workspace_hash(workspace)
-        scratch = self._scratch.get(key)
-        if scratch is None:
-            scratch = self._scratch[key] = bytearray(image.image)
-        self._scratch.move_to_end(key)  # the most recently used last
-        while len(self._scratch) > INITIAL_CONNECTIONS:
-            self._scratch.popitem(last=False)
-        initial, block, size = image.image, changes.block, image.page_size
-        scratch.extend(bytes(changes.size - len(scratch)))
-        pages: set[int] = set()
-        try:
-            for index, data in changes.blocks:
-                start = index * block
-                scratch[start:start + len(data)] = data
-                pages.update(range(start // size + 1, (start + max(len(data), 1) - 1) // size + 2))
-            return keep_state_changes(scratch, reference, hashes, blob_sink=self._blob, base_image=image,
-                                      changed_pages=pages)
-        finally:  # the initial state again, for the next episode's
-            del scratch[len(initial):]
-            for index, data in changes.blocks:
-                start = index * block
-                if start < len(initial):
-                    end = min(start + len(data), len(initial))
-                    scratch[start:end] = initial[start:end]
+        memory as the store's text opens, for grading; the caller closes it (``StateCache.keep``:
+        ``final`` may be the blocks in which the state differs from the initial state)."""
+        return self.states.keep(self._base(workspace), final, blob_sink=self._blob)
 
     def initial_image(self, workspace: Workspace) -> StateImage:
         """The workspace's initial state as bytes (with its schema and page owners), kept in memory."""
-        return self._base(workspace)[2]
+        return self._base(workspace).image
 
     def initial_connection(self, workspace: Workspace) -> FixedState:
         """The workspace's initial state in memory, one connection kept per workspace (for the event
-        loop's thread), for the ``INITIAL_CONNECTIONS`` workspaces used last: what is worked out of it
-        (page owners, a value index) is kept with it from one task to the next. Read it or copy it;
-        never change it."""
-        key = self._workspace_hash(workspace)
-        conn = self._initial_connections.get(key)
-        if conn is None:
-            conn = self._initial_connections[key] = fixed_state(self._base(workspace)[2].image)
-            while len(self._initial_connections) > INITIAL_CONNECTIONS:  # the least recently used goes
-                self._initial_connections.popitem(last=False)  # (closed when nobody holds it any more)
-        self._initial_connections.move_to_end(key)
-        return conn
+        loop's thread) for the workspaces used last (``StateCache.initial``). Read it or copy it; never change it."""
+        return self.states.initial(self._base(workspace))
 
     def unchanged_state(self, workspace: Workspace) -> str:
         """What an episode keeps of a final state equal to its workspace's initial state."""
-        return f"{STATE_BASE}{self._base(workspace)[0]}"
+        return self._base(workspace).unchanged
 
     def open_unchanged_state(self, workspace: Workspace) -> StateConnection:
-        """The workspace's initial state open in memory as ``open_state`` opens ``unchanged_state``
-        (a state over its base that replaced nothing), for grading; the caller closes it."""
-        reference, _, image = self._base(workspace)
-        conn = sqlite3.connect(":memory:", factory=StateConnection, check_same_thread=False)
-        conn.deserialize(image.image)
-        conn.base, conn.tables = reference, image.ordinary_tables
-        return conn
+        """The workspace's initial state open in memory as the store's ``unchanged_state`` opens, for
+        grading; the caller closes it."""
+        return self.states.open_unchanged(self._base(workspace))
 
-    def _base(self, workspace: Workspace) -> tuple[str, dict[str, str], StateImage]:
-        """The reference of the workspace's initial state dump in the store, its table hashes, and
-        its image (final states are compared with it page by page)."""
-        key = self._workspace_hash(workspace)
-        if key not in self._bases:
-            initial = self.initial_state(workspace)
-            dump = dump_state(initial, blob_sink=self._blob)
-            reference = self.store.put_state_base(dump)
-            self._bases[key] = (reference, state_hashes(initial), StateImage(initial.read_bytes()))
-        return self._bases[key]
+    def _base(self, workspace: Workspace) -> StateBase:
+        """The workspace's initial state as its episodes' final states are kept over it: the reference of
+        its dump in the store, its table hashes and its image."""
+        return self.states.base(self._workspace_hash(workspace), lambda: StateBase.of(
+            self.initial_state(workspace), self.store.put_state_base, self._blob))
 
     def _blob(self, data: bytes) -> str:
         return self.store.put_blob(data, "application/octet-stream")
@@ -455,8 +382,6 @@ class EpisodeHost:
                 self.pool.release_soon(sandbox)
         self._parked.clear()
         await self.pool.close()
-        for conn in self._initial_connections.values():
-            conn.close()
-        self._initial_connections.clear()
+        self.states.close()
         if self._tmp is not None:
             self._tmp.cleanup()

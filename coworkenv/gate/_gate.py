@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, replace
 
 from ..store import EpisodeRow, Store, VerdictRow
 from ..workspace import Task
+from ..workspace.state import StateCache
 from ._grade import GRADER_HASH, GRADER_VERSION, EpisodeRecord, grade
 
 
-def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
-    """Everything the gate reads of an episode."""
+def episode_record(store: Store, episode: EpisodeRow, states: StateCache | None = None) -> EpisodeRecord:
+    """Everything the gate reads of an episode (``states``: where its final state is opened over its base)."""
     return EpisodeRecord(
         tool_calls=store.interactions(episode.id),
         final_answer=episode.final_answer,
@@ -25,12 +26,13 @@ def episode_record(store: Store, episode: EpisodeRow) -> EpisodeRecord:
         truncated=episode.truncated,
         error=episode.error,
         claw_graders=store.claw_eval_grader,
+        states=states,
     )
 
 
 def grade_episode(store: Store, episode_id: str, *, regrade: bool = False,
                   final_db: sqlite3.Connection | None = None, task: Task | None = None,
-                  record: EpisodeRecord | None = None) -> VerdictRow:
+                  record: EpisodeRecord | None = None, states: StateCache | None = None) -> VerdictRow:
     """The current grader version's verdict on an ended episode, graded and recorded once.
 
     An episode that already has that verdict keeps it (``regrade`` grades it again and replaces it).
@@ -40,18 +42,19 @@ def grade_episode(store: Store, episode_id: str, *, regrade: bool = False,
     it was played under (the runtime does); read from the store otherwise. ``record``: the episode
     as the store holds it (``episode_record`` would read the same), where the runtime that has just
     ended it keeps it in memory; with ``task``, the episode is then graded without reading it back.
+    ``states``: the cache its final state is opened through (each base loaded once for many episodes).
     """
     try:
         if record is not None and task is not None:
             return _grade_record(store, episode_id, task, record, final_db)
-        return _grade_episode(store, episode_id, regrade, final_db, task)
+        return _grade_episode(store, episode_id, regrade, final_db, task, states)
     finally:
         if final_db is not None:
             final_db.close()
 
 
 def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlite3.Connection | None,
-                   task: Task | None) -> VerdictRow:
+                   task: Task | None, states: StateCache | None) -> VerdictRow:
     if not regrade and (known := store.verdict(episode_id, GRADER_VERSION)) is not None:
         return known
     episode = store.episode(episode_id)
@@ -63,7 +66,7 @@ def _grade_episode(store: Store, episode_id: str, regrade: bool, final_db: sqlit
         raise ValueError(f"episode {episode_id} was abandoned (no call, no answer): there is nothing to grade")
     if task is None or task.id != episode.task_id:
         task = store.task_spec(episode.task_id)
-    return _grade_record(store, episode_id, task, episode_record(store, episode), final_db)
+    return _grade_record(store, episode_id, task, episode_record(store, episode, states), final_db)
 
 
 def _grade_record(store: Store, episode_id: str, task: Task, record: EpisodeRecord,
@@ -104,15 +107,19 @@ def run_gate(store: Store, *, regrade: bool = False) -> GateSummary:
     summary = GateSummary()
     todo = store.ended_episodes(without_verdict_of=None if regrade else GRADER_VERSION)
     sources = store.episode_sources(todo)
-    for episode_id in todo:
-        verdict = grade_episode(store, episode_id, regrade=regrade)
-        if sources.get(episode_id) == "calibration":
-            summary.calibration += 1
-            summary.calibration_reasons[verdict.reason] += 1
-            continue
-        summary.graded += 1
-        summary.admitted += verdict.admitted
-        summary.reasons[verdict.reason] += 1
-        if verdict.detail and verdict.reason not in summary.examples:
-            summary.examples[verdict.reason] = f"episode {episode_id}: {verdict.detail}"
+    states = StateCache(store.state_base)  # each workspace's initial state loaded once for the run
+    try:
+        for episode_id in todo:
+            verdict = grade_episode(store, episode_id, regrade=regrade, states=states)
+            if sources.get(episode_id) == "calibration":
+                summary.calibration += 1
+                summary.calibration_reasons[verdict.reason] += 1
+                continue
+            summary.graded += 1
+            summary.admitted += verdict.admitted
+            summary.reasons[verdict.reason] += 1
+            if verdict.detail and verdict.reason not in summary.examples:
+                summary.examples[verdict.reason] = f"episode {episode_id}: {verdict.detail}"
+    finally:
+        states.close()
     return summary

@@ -45,7 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..store import ClawEvalGraderRow, ToolCallRow
-from ..workspace import SUBMIT_TOOL, Check, CheckResult, ClawEvalCheck, Task, User, load_state, open_state
+from ..workspace import SUBMIT_TOOL, Check, CheckResult, ClawEvalCheck, Task, User
+from ..workspace.state import StateCache, load_state, open_state
 from ._claw import ClawGradingError, claw_trace, judge_settings, run_claw_grader
 from ._reasons import call_detail
 
@@ -94,6 +95,8 @@ class EpisodeRecord:
     truncated: bool = False
     error: str | None = None
     final_db: sqlite3.Connection | None = None  # ``final_state`` open already (grading reads and closes it)
+    # where states are opened over their bases (the host's cache, or the gate's for one run): kept loaded there
+    states: StateCache | None = None
     # where the grader of a Claw-Eval task is (``Store.claw_eval_grader``): the operator's, never a spec's
     claw_graders: Callable[[str], ClawEvalGraderRow | None] | None = None
 
@@ -159,6 +162,8 @@ def _final_state(episode: EpisodeRecord):
         return episode.final_db
     if not episode.final_state:
         return None
+    if episode.states is not None:
+        return episode.states.open(episode.final_state)
     return (open_state(episode.final_state, episode.base_dump) if episode.base_dump is not None
             else load_state(episode.final_state))
 
@@ -271,10 +276,10 @@ def _grader_hash() -> str:
     import hashlib
     import inspect
 
-    from ..workspace import _spec
+    from ..workspace import _spec, state
 
-    parts = (_spec._comparable, _spec.SqlCheck, _spec.AnswerCheck, _spec.UnchangedCheck, _spec.mentions, _spec.state_digest,
-             _spec.ordinary_tables, _spec.row_key, _spec.User, _spec.tokens, _spec.text_bound, _spec.run_check_query,
+    parts = (state.comparable, _spec.SqlCheck, _spec.AnswerCheck, _spec.UnchangedCheck, _spec.mentions, state.state_digest,
+             state.ordinary_tables, state.row_key, _spec.User, _spec.tokens, _spec.text_bound, _spec.run_check_query,
              _spec._sql_mentions)
     source = inspect.getsource(sys.modules[__name__]) + "".join(inspect.getsource(part) for part in parts)
     return hashlib.sha256((GRADER_VERSION + source).encode()).hexdigest()[:16]

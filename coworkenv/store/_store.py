@@ -236,7 +236,6 @@ class Store:
         self._pending: list[dict[str, Any]] = []
         self._next_idx: dict[str, int] = {}  # episode id -> idx of its next deferred tool call
         self._specs: dict[str, Workspace] = {}  # parsed workspace specs by id
-        self._bases: dict[str, str] = {}  # state base dumps by reference (a few, most recent)
         self._base_blobs: dict[str, frozenset[str]] = {}  # state base reference -> the blobs its dump names
         with self._lock:
             try:
@@ -800,27 +799,21 @@ class Store:
         rows = self.query("select final_state from episodes where id = ?", (episode_id,))
         if not rows or rows[0]["final_state"] is None:
             return None
-        return resolve_state(rows[0]["final_state"], self._state_base)
+        return resolve_state(rows[0]["final_state"], self.state_base)
 
     def stored_state(self, episode_id: str) -> str | None:
         """An episode's final state as kept: a whole dump, or its changes over a state base
-        (``coworkenv.workspace.open_state`` opens either, with ``state_base``)."""
+        (``coworkenv.workspace.state.open_state`` opens either, with ``state_base``)."""
         rows = self.query("select final_state from episodes where id = ?", (episode_id,))
         return rows[0]["final_state"] if rows else None
 
     def state_base(self, reference: str) -> str:
-        """The dump of a state base (a workspace's initial state) by its reference."""
-        return self._state_base(reference)
-
-    def _state_base(self, reference: str) -> str:
-        if reference not in self._bases:
-            found = self.blob(reference)
-            if found is None:
-                raise KeyError(f"the state base {reference} is not in the store")
-            if len(self._bases) >= 16:
-                self._bases.pop(next(iter(self._bases)))
-            self._bases[reference] = zlib.decompress(found[1]).decode()
-        return self._bases[reference]
+        """The dump of a state base (a workspace's initial state) by its reference, read each time (a
+        ``coworkenv.workspace.state.StateCache`` over this keeps the bases used last)."""
+        found = self.blob(reference)
+        if found is None:
+            raise KeyError(f"the state base {reference} is not in the store")
+        return zlib.decompress(found[1]).decode()
 
     # --- blobs ---------------------------------------------------------------------------------
 

@@ -162,7 +162,7 @@ async def _calibrate(host: EpisodeHost, task: Task, sandbox: HeldSandbox, admit_
 
     ref_episode = store.episode(ref_id)
     assert ref_episode is not None
-    again = grade(task, episode_record(store, ref_episode))[0]
+    again = grade(task, episode_record(store, ref_episode, host.states))[0]
     deterministic = (again.score, again.checks) == (reference.score, reference.checks)
 
     problems = []

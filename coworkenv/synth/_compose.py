@@ -29,7 +29,6 @@ from typing import Any
 
 from ..workspace import (
     Faults,
-    FixedState,
     ReferenceStep,
     SqlCheck,
     Task,
@@ -41,6 +40,7 @@ from ..workspace import (
     text_bound,
     text_gives,
 )
+from ..workspace.state import apply_call, kept_with
 from ._probes import copy_state, with_retries
 
 Spec = dict[str, Any]
@@ -141,7 +141,7 @@ class Catalog:
 
 
 def _call(conn: sqlite3.Connection, app: str, tool: str, arguments: dict[str, Any]) -> Any:
-    return app_module(app).handle(conn, tool, dict(arguments))
+    return apply_call(conn, app_module(app), tool, arguments)
 
 
 def _scalars(record: dict[str, Any]) -> dict[str, Any]:
@@ -328,25 +328,11 @@ def _landed(conn: sqlite3.Connection, app: str) -> tuple[str, str] | None:
     return None
 
 
-_CATALOGS: dict[int, tuple[sqlite3.Connection, Catalog]] = {}
-
-
 def catalog(conn: sqlite3.Connection) -> Catalog:
     """What the compositional generator knows of the workspace whose initial state is ``conn``
-    (worked out once per connection: kept with a ``FixedState`` for as long as it lives, as
-    ``generate`` keeps one per workspace of its run; for the last few other connections otherwise)."""
-    if isinstance(conn, FixedState):
-        if "catalog" not in conn.kept:
-            conn.kept["catalog"] = _catalog(conn)
-        return conn.kept["catalog"]
-    cached = _CATALOGS.get(id(conn))
-    if cached is not None and cached[0] is conn:
-        return cached[1]
-    result = _catalog(conn)
-    if len(_CATALOGS) >= 4:
-        _CATALOGS.pop(next(iter(_CATALOGS)))
-    _CATALOGS[id(conn)] = (conn, result)
-    return result
+    (worked out once per state: kept with a ``FixedState`` for as long as it lives, as ``generate``
+    keeps one per workspace of its run, or with a ``StateCopy`` while it is unchanged; ``kept_with``)."""
+    return kept_with(conn, "catalog", lambda: _catalog(conn))
 
 
 def _catalog(conn: sqlite3.Connection) -> Catalog:

@@ -44,8 +44,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +53,6 @@ from ..workspace import (
     FISHING_SLACK,
     AnswerCheck,
     Faults,
-    FixedState,
     ReferenceStep,
     StateImage,
     Task,
@@ -68,6 +66,7 @@ from ..workspace import (
     state_digest,
     task_apps,
 )
+from ..workspace.state import apply_call, copy_state, kept_with
 
 PROBES: dict[str, str] = {
     "candidates": "an answer listing every candidate value, with no tool call",
@@ -96,12 +95,6 @@ class Probe:
     answer: str | None
 
 
-def copy_state(initial: sqlite3.Connection) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
-    initial.backup(conn)
-    return conn
-
-
 def dry_run(initial: sqlite3.Connection, workspace: Workspace, task: Task,
             steps: list[ReferenceStep]) -> sqlite3.Connection:
     """The state after ``steps`` (with the world's events and the task's injected faults, as an
@@ -120,12 +113,11 @@ def dry_run(initial: sqlite3.Connection, workspace: Workspace, task: Task,
 
 
 def _apply(conn: sqlite3.Connection, app: str, tool: str, arguments: dict[str, Any]) -> bool:
+    """Whether the call succeeded (``apply_call``: a failing call changes nothing, as in the sandbox)."""
     try:
-        app_module(app).handle(conn, tool, dict(arguments))
-    except Exception:  # a failing call changes nothing, as in the sandbox
-        conn.rollback()
+        apply_call(conn, app_module(app), tool, arguments)
+    except Exception:
         return False
-    conn.commit()
     return True
 
 
@@ -133,42 +125,19 @@ def _rows(conn: sqlite3.Connection, table: str) -> dict[str, tuple]:
     return {row[0]: row[1:] for row in conn.execute(f'select cast({row_key(conn, table)} as text), * from "{table}"')}
 
 
-_KEPT: OrderedDict[tuple[int, str], tuple[sqlite3.Connection, int, Any]] = OrderedDict()
-KEPT_STATES = 8  # what is worked out of states compared again and again (a workspace's initial state, a reference's final one)
-
-
-def _kept(conn: sqlite3.Connection, what: str, make: Callable[[], Any]) -> Any:
-    """``make()`` of ``conn`` (``what`` names it), kept while the state has not changed (by its count
-    of changed rows) for the next use: a state that only copies are made of is compared many times."""
-    if isinstance(conn, FixedState):
-        if what not in conn.kept:
-            conn.kept[what] = make()
-        return conn.kept[what]
-    key = (id(conn), what)
-    kept = _KEPT.get(key)
-    if kept is not None and kept[0] is conn and kept[1] == conn.total_changes:
-        _KEPT.move_to_end(key)
-        return kept[2]
-    made = make()
-    _KEPT[key] = (conn, conn.total_changes, made)
-    while len(_KEPT) > KEPT_STATES:
-        _KEPT.popitem(last=False)
-    return made
-
-
 def changed_records(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, list[str]]:
     """Table → keys of the rows that differ between two states (changed, created or deleted). Only
     the tables whose pages differ are read (``changed_tables``; ``before``'s image is kept with it,
     for the next comparison with it)."""
-    image = _kept(before, "image", lambda: StateImage.of(before))
+    image = kept_with(before, "image", lambda: StateImage.of(before))
     return _records_in(before, after, changed_tables(image, after))
 
 
 def _changed_against(initial: sqlite3.Connection, state: sqlite3.Connection) -> tuple[StateImage, set[str] | None]:
     """``initial``'s image and the ``changed_tables`` of ``state`` (made from it) against it, each kept
     with its state (hardening and the probes of a task compare the same reference's final state)."""
-    base = _kept(initial, "image", lambda: StateImage.of(initial))
-    return base, _kept(state, "changed tables", lambda: changed_tables(base, state))
+    base = kept_with(initial, "image", lambda: StateImage.of(initial))
+    return base, kept_with(state, "changed tables", lambda: changed_tables(base, state))
 
 
 def _records_between(base: StateImage, before: sqlite3.Connection, before_tables: set[str] | None,
@@ -227,7 +196,7 @@ class _Fields:
 
 def _fields(conn: sqlite3.Connection) -> _Fields:
     """The state's ``_Fields``, kept while it has not changed."""
-    return _kept(conn, "fields", lambda: _Fields(conn, [t for t in ordinary_tables(conn) if not t.startswith("world_")]))
+    return kept_with(conn, "fields", lambda: _Fields(conn, [t for t in ordinary_tables(conn) if not t.startswith("world_")]))
 
 
 def _columns_holding(conn: sqlite3.Connection, tables: list[str], wanted: str) -> list[tuple[str, str]]:
@@ -351,7 +320,7 @@ def _digest(initial: sqlite3.Connection, final: sqlite3.Connection, changed: set
     """``state_digest`` of ``final``, a state made from ``initial`` whose ``changed_tables`` are
     ``changed``: the parts of the other tables are ``initial``'s, worked out once for every task over it."""
     same = set() if changed is None else set(ordinary_tables(final)) - changed
-    return state_digest(final, allowed, parts=_kept(initial, "digest parts", dict), same=same)
+    return state_digest(final, allowed, parts=kept_with(initial, "digest parts", dict), same=same)
 
 
 def reference_holds(task: Task, workspace: Workspace, initial: sqlite3.Connection,
@@ -540,7 +509,7 @@ def listed_values(workspace: Workspace, initial: sqlite3.Connection, apps: set[s
     found: dict[str, None] = {}
     for app in workspace.apps:
         if app.name in apps:
-            found.update(dict.fromkeys(_kept(initial, f"listed {app.name}", lambda app=app: _listed(app, initial))))
+            found.update(dict.fromkeys(kept_with(initial, f"listed {app.name}", lambda app=app: _listed(app, initial))))
     return list(found)
 
 

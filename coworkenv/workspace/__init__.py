@@ -45,37 +45,14 @@ from ._spec import (
     load_task,
     load_workspace,
     mentions,
-    ordinary_tables,
-    row_key,
     run_check_query,
     save_task,
     save_workspace,
-    state_digest,
     text_bound,
     text_gives,
     tokens,
 )
-from ._state import (
-    APPS_DIR,
-    STATE_BASE,
-    FixedState,
-    StateConnection,
-    StateImage,
-    app_module,
-    app_spec,
-    build_workspace,
-    changed_tables,
-    dump_state,
-    dump_state_changes,
-    fixed_state,
-    keep_state_changes,
-    listed_apps,
-    load_state,
-    open_state,
-    resolve_state,
-    state_hashes,
-    write_initial_state,
-)
+from ._state import APPS_DIR, app_module, app_spec, build_workspace, listed_apps, write_initial_state
 from ._view import (
     COMPACT_SYSTEM_PROMPT,
     PROMPT_STYLES,
@@ -88,6 +65,24 @@ from ._view import (
 )
 from ._world import World, build_world, load_world, write_world
 from ._yaml import YamlLimitError, load_yaml
+from .state import (
+    STATE_BASE,
+    FixedState,
+    StateConnection,
+    StateImage,
+    changed_tables,
+    dump_state,
+    dump_state_changes,
+    fixed_state,
+    keep_state_changes,
+    load_state,
+    open_state,
+    ordinary_tables,
+    resolve_state,
+    row_key,
+    state_digest,
+    state_hashes,
+)
 
 __all__ = [
     "APPS_DIR",

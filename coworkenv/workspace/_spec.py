@@ -18,14 +18,11 @@ bounded here, as constraints of the models, and refused with the field's name wh
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import random
 import re
 import sqlite3
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._errors import CoworkenvError
 from ._conversation import Attachment
 from ._yaml import YamlLimitError, load_yaml
+from .state import state_digest
 
 Effect = Literal["read", "write", "destructive"]
 """What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
@@ -369,106 +367,6 @@ def tokens(text: str) -> tuple[str, ...]:
 def _normal(text: str) -> str:
     """``tokens`` joined by spaces, with a space either side: a mention is then one substring search."""
     return f" {' '.join(tokens(text))} "
-
-
-def ordinary_tables(state: sqlite3.Connection) -> list[str]:
-    """The state's tables that hold records: not SQLite's own, not virtual tables nor their shadows."""
-    rows = state.execute("select name, sql from sqlite_master where type = 'table' order by name").fetchall()
-    virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
-    return [name for name, _ in rows if not name.startswith("sqlite_") and name not in virtual
-            and not any(name.startswith(f"{v}_") for v in virtual)]
-
-
-def row_key(state: sqlite3.Connection, table: str) -> str:
-    keys = [row[1] for row in sorted(state.execute(f'pragma table_info("{table}")'), key=lambda r: r[5]) if row[5]]
-    return " || '|' || ".join(f'"{k}"' for k in keys) if keys else "rowid"
-
-
-class StateConnection(sqlite3.Connection):
-    """A state opened over a state base (``open_state``): ``base``, the base's reference, and
-    ``replaced``, the tables the episode's changes replaced; every other table holds the base's records."""
-
-    base: str | None = None
-    replaced: frozenset[str] = frozenset()
-    tables: list[str] | None = None  # ``ordinary_tables``, where known already (the base's schema unchanged)
-
-
-_DIGEST_PARTS: dict[str, dict[str, bytes]] = {}  # state base -> table -> its part of ``state_digest`` (nothing skipped)
-_DIGEST_PARTS_LOCK = threading.Lock()  # episodes are graded in threads
-DIGEST_BASES = 8  # state bases whose parts are kept
-_BASE_DIGESTS: dict[str, OrderedDict[str, str]] = {}  # state base -> allowed (as JSON) -> the base's own digest
-BASE_DIGESTS = 256  # digests kept per base (one per task graded on an unchanged state)
-
-
-def state_digest(state: sqlite3.Connection, allowed: dict[str, list[str]], *,
-                 parts: dict[str, bytes] | None = None, same: Collection[str] = ()) -> str:
-    """A hash of every record of ``state`` except the rows ``allowed`` (table → keys) names: what
-    must stay as it was. A table a state opened over a base did not replace is hashed once per base.
-    ``parts``: the parts of another state's digest (table → part), kept by the caller, and ``same``:
-    the tables ``state`` holds exactly as that state does; theirs are taken from ``parts`` (or added)."""
-    digest = hashlib.sha256()
-    base = state.base if isinstance(state, StateConnection) else None
-    kept, unchanged = parts, (lambda table: table in same)
-    whole, key = None, ""  # the digests of the base itself (by allowed), when the state is its base unchanged
-    if base is not None:
-        with _DIGEST_PARTS_LOCK:
-            kept = _DIGEST_PARTS.get(base)
-            if kept is None:
-                if len(_DIGEST_PARTS) >= DIGEST_BASES:
-                    oldest = next(iter(_DIGEST_PARTS))
-                    _DIGEST_PARTS.pop(oldest)
-                    _BASE_DIGESTS.pop(oldest, None)
-                kept = _DIGEST_PARTS[base] = {}
-                _BASE_DIGESTS[base] = OrderedDict()
-            if not state.replaced:  # type: ignore[union-attr]
-                whole = _BASE_DIGESTS[base]
-                known = whole.get(key := json.dumps(allowed, sort_keys=True))
-                if known is not None:
-                    whole.move_to_end(key)
-                    return known
-        unchanged = lambda table: table not in state.replaced  # type: ignore[union-attr]
-    listed = state.tables if isinstance(state, StateConnection) else None
-    for table in listed if listed is not None else ordinary_tables(state):
-        if table.startswith("world_"):
-            continue
-        skip = set(allowed.get(table, ()))
-        reusable = kept is not None and not skip and unchanged(table)
-        part = kept.get(table) if reusable and kept is not None else None
-        if part is None:
-            part = _digest_part(state, table, skip)
-            if reusable and kept is not None:
-                kept[table] = part
-        digest.update(part)
-    found = digest.hexdigest()[:24]
-    if whole is not None:
-        with _DIGEST_PARTS_LOCK:
-            whole[key] = found
-            while len(whole) > BASE_DIGESTS:
-                whole.popitem(last=False)
-    return found
-
-
-def _digest_part(state: sqlite3.Connection, table: str, skip: set[str]) -> bytes:
-    columns = [row[1] for row in state.execute(f'pragma table_info("{table}")')]
-    blobs = " or ".join(f"typeof(\"{c}\") = 'blob'" for c in columns)
-    has_blobs = state.execute(f'select exists(select 1 from "{table}" where {blobs})').fetchone()[0]
-    rows = [row[1:] for row in state.execute(
-        f'select cast({row_key(state, table)} as text), * from "{table}" order by 1') if row[0] not in skip]
-    if has_blobs:
-        rows = [tuple(_comparable(cell) for cell in row) for row in rows]
-    return f"\x00{table}\x00{rows!r}".encode()
-
-
-BLOB_REFERENCE = "coworkenv-blob:"
-MIN_REFERENCED_BLOB = 1024
-
-
-def _comparable(cell: Any) -> Any:
-    """A cell as graders see it: a large BLOB (an image, a PDF) is kept in the store by content and
-    appears in a stored state as a reference to its hash (``coworkenv.workspace.dump_state``)."""
-    if isinstance(cell, bytes) and len(cell) >= MIN_REFERENCED_BLOB:
-        return BLOB_REFERENCE + hashlib.sha256(cell).hexdigest()
-    return cell
 
 
 class UnchangedCheck(_CheckBase):

@@ -61,12 +61,11 @@ async def test_an_episode_graded_from_its_state_in_memory_gets_the_verdict_the_s
 async def test_the_initial_state_in_memory_is_the_built_one_and_kept_for_the_workspaces_used_last(host):
     """``initial_connection`` holds the workspace's initial state as built (every table's records); the
     same connection comes back for a workspace used lately, a fresh one for one used before the last
-    ``INITIAL_CONNECTIONS``."""
-    from coworkenv.episodes._host import INITIAL_CONNECTIONS
+    ``StateCache.initials`` (the host's cache's)."""
     from coworkenv.workspace import build_workspace, state_hashes
-    from coworkenv.workspace._state import table_hashes
+    from coworkenv.workspace.state import table_hashes
 
-    workspaces = [build_workspace(seed, ("mail", "calendar")) for seed in range(INITIAL_CONNECTIONS + 1)]
+    workspaces = [build_workspace(seed, ("mail", "calendar")) for seed in range(host.states.initials + 1)]
     for workspace in workspaces:
         host.store.put_workspace(workspace)
     first = host.initial_connection(workspaces[0])

@@ -23,7 +23,7 @@ from coworkenv.workspace import (
     state_hashes,
     write_initial_state,
 )
-from coworkenv.workspace._state import table_hashes
+from coworkenv.workspace.state import table_hashes
 
 EDITS = {
     "nothing": [],
