@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from ._base import Limits, SandboxConfig, SandboxUnavailable
-from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
+from ._client import CALL_FILE, MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._labels import CleanupReport, cleanup_directories, make_episode_dir
-from ._runner import STATE_FILE
+from ._runner import CALL_MODULE, STATE_FILE
 
 
 def runner_python() -> str:
@@ -104,6 +104,7 @@ class BwrapSandbox(RunnerSandbox):
             *_system_binds(),
             "--ro-bind", str(self.apps_dir), "/opt/coworkenv/lib/apps",
             "--ro-bind", str(RUNNER), "/opt/coworkenv/runner.py",
+            "--ro-bind", str(CALL_FILE), f"/opt/coworkenv/lib/{CALL_MODULE}.py",
             *service_bind,
             "--ro-bind", str(self.initial_dir), "/opt/coworkenv/initial",
             "--bind", str(self.workdir), "/workspace",

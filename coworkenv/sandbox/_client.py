@@ -20,6 +20,9 @@ from ._base import FileChanges, Limits, Sandbox, SandboxConfig, SandboxError, To
 
 RUNNER = Path(__file__).with_name("_runner.py")
 DEFAULT_APPS_DIR = Path(__file__).parent.parent / "workspace" / "apps"
+# how a tool call is applied to a state (``coworkenv.workspace.state.apply_call``, standard library only): the
+# runner imports it as ``CALL_MODULE`` from beside the apps, where each backend binds this file
+CALL_FILE = Path(__file__).parent.parent / "workspace" / "state" / "_call.py"
 MAX_MESSAGE = 1 << 28  # a reply line (a read file, base64) may be this long
 CONTROL_TIMEOUT_S = 30.0
 

@@ -660,7 +660,8 @@ async def escape_write_outside_workspace(bench: Bench) -> None:
     sb = await bench.sandbox()
     escaped = bench.host_dir / "escaped.txt"
     for path in (str(escaped), str(bench.apps_dir / "evil.py"), "/usr/evil.txt", "/etc/evil", "/evil",
-                 "/opt/coworkenv/lib/apps/evil.py", "/opt/coworkenv/runner.py"):
+                 "/opt/coworkenv/lib/apps/evil.py", "/opt/coworkenv/runner.py",
+                 "/opt/coworkenv/lib/_coworkenv_call.py"):
         outcome = await probe(sb, "write", path=path, text="escaped")
         assert outcome.ok and not outcome.result["ok"], (path, outcome)
     assert not escaped.exists() and not (bench.apps_dir / "evil.py").exists()

@@ -24,10 +24,10 @@ from pathlib import Path
 from pydantic import Field
 
 from ._base import Limits, SandboxConfig, SandboxError, SandboxUnavailable
-from ._client import MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
+from ._client import CALL_FILE, MAX_MESSAGE, RUNNER, LineReader, LineWriter, RunnerSandbox
 from ._image import IMAGE, SANDBOX_UID, docker_client, image_exists
 from ._labels import DOCKER_LABEL, LABEL, OWNER_LABELS, CleanupReport, cleanup_directories, docker_labels, is_orphan, make_episode_dir
-from ._runner import STATE_FILE
+from ._runner import CALL_MODULE, STATE_FILE
 
 SOCKET_DIR = "/run/coworkenv"  # in the container: the read-only mount of the host's socket directory
 SOCKET_NAME = "runner.sock"
@@ -128,6 +128,7 @@ class DockerSandbox(RunnerSandbox):
             binds={
                 str(self.apps_dir.resolve()): {"bind": "/opt/coworkenv/lib/apps", "mode": "ro"},
                 str(RUNNER): {"bind": "/opt/coworkenv/runner.py", "mode": "ro"},
+                str(CALL_FILE): {"bind": f"/opt/coworkenv/lib/{CALL_MODULE}.py", "mode": "ro"},
                 str(self.initial_state.resolve()): {"bind": f"/opt/coworkenv/initial/{STATE_FILE}", "mode": "ro"},
                 str(self.episode_dir / "socket"): {"bind": SOCKET_DIR, "mode": "ro"},
             },

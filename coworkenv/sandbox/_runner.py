@@ -48,7 +48,9 @@ updated and deleted rows (the first ``MAX_CHANGED_ROWS``, with each row's values
 and how many of each per table. Temporary triggers of the worker's own connection record them, so
 the state file itself never holds anything of it.
 
-This file must not import anything outside the standard library: it runs under ``python3 -I -S``.
+This file must not import anything outside the standard library: it runs under ``python3 -I -S``. A
+call is applied to the state by ``apply_call`` of ``CALL_MODULE`` (``coworkenv.workspace.state``'s, the
+same the host uses in-process), which the backends put beside the apps.
 """
 
 import base64
@@ -69,6 +71,7 @@ import sys
 import tempfile
 import time
 
+CALL_MODULE = "_coworkenv_call"  # ``apply_call``'s module, in the apps' lib folder
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
 SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset
@@ -680,6 +683,7 @@ def _warm_up(state):
     try:
         json.loads(json.dumps({"ok": True, "result": {"key": ["value", 1, 2.5, None]}}))
         importlib.import_module("apps._base")
+        importlib.import_module(CALL_MODULE)
         if os.path.exists(STATE_FILE):  # never creates it
             state.open()
             ok = state.watch()
@@ -855,6 +859,7 @@ def _run(request, state):
     try:
         module = importlib.import_module("apps." + str(request["app"]))
         tool_failure = importlib.import_module("apps._base").ToolFailure
+        apply_call = importlib.import_module(CALL_MODULE).apply_call
     except Exception as exc:
         reply = {"ok": False, "kind": "crash", "error": f"cannot load app {request.get('app')!r}: {exc}"}
     else:
@@ -863,8 +868,7 @@ def _run(request, state):
             conn, ok, changes = state.open(), False, None
             try:
                 watched = state.watch()
-                result = module.handle(conn, request["tool"], request.get("args") or {})
-                conn.commit()
+                result = apply_call(conn, module, request["tool"], request.get("args") or {})
                 changes = _changes(conn) if watched else None
                 ok = True
             finally:
