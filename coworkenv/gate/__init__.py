@@ -1,7 +1,19 @@
 """Pure grading: the reward vector, the score and its consistency rules, and the gate over the store."""
 
 from ._gate import GateSummary, episode_record, grade_episode, run_gate
-from ._grade import GRADER_HASH, GRADER_VERSION, PASS_THRESHOLD, EpisodeRecord, Grade, Verdict, grade, is_guard
+from ._grade import (
+    GRADER_HASH,
+    GRADER_VERSION,
+    GRADING_MODULES,
+    PASS_THRESHOLD,
+    EpisodeRecord,
+    Grade,
+    Verdict,
+    grade,
+    grader_hash,
+    grading_sources,
+    is_guard,
+)
 from ._reasons import CALL_REASONS, REASON_RULES, reason_rule
 
 __all__ = [
@@ -9,6 +21,7 @@ __all__ = [
     "REASON_RULES",
     "GRADER_HASH",
     "GRADER_VERSION",
+    "GRADING_MODULES",
     "PASS_THRESHOLD",
     "EpisodeRecord",
     "GateSummary",
@@ -17,6 +30,8 @@ __all__ = [
     "episode_record",
     "grade",
     "grade_episode",
+    "grader_hash",
+    "grading_sources",
     "is_guard",
     "reason_rule",
     "run_gate",

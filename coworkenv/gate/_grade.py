@@ -38,11 +38,12 @@ whole tokens, numbers as numbers), and an answer longer than its check allows fa
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..store import ClawEvalGraderRow, ToolCallRow
 from ..workspace import SUBMIT_TOOL, Check, CheckResult, ClawEvalCheck, Task, User
@@ -271,19 +272,34 @@ def _grade_by_claw_eval(task: Task, check: ClawEvalCheck, episode: EpisodeRecord
     return grade_, Verdict(reason == "complete", reason)
 
 
-def _grader_hash() -> str:
-    """The hash of the grading code: this module and the checks' own evaluation."""
-    import hashlib
-    import inspect
-
-    from ..workspace import _spec, state
-
-    parts = (state.comparable, _spec.SqlCheck, _spec.AnswerCheck, _spec.UnchangedCheck, _spec.mentions, state.state_digest,
-             state.ordinary_tables, state.row_key, _spec.User, _spec.tokens, _spec.text_bound, _spec.run_check_query,
-             _spec._sql_mentions)
-    source = inspect.getsource(sys.modules[__name__]) + "".join(inspect.getsource(part) for part in parts)
-    return hashlib.sha256((GRADER_VERSION + source).encode()).hexdigest()[:16]
+GRADING_MODULES = ("coworkenv.gate", "coworkenv.workspace.state", "coworkenv.workspace._spec")
+"""The code a verdict depends on, whole modules (every module of a package): the gate (Claw-Eval's
+grading included), the state package (how a final state is opened, compared and digested) and the
+checks (``workspace/_spec.py``: the check kinds, the answer matching rule, the user's facts)."""
 
 
-GRADER_HASH = _grader_hash()
+def grading_sources(root: Path | None = None) -> dict[str, str]:
+    """The source of every module of ``GRADING_MODULES``, by its dotted name, read under ``root`` (a
+    folder holding ``coworkenv/``; where this package is, by default)."""
+    root = Path(__file__).resolve().parents[2] if root is None else Path(root)
+    found = {}
+    for name in GRADING_MODULES:
+        path = root.joinpath(*name.split("."))
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]:
+            found[".".join(file.relative_to(root).with_suffix("").parts)] = file.read_text(encoding="utf-8")
+    return found
+
+
+def grader_hash(sources: Mapping[str, str] | None = None) -> str:
+    """The hash of the grading code: ``GRADER_VERSION`` and each module's source (``grading_sources``)
+    with its name, in name order: neither the order files are found in nor where the package lies on
+    a machine changes it, and any change to a grading module does."""
+    sources = grading_sources() if sources is None else sources
+    digest = hashlib.sha256(GRADER_VERSION.encode())
+    for name in sorted(sources):
+        digest.update(b"\0" + name.encode() + b"\0" + sources[name].encode())
+    return digest.hexdigest()[:16]
+
+
+GRADER_HASH = grader_hash()
 """Changes with the grading code; verdicts carry it beside ``GRADER_VERSION``."""
