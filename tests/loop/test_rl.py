@@ -150,19 +150,19 @@ def test_rl_commands_name_bad_input_before_anything_runs(tmp_path):
 
 @pytest.mark.anyio
 @pytest.mark.bwrap
-async def test_env_mask_covers_exactly_the_policys_tokens(host, tmp_path):
+async def test_env_mask_covers_exactly_the_policys_tokens(host, tool_model_tasks, tmp_path):
     pytest.importorskip("trl", reason="needs the 'train' extra")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    await synthesize(host, TASKS, seed=0)
-    store = host.store
+    store = host.store  # the tasks the tool model was trained on: it calls their tools
     rows = rl_rows(store, style="compact")
     settings = RLSettings(model=str(MODEL), out_dir=str(tmp_path), style="compact", num_generations=2,
                           batch_size=2, max_steps_per_episode=3, max_new_tokens=96, temperature=0.0)
     rollouts = LiveRollouts(store, LocalEpisodes(host), asyncio.get_running_loop(), rows, settings)
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     policy = Policy(AutoModelForCausalLM.from_pretrained(MODEL), tokenizer, max_tokens=96, temperature=0.0)
-    row = rows[0]
+    lookup = next(task_id for task_id in tool_model_tasks if task_id.startswith("lookup-"))  # one call, one answer
+    row = next(row for row in rows if row["task_id"] == lookup)
     played = await rollouts.play_one(row["task_id"], policy)
     trajectory = played.trajectory
     assert played.verdict is not None and store.episode(played.episode_id).source == "rl"
