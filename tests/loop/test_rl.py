@@ -301,7 +301,8 @@ async def test_a_full_model_push_reloads_vllms_weights_in_place_and_the_check_se
 
 @pytest.mark.anyio
 @pytest.mark.bwrap
-async def test_a_served_policy_plays_the_episode_the_in_process_one_does(host, tool_model_server, tmp_path):
+async def test_a_served_policy_plays_the_episode_the_in_process_one_does(host, tool_model_tasks, tool_model_server,
+                                                                        tmp_path):
     """Greedy turns sampled by vLLM from the same weights make the same trajectory as in process:
     the same tokens, the same masks, log-probabilities equal within float error."""
     pytest.importorskip("trl", reason="needs the 'train' extra")
@@ -309,18 +310,18 @@ async def test_a_served_policy_plays_the_episode_the_in_process_one_does(host, t
 
     from coworkenv.agents import ServedPolicy
 
-    await synthesize(host, TASKS, seed=0)
-    rows = rl_rows(host.store, style="compact")
+    rows = rl_rows(host.store, style="compact")  # the tasks the tool model was trained on: it calls their tools
+    task_id = next(task_id for task_id in tool_model_tasks if task_id.startswith("lookup-"))
     settings = RLSettings(model=str(MODEL), out_dir=str(tmp_path), style="compact", num_generations=2,
                           batch_size=2, max_steps_per_episode=3, max_new_tokens=96, temperature=0.0)
     rollouts = LiveRollouts(host.store, LocalEpisodes(host), asyncio.get_running_loop(), rows, settings)
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
     model = AutoModelForCausalLM.from_pretrained(MODEL)
-    local = await rollouts.play_one(rows[0]["task_id"], Policy(model, tokenizer, max_tokens=96, temperature=0.0))
+    local = await rollouts.play_one(task_id, Policy(model, tokenizer, max_tokens=96, temperature=0.0))
     served_policy = ServedPolicy(tool_model_server, "tool-model", tokenizer, max_tokens=96, temperature=0.0,
                                  context_limit=model.config.max_position_embeddings)
     try:
-        served = await rollouts.play_one(rows[0]["task_id"], served_policy)
+        served = await rollouts.play_one(task_id, served_policy)
     finally:
         served_policy.close()
     a, b = local.trajectory, served.trajectory
