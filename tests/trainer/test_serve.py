@@ -132,9 +132,11 @@ def test_a_busy_port_is_named(tmp_path, vllm_interpreter):
 @pytest.mark.anyio
 async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_model_server):
     """Here rather than in tests/loop: it needs this directory's one vLLM server per session. The held-out
-    tasks are those of seed 0 (an empty store: no training task uses its workspace), the first three
-    the fixture model was trained on, so that its tool calls are ones it knows rather than a tiny
-    model's luck on tasks it never saw."""
+    tasks are those of seed 0 (an empty store: no training task uses its workspace). Since templates take
+    turns by name they are not the tasks the fixture model was trained on, so whether it calls a tool
+    on them is a tiny model's luck: this test checks the eval path (every trial a graded, stored episode
+    of the served model's replies); the served model's tool calls reaching the MCP server are checked on
+    the tasks it knows, in tests/server/test_proxy.py (``tool_model_tasks``)."""
     await host.close()
     host.store.close()
     model = f"openai:tool-model@{tool_model_server}"
@@ -158,10 +160,8 @@ async def test_eval_drives_a_served_model_end_to_end(host, store_path, tool_mode
         assert store.verdict(trial.episode_id, GRADER_VERSION).score == trial.score
         replies = [m for m in store.messages(trial.episode_id) if m.role == "assistant"]
         assert replies and trial.steps == len(replies)
-    # the model's own tool calls (greedy: the tools its training trajectories used) reached the MCP server
-    calls = [c for t in trials for c in store.tool_calls(t.episode_id) if c.tool != "submit_answer"]
-    trained_on = {path.stem for path in (FIXTURES / "tool-model-tasks").glob("*/tasks/*.yaml")}
-    assert calls and {store.episode(t.episode_id).task_id for t in trials} <= trained_on
+    # every call the model made reached the MCP server and was recorded with the episode (its final answer at least)
+    assert all(store.tool_calls(t.episode_id) for t in trials)
     assert json.loads((store_path.parent / "profile.json").read_text())["eval_run"] == summary["run_id"]
     store.close()
 
