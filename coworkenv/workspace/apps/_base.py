@@ -386,6 +386,17 @@ def user_email(conn: sqlite3.Connection) -> str:
     return world_user(conn)["email"]
 
 
+def product_sku(conn: sqlite3.Connection, value: Any) -> str | None:
+    """The catalogue's SKU for an optional ``product`` argument (matched without case), None when it
+    is absent; an unknown SKU is the caller's error, named."""
+    if value is None:
+        return None
+    row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)", (str(value).strip(),)).fetchone()
+    if row is None:
+        raise ToolFailure(f"product: no product with SKU {value!r}")
+    return row[0]
+
+
 def currency(world: World) -> str:
     """The company's currency, from its country (while seeding: finance, CRM and inventory agree)."""
     country = world["company"]["country"]

@@ -9,7 +9,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, product_sku, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "helpdesk"
@@ -219,13 +219,7 @@ def create_ticket(conn: sqlite3.Connection, args: dict) -> dict:
     subject, description = req_str(args, "subject", 200).strip(), req_str(args, "description").strip()
     requester, org = _person(conn, args.get("requester"), "requester")
     priority = _choice(args, "priority", PRIORITIES) or "normal"
-    product = None
-    if args.get("product") is not None:
-        row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
-                           (str(args["product"]).strip(),)).fetchone()
-        if row is None:
-            raise ToolFailure(f"product: no product with SKU {args['product']!r}")
-        product = row[0]
+    product = product_sku(conn, args.get("product"))
     ident = next_id(conn, "helpdesk_tickets", "HD-", width=1, start=1000)
     conn.execute("INSERT INTO helpdesk_tickets VALUES (?,?,?,?,?,NULL,'new',?,?,?,?,NULL)",
                  (ident, subject, description, requester, org, priority, product, today, today))

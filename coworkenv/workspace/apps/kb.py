@@ -15,7 +15,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, product_sku, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "kb"
@@ -240,13 +240,7 @@ def create_article(conn: sqlite3.Connection, args: dict) -> dict:
         raise ToolFailure(f"missing required argument 'category' (one of {', '.join(CATEGORIES)})")
     status = _choice(args, "status", STATUSES[:2]) or "published"
     tags = _tags(args["tags"]) if args.get("tags") is not None else ""
-    product = None
-    if args.get("product") is not None:
-        row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)",
-                           (str(args["product"]).strip(),)).fetchone()
-        if row is None:
-            raise ToolFailure(f"product: no product with SKU {args['product']!r}")
-        product = row[0]
+    product = product_sku(conn, args.get("product"))
     ident = next_id(conn, "kb_articles", "KB-", width=1, start=1000)
     conn.execute("INSERT INTO kb_articles VALUES (?,?,?,?,?,?,1,?,?,?)",
                  (ident, title, body, category, tags, status, user_email(conn), today_iso(conn), product))
