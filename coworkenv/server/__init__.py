@@ -4,8 +4,10 @@ fixture server."""
 
 from ._conformance import conformance_server, serve_conformance
 from ._front import Front, Workers, serve_front, unix_socket
-from ._mcp import OPERATOR_HEADER, HttpEpisodes, OpenEpisode, SingleEpisode, build_server
+from ._http_episodes import OPERATOR_HEADER, HttpEpisodes
+from ._mcp import build_server
 from ._proxy import redact_url
+from ._resolvers import OpenEpisode, SingleEpisode
 from ._serve import ServeSettings, bind_socket, http_app, running_http_server, serve_http, serve_stdio
 
 __all__ = [

@@ -32,9 +32,11 @@ from .._errors import Boundary, InfrastructureError
 from ..episodes import EpisodeHost, reason_rule
 from ..store import TASK_STATUSES, Provenance, Source
 from ._front import INTERNAL_PREFIX, TrustedClient
+from ._http_episodes import OPERATOR_HEADER, HttpEpisodes
 from ._limits import MODEL_TOKEN_HEADER, SESSION, Buckets, Caps, FrontCaps, Slots, credential_ok
-from ._mcp import OPERATOR_HEADER, HttpEpisodes, SingleEpisode, build_server, live_provenance
+from ._mcp import build_server
 from ._proxy import CaptureProxy, DuplicateKey, loads_unique
+from ._resolvers import SingleEpisode, live_provenance
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 WILDCARD = ("0.0.0.0", "::", "")
