@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ._backends import backend_class
 from ._base import SandboxError
-from ._conformance import write_initial_state, write_probe_apps
+from ._probe_app import write_initial_state, write_probe_apps
 
 TRIAL_TIMEOUT_S = 30.0
 
