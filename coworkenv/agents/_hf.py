@@ -25,13 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from ..workspace import to_chat
-from ._messages import to_messages
+from ._messages import ReplyChatModel, to_messages
 from ._providers import ProviderError
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
@@ -135,7 +132,7 @@ def generation_options(tokenizer: Any, max_tokens: int, temperature: float) -> d
     return options
 
 
-class TemplateChatModel(BaseChatModel):
+class TemplateChatModel(ReplyChatModel):
     """A chat model that renders conversations with a chat template: it keeps the tools it is bound to."""
 
     tools: list[dict[str, Any]] = []
@@ -156,13 +153,7 @@ class LocalChatModel(TemplateChatModel):
     def _llm_type(self) -> str:
         return "coworkenv-hf"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
         import torch
 
         with _LOCK:  # the first call imports transformers and loads the model: one thread at a time
@@ -178,4 +169,4 @@ class LocalChatModel(TemplateChatModel):
             with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-        return ChatResult(generations=[ChatGeneration(message=parse_reply(text))])
+        return parse_reply(text)

@@ -1,8 +1,14 @@
-"""LangChain messages as the workspace's conversation model (``coworkenv.workspace.Message``)."""
+"""LangChain messages as the workspace's conversation model (``coworkenv.workspace.Message``), and the
+base of coworkenv's own chat models, whose turn is one reply to the conversation so far."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from ..workspace import Attachment, Message, ToolCall
 
@@ -25,3 +31,20 @@ def to_message(message: BaseMessage, *, provenance: bool = False) -> Message:
 
 def to_messages(messages: list[BaseMessage]) -> list[Message]:
     return [to_message(m) for m in messages]
+
+
+class ReplyChatModel(BaseChatModel):
+    """A chat model written as ``reply``: the conversation in, one ``AIMessage`` out. LangChain's
+    ``_generate`` is written once here; none of these models streams or honours stop words."""
+
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])

@@ -12,18 +12,16 @@ import json
 import random
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ..workspace import ASK_TOOL, ReferenceStep, Task
+from ._messages import ReplyChatModel
 
 REPAIR_MARK = "Your previous attempt at this task failed"
 
 
-class OracleChatModel(BaseChatModel):
+class OracleChatModel(ReplyChatModel):
     """Replays the reference solution of ``task``, with seeded mistakes unless repairing."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -56,26 +54,16 @@ class OracleChatModel(BaseChatModel):
             return steps[:last] + steps[last + 1 :], answer
         return steps, "Done, I looked into it."
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
         repairing = any(isinstance(m, HumanMessage) and REPAIR_MARK in str(m.content) for m in messages)
         steps, answer = self.plan(repairing)
         done = sum(max(1, len(m.tool_calls)) for m in messages if isinstance(m, AIMessage))
-        if done < len(steps):
-            step = steps[done]
-            call_id = f"call_{done}"
-            if step.tool == ASK_TOOL.name:  # a question to the user is a plain-text turn (see the rollout)
-                message = AIMessage(content=str(step.arguments.get("message", "")))
-            else:
-                message = AIMessage(
-                    content="",
-                    tool_calls=[{"id": call_id, "name": step.tool, "args": json.loads(json.dumps(step.arguments))}],
-                )
-        else:
-            message = AIMessage(content=answer)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        if done >= len(steps):
+            return AIMessage(content=answer)
+        step = steps[done]
+        if step.tool == ASK_TOOL.name:  # a question to the user is a plain-text turn (see the rollout)
+            return AIMessage(content=str(step.arguments.get("message", "")))
+        return AIMessage(
+            content="",
+            tool_calls=[{"id": f"call_{done}", "name": step.tool, "args": json.loads(json.dumps(step.arguments))}],
+        )

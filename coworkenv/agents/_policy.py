@@ -35,9 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, BaseMessage
 
 from ..workspace import to_chat
 from ._hf import TemplateChatModel, chat_text, generation_options, parse_reply
@@ -199,13 +197,7 @@ class PolicyChatModel(TemplateChatModel):
         trajectory.add(policy.encode(after_end + text[len(before):]), own=False)
         return trajectory.prompt_ids + trajectory.completion_ids
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
         policy, trajectory = self.policy, self.trajectory
         context = self._context(to_chat(to_messages(messages)))
         text = ""  # past the model's context: end with an empty answer
@@ -217,4 +209,4 @@ class PolicyChatModel(TemplateChatModel):
                 trajectory.clipped_turns += 1
                 trajectory.close(policy.end_id)
             text = policy.tokenizer.decode(new, skip_special_tokens=True)
-        return ChatResult(generations=[ChatGeneration(message=parse_reply(text))])
+        return parse_reply(text)

@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from ._messages import ReplyChatModel
 from ._providers import ProviderError
 
 
@@ -81,7 +79,7 @@ def load_replies_of(path: str | Path, file: Path, replies: list[Any]) -> list[Re
     return replies
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(ReplyChatModel):
     """Returns ``replies`` one per call, in order (``path`` names them in errors)."""
 
     path: str
@@ -100,21 +98,14 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
         return self
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
         if self._next >= len(self.replies):
             raise ScriptExhausted(f"scripted:{self.path} has {len(self.replies)} replies and all were given; "
                                   f"call {self._next + 1} asked for another (add replies to the file)")
         reply = self.replies[self._next]
         self._next += 1
         if isinstance(reply, str):
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+            return AIMessage(content=reply)
         calls = [{"name": call["name"], "args": call.get("arguments", {}), "id": f"call_{self._next}_{number}",
                   "type": "tool_call"} for number, call in enumerate(reply.get("tool_calls", []))]
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply.get("content", ""),
-                                                                          tool_calls=calls))])
+        return AIMessage(content=reply.get("content", ""), tool_calls=calls)
