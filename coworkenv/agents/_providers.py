@@ -90,20 +90,18 @@ def _hf(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
 
 def _anthropic(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
                settings: ProviderSettings) -> BaseChatModel:
-    try:
-        from langchain_anthropic import ChatAnthropic  # pyright: ignore[reportMissingImports]  # the providers extra
-    except ImportError:
-        raise ProviderError("the anthropic provider needs `pip install 'coworkenv[providers]'`") from None
+    _require_package(spec)
+    from langchain_anthropic import ChatAnthropic  # pyright: ignore[reportMissingImports]  # the providers extra
+
     return ChatAnthropic(model=spec.model, temperature=settings.temperature,  # type: ignore[call-arg]
                          max_tokens=settings.max_tokens)
 
 
 def _openai(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
             settings: ProviderSettings) -> BaseChatModel:
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError:
-        raise ProviderError("the openai provider needs `pip install 'coworkenv[providers]'`") from None
+    _require_package(spec)
+    from langchain_openai import ChatOpenAI
+
     options: dict = {}
     if spec.base_url:
         options["base_url"] = spec.base_url
@@ -181,14 +179,31 @@ def parse_provider(spec: str) -> ProviderSpec:
     return ProviderSpec(kind, model, url or None)
 
 
+def _package_problem(spec: ProviderSpec) -> str | None:
+    """What to install when the package the provider's chat model needs is missing, or None."""
+    provider = PROVIDERS[spec.kind]
+    if provider.package is not None and importlib.util.find_spec(provider.package) is None:
+        return (f"the {spec.kind} provider needs the {provider.package} package: "
+                f"pip install 'coworkenv[{provider.extra}]'")
+    return None
+
+
+def _require_package(spec: ProviderSpec) -> None:
+    """Raise ``ProviderError`` saying what to install (``provider_problem``'s first check, for a caller
+    that builds a chat model without asking it first)."""
+    missing = _package_problem(spec)
+    if missing is not None:
+        raise ProviderError(missing)
+
+
 def provider_problem(spec: ProviderSpec, environ: Mapping[str, str]) -> str | None:
     """Why ``spec`` cannot be played here, before any episode opens: its package is not installed,
     its API key is not in ``environ`` (the caller's environment), or its local model folder or
     replies file is missing or unusable."""
     provider = PROVIDERS[spec.kind]
-    if provider.package is not None and importlib.util.find_spec(provider.package) is None:
-        return (f"the {spec.kind} provider needs the {provider.package} package: "
-                f"pip install 'coworkenv[{provider.extra}]'")
+    missing = _package_problem(spec)
+    if missing is not None:
+        return missing
     if provider.key_env is not None and spec.base_url is None and not environ.get(provider.key_env):
         return f"the {spec.kind} provider needs an API key in ${provider.key_env}"
     if provider.check is not None:
