@@ -1,0 +1,85 @@
+"""Evaluation and training runs: what was run, with which settings, and what came of it.
+
+A run is recorded as ``running`` before its work starts and closed with its status (done, failed,
+interrupted) at the end, so a run that was stopped or crashed is still in the store, with the
+settings it ran with and the trials it finished.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from ._connection import Connection
+from ._rows import EvalRunRow, EvalTrialRow, TrainingRunRow, _json
+from ._statements import new_id, now, where_equal
+
+
+class RunRepository(Connection):
+    """The ``eval_runs``, ``eval_trials`` and ``training_runs`` tables."""
+
+    # --- evaluation runs -------------------------------------------------------------------
+
+    def start_eval_run(self, model: str, settings: dict[str, Any]) -> str:
+        run_id = new_id("eval")
+        with self.transaction() as db:
+            db.table("eval_runs").insert({"id": run_id, "model": model, "settings": json.dumps(settings),
+                                          "status": "running", "started_at": now()})
+        return run_id
+
+    def add_eval_trial(self, trial: EvalTrialRow) -> None:
+        with self.transaction() as db:
+            db.table("eval_trials").insert({**asdict(trial), "passed": int(trial.passed), "created_at": now()})
+
+    def end_eval_run(self, run_id: str, *, status: str, summary: dict[str, Any] | None = None,
+                     profile_path: str | None = None) -> None:
+        with self.transaction() as db:
+            db.table("eval_runs").update(run_id, {"status": status, "summary": json.dumps(summary) if summary else None,
+                                                  "profile_path": profile_path, "ended_at": now()})
+
+    def eval_run(self, run_id: str) -> EvalRunRow | None:
+        rows = self.query("select * from eval_runs where id = ?", (run_id,))
+        return _eval_run(rows[0]) if rows else None
+
+    def eval_runs(self) -> list[EvalRunRow]:
+        """Every evaluation run, by start."""
+        return [_eval_run(r) for r in self.query("select * from eval_runs order by started_at, id")]
+
+    def eval_trials(self, run_id: str) -> list[EvalTrialRow]:
+        rows = self.query("select * from eval_trials where run_id = ? order by id", (run_id,))
+        return [EvalTrialRow(r["run_id"], r["task_id"], r["capability"], r["difficulty"], r["split"],
+                             r["combination"], r["trial"], r["episode_id"], r["score"], bool(r["passed"]),
+                             r["reason"], r["steps"]) for r in rows]
+
+    # --- training runs ---------------------------------------------------------------------
+
+    def start_training_run(self, row: dict) -> str:
+        run_id = row.get("id") or new_id("train")
+        with self.transaction() as db:
+            db.table("training_runs").insert({**row, "id": run_id, "status": "running", "started_at": now()})
+        return run_id
+
+    def end_training_run(self, run_id: str, *, status: str, metrics: dict | None = None, error: str = "") -> None:
+        with self.transaction() as db:
+            db.table("training_runs").update(run_id, {"status": status, "metrics": json.dumps(metrics or {}),
+                                                      "error": error, "ended_at": now()})
+
+    def training_run(self, run_id: str) -> TrainingRunRow | None:
+        rows = self.query("select * from training_runs where id = ?", (run_id,))
+        return _training_run(rows[0]) if rows else None
+
+    def training_runs(self, kind: str | None = None) -> list[TrainingRunRow]:
+        where, params = where_equal(kind=kind)
+        return [_training_run(r) for r in self.query(f"select * from training_runs{where} order by started_at", params)]
+
+
+def _eval_run(r: dict[str, Any]) -> EvalRunRow:
+    return EvalRunRow(r["id"], r["model"], _json(r["settings"], {}), r["status"], _json(r["summary"], None),
+                      r["profile_path"], r["started_at"], r["ended_at"])
+
+
+def _training_run(r: dict[str, Any]) -> TrainingRunRow:
+    return TrainingRunRow(r["id"], r["kind"], r["base_model"] or "", r["data_path"] or "", r["data_hash"] or "",
+                          r["rows"] or 0, _json(r["config"], {}), r["status"], _json(r["metrics"], {}),
+                          r["output_dir"] or "", r["error"] or "", r["started_at"], r["ended_at"])
