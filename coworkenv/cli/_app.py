@@ -597,31 +597,26 @@ def export_sft_command(
     _export("sft", store, out_path, style, as_json, fmt, license, vision, run_tag)
 
 
-@export_app.command("dpo")
-def export_dpo_command(
-    store: StoreOpt = Path(DEFAULT_STORE),
-    out_path: OutOpt = None,
-    style: StyleOpt = "full",
-    fmt: FormatOpt = "jsonl",
-    license: LicenseOpt = DEFAULT_LICENSE,
-    as_json: JsonOpt = False,
-) -> None:
-    """Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer."""
-    _export("dpo", store, out_path, style, as_json, fmt, license)
+def _export_command(kind: ExportKind, doc: str) -> None:
+    """Register ``export KIND`` for a kind with the options every export has and no others (dpo, rl)."""
+
+    def command(
+        store: StoreOpt = Path(DEFAULT_STORE),
+        out_path: OutOpt = None,
+        style: StyleOpt = "full",
+        fmt: FormatOpt = "jsonl",
+        license: LicenseOpt = DEFAULT_LICENSE,
+        as_json: JsonOpt = False,
+    ) -> None:
+        _export(kind, store, out_path, style, as_json, fmt, license)
+
+    command.__doc__ = doc
+    export_app.command(kind)(command)
 
 
-@export_app.command("rl")
-def export_rl_command(
-    store: StoreOpt = Path(DEFAULT_STORE),
-    out_path: OutOpt = None,
-    style: StyleOpt = "full",
-    fmt: FormatOpt = "jsonl",
-    license: LicenseOpt = DEFAULT_LICENSE,
-    as_json: JsonOpt = False,
-) -> None:
-    """Admitted tasks as RL prompts (prompt, tools, task, bundle hash) with the reward vector
-    (completion, safety, robustness, score) of each graded episode, for TRL's GRPOTrainer."""
-    _export("rl", store, out_path, style, as_json, fmt, license)
+_export_command("dpo", "Repaired-versus-failed pairs (prompt, chosen, rejected, tools) for TRL's DPOTrainer.")
+_export_command("rl", """Admitted tasks as RL prompts (prompt, tools, task, bundle hash) with the reward vector
+    (completion, safety, robustness, score) of each graded episode, for TRL's GRPOTrainer.""")
 
 
 @app.command("check-sandbox")
