@@ -27,7 +27,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -287,19 +287,8 @@ def claw_report(trials: list[Trial], k: int) -> dict[str, Any]:
 # --- trials -------------------------------------------------------------------------------
 
 
-@dataclass
-class Trial:
-    task_id: str
-    capability: str
-    difficulty: int
-    split: str
-    combination: str
-    trial: int
-    episode_id: str
-    score: float
-    passed: bool
-    reason: str
-    steps: int
+Trial = EvalTrialRow
+"""One played trial, as the run stores it and its figures count it (the store's row, with its run id)."""
 
 
 def check_model_server(spec_text: str, api_key: str | None = None) -> None:
@@ -468,9 +457,9 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
         if last.verdict is None:
             failures[f"{item.task.id}#{number}"] = last.failure or f"episode {last.episode_id} was not graded"
             return None
-        trial = Trial(item.task.id, item.task.capability, item.task.difficulty, item.split, item.combination,
+        trial = Trial(run_id, item.task.id, item.task.capability, item.task.difficulty, item.split, item.combination,
                       number, last.episode_id, last.verdict.score, last.verdict.admitted, last.verdict.reason, steps)
-        store.add_eval_trial(EvalTrialRow(run_id, **asdict(trial)))
+        store.add_eval_trial(trial)
         if on_trial is not None:
             on_trial(trial)
         return trial

@@ -52,7 +52,7 @@ def test_estimators_refuse_impossible_counts():
 
 
 def _trial(task: str, passed: bool, score: float, steps: int = 2) -> Trial:
-    return Trial(task, "lookup", 1, "new_seeds", "lookup:x", 0, "ep", score, passed, "", steps)
+    return Trial("run", task, "lookup", 1, "new_seeds", "lookup:x", 0, "ep", score, passed, "", steps)
 
 
 def test_groups_average_per_task_estimates():
