@@ -2,8 +2,9 @@
 
 Kept apart from the repositories (``_workspaces``, ``_episodes``, ...) because this is the part
 with threads and transactions in it: the lock that serialises writers, the grouped commits a timer
-ends, and the write-behind queue of tool calls. The repositories only ask for ``transaction()``
-and ``query()``; none of them opens, commits or locks anything itself.
+ends, and the write-behind queue of tool calls. The repositories ask for ``transaction()`` and
+``query()`` and commit nothing themselves; only the numbering of deferred tool calls (``_record``,
+and ``end_episode`` forgetting it) takes the locks directly, as it must number a call before it is written.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Writes go through ``insert_row``/``upsert_row``/``update_row`` rather than sqlite-utils' table
 methods: the hot paths of an episode (its start, end and verdict) skip the introspection a
-sqlite-utils write does for every row, and a value SQLite would store as something else (a dict, a
-list) is refused by name instead of written.
+sqlite-utils write does for every row, and a value that is not plain (a dict, a list) is refused
+with its table and column named.
 """
 
 from __future__ import annotations

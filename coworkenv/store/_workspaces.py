@@ -3,7 +3,7 @@ it, and where an imported Claw-Eval task's grader is.
 
 Read by every stage of the loop (synthesis writes them, collect claims them, the server and the
 gate read them), so reads that need no spec (statuses, counts, ids) never parse one: a store may
-hold a spec that no longer validates, and its commands must still list and repair it.
+hold a spec that no longer validates, and must still be listed and counted.
 """
 
 from __future__ import annotations
