@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp_types as types
-import uvicorn
 from mcp import MCPError
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel import Server
@@ -34,7 +33,7 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from ._front import INTERNAL_PREFIX, STATE_KEY_ENV, TrustedClient
-from ._serve import Guard, ServeSettings, bind_socket
+from ._serve import Guard, ServeSettings, bind_socket, serve_app
 
 NAME = "coworkenv-conformance"
 INVALID_PARAMS = -32602
@@ -496,13 +495,6 @@ async def serve_conformance(settings: ServeSettings, *, sock: socket.socket | No
                             on_ready: Callable[[], None] | None = None, worker: bool = False) -> None:
     """Serve the fixtures until interrupted, on ``sock`` or the settings' address; ``on_ready`` runs
     once connections are accepted."""
-    sock = sock or bind_socket(settings.bind, settings.port)
-    server = uvicorn.Server(uvicorn.Config(conformance_app(settings, worker=worker), log_level="warning",
-                                           timeout_keep_alive=600 if worker else 5))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.01)
-    if server.started and on_ready is not None:
-        on_ready()
-    await task
+    await serve_app(conformance_app(settings, worker=worker), sock or bind_socket(settings.bind, settings.port),
+                    on_ready=on_ready, worker=worker)
 

@@ -609,7 +609,13 @@ async def serve_http(host: EpisodeHost, settings: ServeSettings | None = None, *
     app = http_app(host, settings, worker=worker, caps_socket=caps_socket)
     sock = sock or bind_socket(settings.bind, settings.port)
     settle_heap()
-    # a worker keeps the front's connections open between requests (the front reuses them)
+    await serve_app(app, sock, on_ready=on_ready, worker=worker)
+
+
+async def serve_app(app: ASGIApp, sock: socket.socket, *, on_ready: Callable[[], None] | None = None,
+                    worker: bool = False) -> None:
+    """Serve ``app`` on the bound ``sock`` until interrupted; ``on_ready`` runs once connections are
+    accepted. A worker keeps the front's connections open between requests (the front reuses them)."""
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=WORKER_KEEP_ALIVE_S if worker else 5))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
