@@ -59,7 +59,8 @@ StoreOpt = Annotated[
     Path,
     typer.Option("--store", envvar="COWORKENV_STORE", help="The SQLite store file.", show_default=True),
 ]
-SandboxOpt = Annotated[BackendName, typer.Option("--sandbox", help="Sandbox backend.")]
+SandboxOpt = Annotated[BackendName, typer.Option("--sandbox", help=(
+    "Sandbox backend. local isolates nothing (tools run as you, on your files and network): for tests and development."))]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout.")]
 UserModelOpt = Annotated[str, typer.Option(
     "--user-model", metavar="PROVIDER",
@@ -189,9 +190,14 @@ def open_store(path: Path, *, create: bool = False) -> Store:
 
 
 def check_sandbox(sandbox: str, *, here: bool = True) -> None:
-    """A usage error for an unknown backend, or (``here``) one that does not work on this machine."""
+    """A usage error for an unknown backend, or (``here``) one that does not work on this machine; a
+    warning on stderr for one that isolates nothing (``local``)."""
     if sandbox not in BACKENDS:
         raise fail(f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}")
+    if not BACKENDS[sandbox].isolated:
+        err.print(f"[yellow]warning: the {sandbox} sandbox backend isolates nothing: tools run as this user, with "
+                  "this machine's files, network and processes in reach (for tests and development only)[/]",
+                  highlight=False)
     if not here:
         return
     try:

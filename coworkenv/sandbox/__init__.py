@@ -7,6 +7,7 @@ from ._bwrap import BwrapConfig, BwrapSandbox
 from ._docker import DockerConfig, DockerSandbox
 from ._image import IMAGE, BuildResult, build_image, docker_client, image_exists
 from ._labels import CleanupReport, is_orphan, make_episode_dir, owner
+from ._local import LocalConfig, LocalSandbox
 from ._pool import PoolSettings, SandboxPool
 from ._runner import STATE_FILE
 from ._trial import trial
@@ -23,6 +24,8 @@ __all__ = [
     "FileChanges",
     "IMAGE",
     "Limits",
+    "LocalConfig",
+    "LocalSandbox",
     "PoolSettings",
     "Sandbox",
     "SandboxConfig",

@@ -10,9 +10,11 @@ from ._base import Limits, Sandbox, SandboxConfig, SandboxUnavailable
 from ._bwrap import BwrapSandbox
 from ._docker import DockerSandbox
 from ._labels import CleanupReport, default_root
+from ._local import LocalSandbox
 
-BackendName = Literal["bwrap", "docker"]
-BACKENDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox, "docker": DockerSandbox}
+# ``local`` isolates nothing (tests, development): chosen only by name, never in place of another
+BackendName = Literal["bwrap", "docker", "local"]
+BACKENDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox, "docker": DockerSandbox, "local": LocalSandbox}
 assert set(BACKENDS) == set(get_args(BackendName))
 
 

@@ -99,11 +99,14 @@ class Sandbox(abc.ABC):
     ``initial_state`` is the file that ``start`` and ``reset`` copy into it. Backends are chosen
     by name from ``coworkenv.sandbox.BACKENDS``, are constructed as
     ``Backend(initial_state, limits=..., config=Backend.config_type(...))``, clean up after their own
-    dead owners (``cleanup``) and pass ``coworkenv.sandbox._conformance``.
+    dead owners (``cleanup``) and pass ``coworkenv.sandbox._conformance`` (a backend that is not
+    ``isolated`` all but its ``NEEDS_ISOLATION`` checks).
     """
 
     name: ClassVar[str] = ""
     config_type: ClassVar[type[SandboxConfig]] = SandboxConfig
+    #: whether tools are kept from the host (its network, files and processes); False only for ``local``
+    isolated: ClassVar[bool] = True
     closed: bool = False  # set by ``close``
 
     def __init__(self, initial_state: Path, *, limits: Limits | None = None,

@@ -8,6 +8,7 @@ check uses (a probe call, a value read back, a sandbox still serving, an expecte
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 from ._backends import backend_class, create_sandbox
 from ._base import Limits, Sandbox, SandboxConfig, ToolOutcome
+from ._local import LocalSandbox
 from ._probe_app import write_initial_state, write_probe_apps
 
 # Roomy in time, so that a loaded machine cannot turn a crash into a wall-clock timeout; small in
@@ -39,6 +41,11 @@ class Bench:
     host_dir: Path
     config: SandboxConfig | None = None
     started: list[Sandbox] = field(default_factory=list)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the backend keeps tools from the host (every one but ``local``)."""
+        return backend_class(self.backend).isolated
 
     def __post_init__(self) -> None:
         self.apps_dir = write_probe_apps(self.host_dir / "lib")
@@ -64,6 +71,16 @@ class Bench:
         self.started.clear()
         self.decoy.kill()
         self.decoy.wait()
+
+
+def seen(sandbox: Sandbox, place: str) -> str:
+    """Where ``sandbox``'s tools find ``place`` (``/workspace`` or ``/tmp``, as an isolated sandbox
+    has them): the episode's own folder on the host in a local sandbox, which has no mounts."""
+    if isinstance(sandbox, LocalSandbox):
+        folder = {"/workspace": sandbox.workdir, "/tmp": sandbox.scratch_dir}[place]
+        assert folder is not None, "the local sandbox is not started"
+        return os.path.realpath(folder)
+    return place
 
 
 async def probe(sandbox: Sandbox, tool: str, **args: Any) -> ToolOutcome:

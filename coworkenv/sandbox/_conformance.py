@@ -3,13 +3,15 @@
 Each check is an async function of a ``Bench`` (sandboxes of one backend over a ``probe`` app
 whose tools misbehave on purpose, a real SQLite initial state, and a scratch directory on the host)
 that raises ``AssertionError`` naming what went wrong. ``CONFORMANCE`` covers the interface
-(tool calls, files, reset and restore, limits, isolation between episodes); ``ESCAPES`` covers abuse (network,
-host files, writes outside the workspace, fork and memory bombs, endless loops, huge output, path
-tricks in the file tools, killing the runner). Every escape case also checks that the abused
-sandbox and a bystander sandbox (another episode) keep serving.
+(tool calls, files, reset and restore, limits, episodes kept apart); ``ESCAPES`` covers abuse
+(network, host files, writes outside the workspace, fork and memory bombs, endless loops, huge
+output, path tricks in the file tools, killing the runner). Every escape case also checks that the
+abused sandbox and a bystander sandbox (another episode) keep serving. The local backend, which
+isolates nothing, passes all but those in ``NEEDS_ISOLATION``, which say why they cannot hold there.
 
 The conformance checks are here; the escape cases in ``_escapes``, the bench and the helpers the
-checks share in ``_bench``, the probe app in ``_probe_app``. Run them all with ``await run_checks("docker")``, or one by one (the tests parametrize over both).
+checks share in ``_bench``, the probe app in ``_probe_app``. Run them all with
+``await run_checks("docker")``, or one by one (the tests parametrize over the backends).
 """
 # pyright: reportOptionalSubscript=false
 # (the checks below read ``outcome.result[...]`` after asserting ``outcome.ok``; a None result fails them anyway)
@@ -21,12 +23,13 @@ import os
 import sqlite3
 from collections.abc import Awaitable, Callable
 
+from ._backends import backend_class
 from ._base import SandboxError
-from ._bench import LIMITS, SPIN, TIGHT, Bench, bench, expect_error, probe, serving, value
+from ._bench import LIMITS, SPIN, TIGHT, Bench, bench, expect_error, probe, seen, serving, value
 from ._escapes import ESCAPES
 from ._probe_app import write_initial_state, write_probe_apps
 
-__all__ = ["CONFORMANCE", "ESCAPES", "LIMITS", "Bench", "bench", "probe", "run_checks", "serving", "value",
+__all__ = ["CONFORMANCE", "ESCAPES", "LIMITS", "NEEDS_ISOLATION", "Bench", "bench", "probe", "run_checks", "serving", "value",
            "write_initial_state", "write_probe_apps"]
 
 
@@ -34,7 +37,7 @@ async def check_tool_calls(bench: Bench) -> None:
     sb = await bench.sandbox()
     where = await probe(sb, "where")
     assert where.ok, where
-    assert where.result["cwd"] == "/workspace" and where.result["files"] == ["state.db"], where.result
+    assert where.result["cwd"] == seen(sb, "/workspace") and where.result["files"] == ["state.db"], where.result
     assert await value(sb, "seeded") == "yes"
     assert (await probe(sb, "put", key="a", value="1")).ok
     assert await value(sb, "a") == "1"
@@ -54,7 +57,7 @@ async def check_files(bench: Bench) -> None:
     assert await sb.read_file("notes/deep/a.txt") == b"\x00binary\xff"
     assert await sb.read_file("notes/../notes/deep/a.txt") == b"\x00binary\xff"
     assert await sb.read_file("state.db") == bench.initial_state.read_bytes()
-    written = await probe(sb, "write", path="/workspace/from_tool.txt", text="hello")
+    written = await probe(sb, "write", path=f"{seen(sb, '/workspace')}/from_tool.txt", text="hello")
     assert written.ok and written.result["ok"], written
     assert await sb.read_file("from_tool.txt") == b"hello"
     try:
@@ -70,8 +73,7 @@ async def check_reset_restores_exactly(bench: Bench) -> None:
     assert (await probe(sb, "put", key="seeded", value="changed")).ok
     assert (await probe(sb, "put", key="new", value="row")).ok
     await sb.write_file("extra/file.txt", b"extra")
-    assert (await probe(sb, "write", path="/tmp/scratch.txt", text="left over")).result["ok"]
-    assert (await probe(sb, "linger")).ok
+    assert (await probe(sb, "write", path=f"{seen(sb, '/tmp')}/scratch.txt", text="left over")).result["ok"]
     await sb.reset()
     assert await sb.read_file("state.db") == bench.initial_state.read_bytes(), "state.db differs after reset"
     where = await probe(sb, "where")
@@ -119,7 +121,7 @@ async def check_restore_keeps_a_clean_worker(bench: Bench) -> None:
     assert (await probe(sb, "put", key="new", value="row")).ok
     assert await value(sb, "new") == "row"  # in the worker's page cache
     await sb.write_file("extra/file.txt", b"extra")
-    assert (await probe(sb, "write", path="/tmp/scratch.txt", text="left over")).result["ok"]
+    assert (await probe(sb, "write", path=f"{seen(sb, '/tmp')}/scratch.txt", text="left over")).result["ok"]
     await sb.restore()
     assert not sb.used
     assert await sb.read_file("state.db") == bench.initial_state.read_bytes(), "state.db differs after restore"
@@ -158,7 +160,7 @@ async def check_restore_to_a_kept_state(bench: Bench) -> None:
     assert await sb.keep_state()
     for _ in range(2):
         assert (await probe(sb, "put", key="extra", value="probe")).ok
-        assert (await probe(sb, "write", path="/tmp/scratch.txt", text="left over")).result["ok"]
+        assert (await probe(sb, "write", path=f"{seen(sb, '/tmp')}/scratch.txt", text="left over")).result["ok"]
         assert await sb.restore(kept=True)
         assert sb.used, "a sandbox holding a kept state must count as used"
         assert await sb.read_file("state.db") == kept_bytes, "the kept state did not come back exactly"
@@ -170,7 +172,7 @@ async def check_restore_to_a_kept_state(bench: Bench) -> None:
     assert await sb.restore(kept=True)  # still kept after a plain restore
     assert await sb.read_file("state.db") == kept_bytes
     kept_dir = next(name for name in (await probe(sb, "where")).result["tmp"] if name.startswith("coworkenv-kept-"))
-    assert (await probe(sb, "write", path=f"/tmp/{kept_dir}/state.db", text="tampered")).result["ok"]
+    assert (await probe(sb, "write", path=f"{seen(sb, '/tmp')}/{kept_dir}/state.db", text="tampered")).result["ok"]
     assert not await sb.restore(kept=True), "a kept copy a tool changed was restored"
     assert await sb.read_file("state.db") == initial and await value(sb, "seeded") == "yes"
     assert await sb.keep_state()
@@ -313,22 +315,33 @@ async def check_limits(bench: Bench) -> None:
     await serving(sb, "before", "kept")
 
 
-async def check_episodes_are_isolated(bench: Bench) -> None:
+async def check_episodes_are_separate(bench: Bench) -> None:
+    """Episodes do not share their state, workspace files or scratch dir."""
     a, b = await bench.sandbox(), await bench.sandbox()
     assert (await probe(a, "put", key="seeded", value="a's")).ok
     await a.write_file("mine.txt", b"a")
-    assert (await probe(a, "write", path="/tmp/a.txt", text="a")).result["ok"]
-    assert (await probe(a, "linger")).ok
+    assert (await probe(a, "write", path=f"{seen(a, '/tmp')}/a.txt", text="a")).result["ok"]
     assert await value(b, "seeded") == "yes"
     where = await probe(b, "where")
     assert where.result["files"] == ["state.db"] and where.result["tmp"] == [], where.result
-    assert len(where.result["pids"]) <= 4, f"episode b sees processes {where.result['pids']}"
     try:
         await b.read_file("mine.txt")
     except FileNotFoundError:
         pass
     else:
         raise AssertionError("episode b reads a file episode a wrote")
+
+
+async def check_processes_end_with_their_call(bench: Bench) -> None:
+    """A process a tool started and detached (in a session of its own) is ended once its call is done,
+    and no episode sees another's processes: the runner sees every process of its sandbox, and only those."""
+    a, b = await bench.sandbox(), await bench.sandbox()
+    assert (await probe(a, "linger")).ok
+    for name, sb in (("a", a), ("b", b)):
+        where = await probe(sb, "where")
+        assert len(where.result["pids"]) <= 4, f"episode {name} sees processes {where.result['pids']}"
+    await a.reset()
+    await serving(a)
 
 
 CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
@@ -345,15 +358,32 @@ CONFORMANCE: dict[str, Callable[[Bench], Awaitable[None]]] = {
     "state_is_the_file": check_state_is_the_file,
     "row_changes": check_row_changes,
     "limits": check_limits,
-    "episodes_are_isolated": check_episodes_are_isolated,
+    "episodes_are_separate": check_episodes_are_separate,
+    "processes_end_with_their_call": check_processes_end_with_their_call,
 }
+
+# What only a backend that keeps tools from the host (``Sandbox.isolated``) passes, and why: never run
+# against one that does not (``local``), where some would do real harm to the host.
+NEEDS_ISOLATION: dict[str, str] = {
+    "processes_end_with_their_call": "without a pid namespace of its own the runner cannot tell a tool's "
+                                     "processes from the host's: a detached one lives on",
+    "network": "without a network namespace of its own a tool reaches the host's network",
+    "read_host_files": "a tool reads whatever the host's user can read, other processes' command lines too",
+    "write_outside_workspace": "a tool writes wherever the host's user can (here: into the host's folders)",
+    "fork_bomb": "no process limit holds without a pid namespace of its own (here: a fork bomb on the host)",
+}
+assert set(NEEDS_ISOLATION) <= set(CONFORMANCE) | set(ESCAPES)
 
 
 async def run_checks(backend: str, names: list[str] | None = None) -> dict[str, str]:
-    """Run the named checks (all by default) against ``backend``: ``{name: ""}`` or the failure."""
+    """Run the named checks (all by default) against ``backend``: ``{name: ""}`` or the failure.
+    Against a backend that does not isolate (``local``), those in ``NEEDS_ISOLATION`` are left out."""
     checks = {**CONFORMANCE, **ESCAPES}
+    isolated = backend_class(backend).isolated
     results: dict[str, str] = {}
     for name in names or list(checks):
+        if name in NEEDS_ISOLATION and not isolated:
+            continue
         try:
             async with bench(backend) as b:
                 await checks[name](b)

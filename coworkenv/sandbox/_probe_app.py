@@ -19,6 +19,7 @@ PROBE = textwrap.dedent('''
     import sqlite3
     import stat
     import sys
+    import tempfile
     import threading
     import time
 
@@ -116,7 +117,7 @@ PROBE = textwrap.dedent('''
         if tool == "where":
             return {"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "uid": os.getuid(),
                     "state_mode": os.stat("state.db").st_mode & 0o7777 if os.path.exists("state.db") else None,
-                    "tmp": sorted(os.listdir("/tmp")), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+                    "tmp": sorted(os.listdir(tempfile.gettempdir())), "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
         if tool == "spin":
             while True:
                 pass

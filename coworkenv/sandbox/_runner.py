@@ -42,6 +42,9 @@ call and stops them on reset. A service that does not start makes that call fail
 With ``--sandboxed`` (only ever inside a pid namespace of its own) the runner also kills every
 process of the sandbox that is not itself, its ancestors, its worker or a service after each call and
 while a call runs with more processes than allowed: a tool cannot leave anything running behind.
+Without it (the local backend, which isolates nothing) it cannot tell the host's processes from a
+tool's: a worker with a child left is replaced, but a process a tool detached lives on; the scratch
+dirs it empties on reset are only those the host names in ``COWORKENV_SCRATCH``.
 
 A call that succeeded and changed rows of the state says which in ``changes``: its inserted,
 updated and deleted rows (the first ``MAX_CHANGED_ROWS``, with each row's values before and after),
@@ -75,6 +78,7 @@ CALL_MODULE = "_coworkenv_call"  # ``apply_call``'s module, in the apps' lib fol
 STATE_FILE = "state.db"  # the workspace state, in the sandbox's workspace directory (the host reads it by this name)
 DEFAULT_LIMITS = {"cpu_s": 5, "mem_mb": 512, "wall_s": 10, "output_bytes": 1 << 20, "pids": 64}
 SCRATCH_DIRS = ("/tmp", "/dev/shm")  # writable outside the workspace; emptied on reset
+SCRATCH_ENV = "COWORKENV_SCRATCH"  # unsandboxed (the local backend): the episode's own scratch dirs (os.pathsep-separated)
 WATCH_EVERY_S = 0.05
 PRELOAD_S = 5.0
 CALLS_PER_WORKER = 1000  # then a fresh worker: whatever a long run of calls accumulated goes with it
@@ -104,10 +108,13 @@ class Worker:
 
 
 class Runner:
-    def __init__(self, workspace, initial_state, sandboxed):
+    def __init__(self, workspace, initial_state, sandboxed, scratch=()):
         self.workspace = os.path.realpath(workspace)
         self.initial_state = initial_state
         self.sandboxed = sandboxed
+        # the dirs besides the workspace that are the episode's own, emptied on reset: the sandbox's
+        # /tmp and /dev/shm; unsandboxed, only those the host names (the system's are everybody's)
+        self.scratch = SCRATCH_DIRS if sandboxed else tuple(os.path.realpath(d) for d in scratch)
         self.keep = {os.getpid()}
         pid = os.getppid()
         while pid > 1:  # our ancestors (bwrap's init) are not the tool's
@@ -234,7 +241,7 @@ class Runner:
             return None  # not an app with services (or not loaded: the worker reports that)
         self.services[app] = []
         if self.service_dir is None:
-            self.service_dir = tempfile.mkdtemp(prefix="coworkenv-services-", dir=SCRATCH_DIRS[0] if self.sandboxed else None)
+            self.service_dir = tempfile.mkdtemp(prefix="coworkenv-services-", dir=self.scratch[0] if self.scratch else None)
         directory = os.path.join(str(self.service_dir), app)
         os.makedirs(directory, exist_ok=True)
         try:
@@ -419,7 +426,7 @@ class Runner:
         with open(os.path.join(self.workspace, STATE_FILE), "rb") as f:
             data = f.read()
         if self.kept is None:
-            directory = tempfile.mkdtemp(prefix="coworkenv-kept-", dir=SCRATCH_DIRS[0] if self.sandboxed else None)
+            directory = tempfile.mkdtemp(prefix="coworkenv-kept-", dir=self.scratch[0] if self.scratch else None)
             path = os.path.join(directory, STATE_FILE)
         else:
             path = self.kept[0]
@@ -509,14 +516,12 @@ class Runner:
         return {"reset": True, "restored": True, "kept": to_kept}
 
     def _empty_dirs(self, keep):
-        """Empty the workspace (all but ``keep``) and, sandboxed, the scratch dirs (all but the
-        directory of the state kept, ``keep_state``)."""
+        """Empty the workspace (all but ``keep``) and the scratch dirs (all but the directory of the
+        state kept, ``keep_state``)."""
         kept = os.path.dirname(self.kept[0]) if self.kept is not None else None
-        for directory in (self.workspace, *SCRATCH_DIRS):
-            if directory == self.workspace:
-                _empty(directory, keep=keep)
-            elif self.sandboxed:
-                _empty(directory, keep=kept)
+        _empty(self.workspace, keep=keep)
+        for directory in self.scratch:
+            _empty(directory, keep=kept)
 
     def _restored_as(self, state):
         """What ``restore`` needs to find as the last reset left it: the initial state (the same
@@ -1065,7 +1070,8 @@ def main(argv):
     except (AttributeError, OSError):  # not Linux, or refused: the default policy then
         pass
     sandboxed = "--sandboxed" in argv
-    runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed)
+    scratch = [d for d in os.environ.get(SCRATCH_ENV, "").split(os.pathsep) if d]
+    runner = Runner(os.getcwd(), os.environ.get("COWORKENV_INITIAL_STATE", ""), sandboxed, scratch)
     runner.preload(lib)
     if sandboxed:
         runner.sweep()  # nothing an import started outlives it

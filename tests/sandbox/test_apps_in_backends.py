@@ -1,9 +1,9 @@
-"""Every tool of every built-in app runs in both sandbox backends, with the same results.
+"""Every tool of every built-in app runs in every sandbox backend, with the same results.
 
 One full round of every synthesis template is generated over one workspace of all apps; a set of
 those tasks whose reference solutions and forbidden probes together call every tool is played in
 episodes of each backend (a fresh state per task, as in calibration). Every reference call must
-succeed, and the docker backend must give exactly what bwrap gives (results and attachments).
+succeed, and the docker and local backends must give exactly what bwrap gives (results and attachments).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from coworkenv.synth.templates import TEMPLATES
 from coworkenv.workspace import ASK_TOOL, Task, Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
+BACKEND_PARAMS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker),
+                  pytest.param("local", marks=pytest.mark.bwrap)]  # compared with what bwrap gives
 _played: dict[str, dict[str, list]] = {}
 
 
