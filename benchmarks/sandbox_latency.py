@@ -1,7 +1,7 @@
 """Sandbox latency: episode start (cold and from the warm pool) and tool-call round trip, per backend.
 
-Baselines measured in the same run: the same runner as a plain unsandboxed subprocess, and a plain
-``docker run --rm`` of the sandbox image. The tool is the conformance suite's ``probe.get`` (one
+Baselines measured in the same run: the same runner as a plain unsandboxed subprocess (the ``local``
+backend, no isolation), and a plain ``docker run --rm`` of the sandbox image. The tool is the conformance suite's ``probe.get`` (one
 SQLite read). Prints a Markdown table of medians (p50) and p90 in milliseconds.
 
     python benchmarks/sandbox_latency.py [--starts 10] [--calls 300] [--backends bwrap docker]
@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 from coworkenv.sandbox import BACKENDS, IMAGE, Limits, PoolSettings, SandboxPool, create_sandbox
-from coworkenv.sandbox._bwrap import runner_python
-from coworkenv.sandbox._client import RUNNER
-from coworkenv.sandbox._conformance import write_initial_state, write_probe_apps
+from coworkenv.sandbox._probe_app import write_initial_state, write_probe_apps
 
 LIMITS = Limits()
 AGENT_GAP_S = 0.005  # idle time between calls in the "spaced" series, as an agent thinking would leave
+PLAIN = "local: plain subprocess (baseline)"
 
 
 def ms(samples: list[float]) -> tuple[float, float]:
@@ -78,62 +77,6 @@ async def bench_backend(backend: str, state: Path, apps: Path, starts: int, call
     return out
 
 
-class PlainRunner:
-    """The runner as a plain subprocess: no namespaces, no container."""
-
-    def __init__(self, workdir: Path, apps: Path) -> None:
-        self.workdir, self.apps = workdir, apps
-
-    async def start(self) -> None:
-        from coworkenv.sandbox._client import MAX_MESSAGE
-
-        self.proc = await asyncio.create_subprocess_exec(
-            runner_python(), "-I", "-S", str(RUNNER), cwd=self.workdir, limit=MAX_MESSAGE,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            env={"COWORKENV_LIB": str(self.apps.parent)})
-        await self.request('{"op": "ping", "id": 0}')
-
-    async def request(self, line: str) -> bytes:
-        self.proc.stdin.write(line.encode() + b"\n")
-        await self.proc.stdin.drain()
-        return await self.proc.stdout.readline()
-
-    async def call_tool(self, app, tool, args):
-        import json
-
-        reply = json.loads(await self.request(json.dumps({"op": "call", "id": 1, "app": app, "tool": tool,
-                                                          "args": args, "limits": LIMITS.model_dump()})))
-
-        class Outcome:
-            ok = reply.get("ok")
-
-        return Outcome()
-
-    async def close(self) -> None:
-        self.proc.stdin.close()
-        await self.proc.wait()
-
-
-async def bench_plain(state: Path, apps: Path, starts: int, calls: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {"cold": []}
-    work = Path(tempfile.mkdtemp(prefix="coworkenv-bench-"))
-    shutil.copyfile(state, work / "state.db")
-    for _ in range(starts):
-        started = time.perf_counter()
-        runner = PlainRunner(work, apps)
-        await runner.start()
-        out["cold"].append(time.perf_counter() - started)
-        await runner.close()
-    runner = PlainRunner(work, apps)
-    await runner.start()
-    await round_trips(runner, 20, 0)
-    out["round trip"] = await round_trips(runner, calls, 0)
-    out["round trip, spaced"] = await round_trips(runner, calls, AGENT_GAP_S)
-    await runner.close()
-    shutil.rmtree(work)
-    return out
-
-
 def bench_docker_run(starts: int) -> dict[str, list[float]]:
     samples = []
     for _ in range(starts):
@@ -154,7 +97,7 @@ async def main() -> None:
     apps = write_probe_apps(tmp / "lib")
     state = write_initial_state(tmp / "initial.db")
     rows: dict[str, dict[str, list[float]]] = {}
-    rows["plain subprocess (baseline)"] = await bench_plain(state, apps, args.starts, args.calls)
+    rows[PLAIN] = await bench_backend("local", state, apps, args.starts, args.calls)
     for backend in args.backends:
         rows[backend] = await bench_backend(backend, state, apps, args.starts, args.calls)
     if "docker" in args.backends:
@@ -176,7 +119,7 @@ async def main() -> None:
             else:
                 cells.append("")
         print(f"| {name} | " + " | ".join(cells) + " |")
-    plain = statistics.median(rows["plain subprocess (baseline)"]["round trip, spaced"])
+    plain = statistics.median(rows[PLAIN]["round trip, spaced"])
     for backend in args.backends:
         ratio = statistics.median(rows[backend]["round trip, spaced"]) / plain
         print(f"\n{backend}: spaced round trip = {ratio:.2f}x the plain subprocess's", end="")
