@@ -39,8 +39,9 @@ one new module). An app module defines:
 
 Modules starting with ``_`` are shared pieces, not apps: ``_base`` (the tool declaration, the
 world and workspace helpers every app uses: ``today_iso``, ``user_email``, ``next_id``,
-``currency``, ``weekday``, argument checks), ``_formulas`` (the spreadsheet formula engine) and
-``_drawing`` (Pillow drawing for seeding: host only, never imported inside the sandbox).
+``currency``, ``weekday``, ``app_meta``, argument checks), ``_products`` (what helpdesk and kb agree
+on about products), ``_formulas`` (the spreadsheet formula engine) and ``_drawing`` (Pillow drawing
+for seeding: host only, never imported inside the sandbox).
 
 See ``calendar.py`` for an example. Apps from other packages register through the ``coworkenv.apps``
 entry point group (``coworkenv.workspace.app_registry``).

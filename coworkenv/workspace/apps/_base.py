@@ -1,5 +1,6 @@
 """Shared pieces of the workspace apps: the domain error, the world helpers every app uses, the
-office plan that mail, calendar and files share, and small validation helpers.
+office plan that mail, calendar and files share, an app's own facts table (``app_meta``), and small
+validation helpers.
 
 Standard library only: this module runs inside the sandbox (``python3 -I -S``).
 
@@ -23,7 +24,7 @@ import datetime as _dt
 import random
 import re
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -327,6 +328,14 @@ def opt_str(args: dict, key: str) -> str | None:
     return value
 
 
+def opt_choice(args: dict, key: str, values: Sequence[str]) -> str | None:
+    """An optional string argument that must be one of ``values``; None when absent or null."""
+    value = opt_str(args, key)
+    if value is not None and value not in values:
+        raise ToolFailure(f"{key} must be one of {', '.join(values)}, got {value!r}")
+    return value
+
+
 def opt_int(args: dict, key: str, default: int, lo: int, hi: int) -> int:
     """An optional integer argument within [lo, hi]."""
     value = args.get(key)
@@ -373,6 +382,15 @@ def next_id(conn: sqlite3.Connection, table: str, prefix: str, *, width: int = 2
 # ---------------------------------------------------------------- the workspace, in a tool call
 
 
+def one_row(conn: sqlite3.Connection, sql: str, params: tuple, missing: str) -> Any:
+    """The first row ``sql`` finds; ``ToolFailure(missing)`` when there is none (the record an argument
+    names does not exist: ``missing`` says which, and where to find the right one)."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise ToolFailure(missing)
+    return row
+
+
 def today_iso(conn: sqlite3.Connection) -> str:
     """The workspace's today, YYYY-MM-DD, as the state's world holds it: the date a tool writes on.
 
@@ -386,15 +404,15 @@ def user_email(conn: sqlite3.Connection) -> str:
     return world_user(conn)["email"]
 
 
-def product_sku(conn: sqlite3.Connection, value: Any) -> str | None:
-    """The catalogue's SKU for an optional ``product`` argument (matched without case), None when it
-    is absent; an unknown SKU is the caller's error, named."""
-    if value is None:
-        return None
-    row = conn.execute("SELECT sku FROM world_products WHERE upper(sku) = upper(?)", (str(value).strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"product: no product with SKU {value!r}")
-    return row[0]
+def write_app_meta(conn: sqlite3.Connection, app: str, facts: list[tuple[str, str]]) -> None:
+    """Seed an app's own facts (its today, user, currency) into its ``{app}_meta`` table, in order."""
+    conn.executemany(f"INSERT INTO {app}_meta VALUES (?, ?)", facts)
+
+
+def app_meta(conn: sqlite3.Connection, app: str, key: str) -> str:
+    """One of the facts an app seeded with ``write_app_meta`` ("" when it has none)."""
+    row = conn.execute(f"SELECT value FROM {app}_meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else ""
 
 
 def currency(world: World) -> str:

@@ -21,6 +21,7 @@ from ._base import (
     days_from,
     next_id,
     office_plan,
+    one_row,
     opt_str,
     req_str,
     world_names,
@@ -151,9 +152,7 @@ def _event(row: tuple) -> dict[str, Any]:
 
 
 def _get(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM calendar_events WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no event with id {ident!r}")
+    row = one_row(conn, "SELECT * FROM calendar_events WHERE id = ?", (ident,), f"no event with id {ident!r}")
     return _event(tuple(row))
 
 

@@ -23,6 +23,7 @@ from ._base import (
     check_email,
     check_emails,
     next_id,
+    one_row,
     opt_bool,
     opt_int,
     opt_str,
@@ -299,9 +300,8 @@ def _channel_row(conn: sqlite3.Connection, ref: str, field: str = "channel") -> 
     key = ref.strip().lstrip("#").strip()
     row = conn.execute("SELECT * FROM chat_channels WHERE id = ? OR name = ?", (key, key.lower())).fetchone()
     if row is None and "@" in key:
-        row = conn.execute("SELECT * FROM chat_channels WHERE kind = 'dm' AND name = ?", (f"dm-{key.lower()}",)).fetchone()
-        if row is None:
-            raise ToolFailure(f"{field}: you have no direct messages with {key!r} (send_direct_message starts them)")
+        row = one_row(conn, "SELECT * FROM chat_channels WHERE kind = 'dm' AND name = ?", (f"dm-{key.lower()}",),
+                      f"{field}: you have no direct messages with {key!r} (send_direct_message starts them)")
     elif row is None:
         near = [n for (n,) in conn.execute("SELECT name FROM chat_channels WHERE kind = 'channel' AND name LIKE ? "
                                            "ORDER BY name", (f"%{key.lower()}%",))]

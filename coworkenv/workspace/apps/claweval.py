@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ._base import ToolFailure
+from ._base import ToolFailure, one_row
 
 NAME = "claweval"
 DESCRIPTION = "A Claw-Eval task's mock HTTP services, run inside the sandbox; its tools are the task's own."
@@ -124,9 +124,7 @@ def _keep_audit(conn: sqlite3.Connection) -> None:
 
 
 def handle(conn: sqlite3.Connection, tool: str, args: dict) -> dict:
-    row = conn.execute("SELECT url, method FROM claweval_endpoints WHERE tool = ?", (tool,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"unknown tool {tool!r}")
+    row = one_row(conn, "SELECT url, method FROM claweval_endpoints WHERE tool = ?", (tool,), f"unknown tool {tool!r}")
     url, method = row
     try:
         status, body = _request(url, method.upper(), args, CALL_TIMEOUT_S)

@@ -21,7 +21,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_email, next_id, opt_int, opt_str, req_str, today_iso, weekday
+from ._base import ToolFailure, Tools, check_email, next_id, one_row, opt_choice, opt_int, opt_str, req_str, today_iso, weekday
 from ._base import object_schema as _obj
 
 NAME = "contacts"
@@ -293,9 +293,8 @@ _COLUMNS: tuple[str, ...] = ("id", "kind", "name", "email", "other_emails", "pho
 
 
 def _row(conn: sqlite3.Connection, ident: str, field: str = "id") -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM contacts_contacts WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no contact with id {ident!r}" + (f" (argument {field})" if field != "id" else ""))
+    row = one_row(conn, "SELECT * FROM contacts_contacts WHERE id = ?", (ident,),
+                  f"no contact with id {ident!r}" + (f" (argument {field})" if field != "id" else ""))
     out = dict(zip(_COLUMNS, tuple(row), strict=True))
     out["other_emails"], out["tags"] = json.loads(out["other_emails"]), json.loads(out["tags"])
     return out
@@ -368,10 +367,8 @@ def _save(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
 
 def _search(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     words = _fold(opt_str(args, "query") or "").split()
-    tag, company, kind = (opt_str(args, "tag") or "").strip().lower(), _fold(opt_str(args, "company") or ""), \
-        opt_str(args, "kind")
-    if kind is not None and kind not in KINDS:
-        raise ToolFailure(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    tag, company = (opt_str(args, "tag") or "").strip().lower(), _fold(opt_str(args, "company") or "")
+    kind = opt_choice(args, "kind", KINDS)
     limit = opt_int(args, "limit", 25, 1, 200)
     members = None
     group = opt_str(args, "group")

@@ -15,7 +15,22 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str, weekday
+from ._base import (
+    ToolFailure,
+    Tools,
+    app_meta,
+    check_date,
+    currency,
+    next_id,
+    one_row,
+    opt_bool,
+    opt_choice,
+    opt_int,
+    opt_str,
+    req_str,
+    weekday,
+    write_app_meta,
+)
 from ._base import object_schema as _obj
 
 NAME = "crm"
@@ -116,7 +131,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     user, company = world["user"], world["company"]
-    conn.executemany("INSERT INTO crm_meta VALUES (?, ?)", [
+    write_app_meta(conn, NAME, [
         ("today", today.isoformat()), ("user", user["email"]), ("currency", currency(world))])
     staff = [p for p in world["people"] if p["org"] == company["id"]]
     sellers = [p for p in staff if p["department"] == "Sales"] or staff
@@ -214,8 +229,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
 # ---------------------------------------------------------------- handlers
 
 def _meta(conn: sqlite3.Connection, key: str) -> str:
-    row = conn.execute("SELECT value FROM crm_meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    return app_meta(conn, NAME, key)
 
 
 _DEAL_SQL = ("SELECT d.id, d.account, a.name, d.name, d.stage, d.amount, '', d.close_date, d.owner, d.project, "
@@ -229,17 +243,13 @@ def _deal_row(conn: sqlite3.Connection, row: tuple) -> dict[str, Any]:
 
 
 def _deal(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute(f"{_DEAL_SQL} WHERE d.id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no deal with id {ident!r}; list_deals shows the deals")
+    row = one_row(conn, f"{_DEAL_SQL} WHERE d.id = ?", (ident,), f"no deal with id {ident!r}; list_deals shows the deals")
     return _deal_row(conn, tuple(row))
 
 
 def _account_row(conn: sqlite3.Connection, ident: str) -> tuple:
-    row = conn.execute("SELECT id, name, type, status, industry, city, country, domain, tier, owner, created "
-                       "FROM crm_accounts WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no account with id {ident!r}; search_accounts finds account ids")
+    row = one_row(conn, "SELECT id, name, type, status, industry, city, country, domain, tier, owner, created "
+                  "FROM crm_accounts WHERE id = ?", (ident,), f"no account with id {ident!r}; search_accounts finds account ids")
     return tuple(row)
 
 
@@ -253,11 +263,9 @@ def _summary(conn: sqlite3.Connection, row: tuple) -> dict[str, Any]:
 
 
 def _activity(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT t.id, t.account, t.deal, t.contact, c.name, t.kind, t.subject, t.notes, t.date, "
-                       "t.logged_by FROM crm_activities t LEFT JOIN crm_contacts c ON c.id = t.contact "
-                       "WHERE t.id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no activity with id {ident!r}; list_activities shows the activities")
+    row = one_row(conn, "SELECT t.id, t.account, t.deal, t.contact, c.name, t.kind, t.subject, t.notes, t.date, "
+                  "t.logged_by FROM crm_activities t LEFT JOIN crm_contacts c ON c.id = t.contact "
+                  "WHERE t.id = ?", (ident,), f"no activity with id {ident!r}; list_activities shows the activities")
     return dict(zip(_ACTIVITY_PROPS, row, strict=True))
 
 
@@ -271,13 +279,6 @@ def _opt_amount(args: dict, key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ToolFailure(f"{key} must be a whole non-negative number, got {value!r}")
-    return value
-
-
-def _opt_enum(args: dict, key: str, values: list[str]) -> str | None:
-    value = opt_str(args, key)
-    if value is not None and value not in values:
-        raise ToolFailure(f"{key} must be one of {', '.join(values)}, got {value!r}")
     return value
 
 
@@ -295,7 +296,7 @@ def search_accounts(conn: sqlite3.Connection, args: dict) -> dict:
     city and country and its contacts' names and emails; filters by type and status. Returns account
     summaries with their number and total amount of open deals, sorted by name."""
     query = (opt_str(args, "query") or "").strip().lower()
-    kind, status = _opt_enum(args, "type", ["customer", "partner"]), _opt_enum(args, "status", ["active", "inactive"])
+    kind, status = opt_choice(args, "type", ["customer", "partner"]), opt_choice(args, "status", ["active", "inactive"])
     limit = opt_int(args, "limit", 50, 1, 100)
     found = []
     for row in conn.execute("SELECT id, name, type, status, industry, city, country, domain, tier, owner, created "
@@ -342,7 +343,7 @@ def get_account(conn: sqlite3.Connection, args: dict) -> dict:
 def list_deals(conn: sqlite3.Connection, args: dict) -> dict:
     """List deals, soonest close date first. Filters: account, stage, owner email, a name query, open_only
     (not closed won or lost). Returns the deals, their count and total amount."""
-    account, stage = opt_str(args, "account_id"), _opt_enum(args, "stage", STAGES)
+    account, stage = opt_str(args, "account_id"), opt_choice(args, "stage", STAGES)
     if account is not None:
         _account_row(conn, account.strip())
     owner, query = (opt_str(args, "owner") or "").strip().lower(), (opt_str(args, "query") or "").strip().lower()
@@ -371,7 +372,7 @@ def update_deal(conn: sqlite3.Connection, args: dict) -> dict:
     and their previous values."""
     today = _meta(conn, "today")
     deal = _deal(conn, req_str(args, "id", 40).strip())
-    changes = {"stage": _opt_enum(args, "stage", STAGES), "amount": _opt_amount(args, "amount"),
+    changes = {"stage": opt_choice(args, "stage", STAGES), "amount": _opt_amount(args, "amount"),
                "close_date": _opt_date(args, "close_date")}
     changes = {k: v for k, v in changes.items() if v is not None and v != deal[k]}
     if not changes:
@@ -396,7 +397,7 @@ def create_deal(conn: sqlite3.Connection, args: dict) -> dict:
     amount = _opt_amount(args, "amount")
     if amount is None:
         raise ToolFailure("missing required argument 'amount' (a whole non-negative number)")
-    stage = _opt_enum(args, "stage", STAGES) or "prospecting"
+    stage = opt_choice(args, "stage", STAGES) or "prospecting"
     close = _opt_date(args, "close_date") or (dt.date.fromisoformat(today) + dt.timedelta(days=90)).isoformat()
     ident = next_id(conn, "crm_deals", "D-", width=1)
     conn.execute("INSERT INTO crm_deals VALUES (?,?,?,?,?,?,?,?,?)",
@@ -416,7 +417,7 @@ def log_activity(conn: sqlite3.Connection, args: dict) -> dict:
     its contacts. The date defaults to today. Returns the activity."""
     today = _meta(conn, "today")
     account = _account_row(conn, req_str(args, "account_id", 40).strip())
-    kind = _opt_enum(args, "kind", KINDS)
+    kind = opt_choice(args, "kind", KINDS)
     if kind is None:
         raise ToolFailure(f"missing required argument 'kind' (one of {', '.join(KINDS)})")
     subject, notes = req_str(args, "subject", 300).strip(), (opt_str(args, "notes") or "").strip()
@@ -449,7 +450,7 @@ def list_activities(conn: sqlite3.Connection, args: dict) -> dict:
         _account_row(conn, account.strip())
     if deal is not None:
         _deal(conn, deal.strip())
-    kind, limit = _opt_enum(args, "kind", KINDS), opt_int(args, "limit", 50, 1, 100)
+    kind, limit = opt_choice(args, "kind", KINDS), opt_int(args, "limit", 50, 1, 100)
     found = []
     for (ident,) in conn.execute("SELECT id FROM crm_activities ORDER BY date DESC, id DESC"):
         activity = _activity(conn, ident)

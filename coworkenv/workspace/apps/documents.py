@@ -15,7 +15,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_int, opt_str, req_str, today_iso, user_email, world_names
+from ._base import ToolFailure, Tools, next_id, one_row, opt_choice, opt_int, opt_str, req_str, today_iso, user_email, world_names
 from ._base import object_schema as _obj
 from .contacts import story
 
@@ -236,9 +236,7 @@ def _world(conn: sqlite3.Connection) -> tuple[str, str]:
 
 
 def _doc(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM documents_documents WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no document with id {ident!r}")
+    row = one_row(conn, "SELECT * FROM documents_documents WHERE id = ?", (ident,), f"no document with id {ident!r}")
     return dict(zip(_COLUMNS, tuple(row), strict=True))
 
 
@@ -295,9 +293,7 @@ def _list(conn: sqlite3.Connection, args: dict) -> dict[str, Any]:
     words = _fold(opt_str(args, "query") or "").split()
     project = (opt_str(args, "project") or "").strip().upper()
     owner = _fold(opt_str(args, "owner") or "").strip()
-    status = opt_str(args, "status")
-    if status is not None and status not in STATUSES:
-        raise ToolFailure(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    status = opt_choice(args, "status", STATUSES)
     names, found = world_names(conn), []
     for ident, in conn.execute("SELECT id FROM documents_documents ORDER BY updated DESC, id"):
         doc = _doc(conn, ident)

@@ -14,6 +14,7 @@ from ._base import (
     days_from,
     next_id,
     office_plan,
+    one_row,
     opt_str,
     req_str,
     slug,
@@ -175,9 +176,7 @@ def _row_dict(row: tuple, content: bool = False) -> dict[str, Any]:
 
 
 def _get(conn: sqlite3.Connection, ident: str) -> tuple:
-    row = conn.execute("SELECT * FROM files_files WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no file with id {ident!r}")
+    row = one_row(conn, "SELECT * FROM files_files WHERE id = ?", (ident,), f"no file with id {ident!r}")
     return tuple(row)
 
 

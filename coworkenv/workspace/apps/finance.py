@@ -19,7 +19,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str
+from ._base import ToolFailure, Tools, app_meta, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str, write_app_meta
 from ._base import object_schema as _obj
 
 NAME = "finance"
@@ -145,7 +145,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     today = dt.date.fromisoformat(world["today"])
     money, rate = currency(world), TAX_RATES.get(world["company"]["country"], 0.2)
     user = world["user"]
-    conn.executemany("INSERT INTO finance_meta VALUES (?, ?)", [
+    write_app_meta(conn, NAME, [
         ("today", today.isoformat()), ("user", user["email"]), ("user_name", user["name"]), ("currency", money),
         ("company", world["company"]["name"])])
     orgs = {o["id"]: o for o in world["organisations"]}
@@ -325,8 +325,7 @@ def _seed_expenses(conn: sqlite3.Connection, rng: random.Random, world: dict[str
 # ---------------------------------------------------------------- handlers
 
 def _meta(conn: sqlite3.Connection, key: str) -> str:
-    row = conn.execute("SELECT value FROM finance_meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    return app_meta(conn, NAME, key)
 
 
 _INVOICE_SQL = ("SELECT id, direction, counterparty, project, issue_date, due_date, total, status, flagged, description, "
@@ -334,9 +333,8 @@ _INVOICE_SQL = ("SELECT id, direction, counterparty, project, issue_date, due_da
 
 
 def _invoice_row(conn: sqlite3.Connection, ident: str) -> tuple:
-    row = conn.execute(f"{_INVOICE_SQL} WHERE id = ?", (ident.strip().upper(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no invoice with number {ident!r}; list_invoices finds invoice numbers")
+    row = one_row(conn, f"{_INVOICE_SQL} WHERE id = ?", (ident.strip().upper(),),
+                  f"no invoice with number {ident!r}; list_invoices finds invoice numbers")
     return tuple(row)
 
 
@@ -370,12 +368,10 @@ def _invoice(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
 
 
 def _expense(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT e.id, e.employee_name, e.employee, e.project, e.category, e.description, e.date, "
-                       "e.amount, '', e.status, r.id, e.decided_by, e.decision_note FROM finance_expenses e "
-                       "LEFT JOIN finance_receipts r ON r.expense = e.id WHERE e.id = ?",
-                       (ident.strip().upper(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no expense claim with id {ident!r}; list_expenses shows the claims")
+    row = one_row(conn, "SELECT e.id, e.employee_name, e.employee, e.project, e.category, e.description, e.date, "
+                  "e.amount, '', e.status, r.id, e.decided_by, e.decision_note FROM finance_expenses e "
+                  "LEFT JOIN finance_receipts r ON r.expense = e.id WHERE e.id = ?", (ident.strip().upper(),),
+                  f"no expense claim with id {ident!r}; list_expenses shows the claims")
     out = dict(zip(_EXPENSE_PROPS, row, strict=True))
     out["currency"] = _meta(conn, "currency")
     return out
@@ -528,9 +524,8 @@ def list_expenses(conn: sqlite3.Connection, args: dict) -> dict:
 def get_receipt(conn: sqlite3.Connection, args: dict) -> dict:
     """The receipt attached to an expense claim, as the scanned image."""
     claim = _expense(conn, req_str(args, "id", 40))
-    row = conn.execute("SELECT id, png FROM finance_receipts WHERE expense = ?", (claim["id"],)).fetchone()
-    if row is None:
-        raise ToolFailure(f"expense {claim['id']} ({claim['description']}) has no receipt attached")
+    row = one_row(conn, "SELECT id, png FROM finance_receipts WHERE expense = ?", (claim["id"],),
+                  f"expense {claim['id']} ({claim['description']}) has no receipt attached")
     return {"expense_id": claim["id"], "receipt_id": row[0], "mime_type": "image/png", "text": "a scanned receipt",
             "_content": [{"type": "image", "mime_type": "image/png",
                           "data": base64.b64encode(row[1]).decode("ascii")}]}

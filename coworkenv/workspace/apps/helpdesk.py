@@ -9,8 +9,9 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, product_sku, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, next_id, one_row, opt_bool, opt_choice, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
+from ._products import product_sku, supported_products, symptom
 
 NAME = "helpdesk"
 DESCRIPTION = ("Customer support tickets: list and search, read with comments, create, comment, assign, change "
@@ -67,52 +68,19 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "tickets", "get_tool": "get_ti
                                     "list_key": "tickets", "list_arguments": {"include_closed": True, "limit": 200}}]
 
 
-# ---------------------------------------------------------------- what helpdesk and kb agree on
-
-SYMPTOMS = {
-    "hardware": ("does not power on", "flickers after the firmware update", "is not detected over USB-C",
-                 "overheats under load", "keeps disconnecting from the dock"),
-    "software": ("does not recognise the licence key", "fails to sync", "crashes on start-up",
-                 "loops back to the sign-in page"),
-    "office": ("arrived damaged", "was delivered in the wrong quantity"),
-    "services": ("was not delivered as booked", "is invoiced at the wrong day rate"),
-}
-
-
-def symptom(product: dict[str, Any]) -> str:
-    """The problem people report with a product: drawn from the world alone, so that the helpdesk's
-    tickets and the knowledge base's troubleshooting articles agree."""
-    options = SYMPTOMS[product["category"]]
-    return options[int(product["sku"].split("-")[1]) % len(options)]
-
-
-def supported_products(world: dict[str, Any]) -> list[dict[str, Any]]:
-    """The products the knowledge base has a troubleshooting article for (drawn from the world alone)."""
-    rng = random.Random(f"{world['seed']}:supported-products")
-    return rng.sample(sorted(world["products"], key=lambda p: p["sku"]), 6)
-
-
 # ---------------------------------------------------------------- helpers
 
 def _person(conn: sqlite3.Connection, value: Any, field: str, *, colleague: bool = False) -> tuple[str, str]:
     """(email, organisation id) of a person of the world; with ``colleague``, of the user's company."""
     if not isinstance(value, str) or "@" not in value:
         raise ToolFailure(f"{field} must be a person's email address, got {value!r}")
-    row = conn.execute("SELECT email, org FROM world_people WHERE lower(email) = lower(?)", (value.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: nobody in this workspace has the address {value!r}")
+    row = one_row(conn, "SELECT email, org FROM world_people WHERE lower(email) = lower(?)", (value.strip(),),
+                  f"{field}: nobody in this workspace has the address {value!r}")
     if colleague:
         company = conn.execute("SELECT value FROM world_meta WHERE key = 'company'").fetchone()
         if company is None or row[1] != company[0]:
             raise ToolFailure(f"{field}: {row[0]} is not a colleague; tickets are assigned within the company")
     return row[0], row[1]
-
-
-def _choice(args: dict, key: str, values: list[str]) -> str | None:
-    value = opt_str(args, key)
-    if value is not None and value not in values:
-        raise ToolFailure(f"{key} must be one of {', '.join(values)}, got {value!r}")
-    return value
 
 
 _COLUMNS = ("t.id, t.subject, t.requester, o.name, t.assignee, t.status, t.priority, t.product, t.created, t.updated, "
@@ -127,9 +95,8 @@ def _summary(row: tuple) -> dict[str, Any]:
 def _ticket(conn: sqlite3.Connection, ident: Any, field: str = "id") -> dict[str, Any]:
     if not isinstance(ident, str) or not ident.strip():
         raise ToolFailure(f"missing required argument {field!r} (a ticket id like 'HD-1042')")
-    row = conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE upper(t.id) = upper(?)", (ident.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: no ticket with id {ident!r}")
+    row = one_row(conn, f"SELECT {_COLUMNS} {_FROM} WHERE upper(t.id) = upper(?)", (ident.strip(),),
+                  f"{field}: no ticket with id {ident!r}")
     out = {**_summary(tuple(row)), "description": row[10], "merged_into": row[11]}
     out["comments"] = [{"id": i, "author": a, "body": b, "date": d, "public": bool(p)} for i, a, b, d, p in conn.execute(
         "SELECT id, author, body, date, public FROM helpdesk_comments WHERE ticket = ? ORDER BY date, id", (row[0],))]
@@ -176,13 +143,13 @@ def list_tickets(conn: sqlite3.Connection, args: dict) -> dict:
     if query := (opt_str(args, "query") or "").strip().lower():
         where.append("(instr(lower(t.subject), ?) > 0 OR instr(lower(t.description), ?) > 0)")
         params += [query, query]
-    status = _choice(args, "status", STATUSES)
+    status = opt_choice(args, "status", STATUSES)
     if status is not None:
         where.append("t.status = ?")
         params.append(status)
     elif not opt_bool(args, "include_closed"):
         where.append("t.status != 'closed'")
-    if (priority := _choice(args, "priority", PRIORITIES)) is not None:
+    if (priority := opt_choice(args, "priority", PRIORITIES)) is not None:
         where.append("t.priority = ?")
         params.append(priority)
     for key in ("assignee", "requester"):
@@ -218,7 +185,7 @@ def create_ticket(conn: sqlite3.Connection, args: dict) -> dict:
     today = today_iso(conn)
     subject, description = req_str(args, "subject", 200).strip(), req_str(args, "description").strip()
     requester, org = _person(conn, args.get("requester"), "requester")
-    priority = _choice(args, "priority", PRIORITIES) or "normal"
+    priority = opt_choice(args, "priority", PRIORITIES) or "normal"
     product = product_sku(conn, args.get("product"))
     ident = next_id(conn, "helpdesk_tickets", "HD-", width=1, start=1000)
     conn.execute("INSERT INTO helpdesk_tickets VALUES (?,?,?,?,?,NULL,'new',?,?,?,?,NULL)",
@@ -267,7 +234,7 @@ def update_ticket(conn: sqlite3.Connection, args: dict) -> dict:
     Returns the ticket."""
     today = today_iso(conn)
     ident = _open_ticket(conn, args)["id"]
-    status, priority = _choice(args, "status", STATUSES), _choice(args, "priority", PRIORITIES)
+    status, priority = opt_choice(args, "status", STATUSES), opt_choice(args, "priority", PRIORITIES)
     if status == "closed":
         raise ToolFailure("status: use close_ticket to close a ticket")
     if status is None and priority is None:

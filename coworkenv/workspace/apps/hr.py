@@ -14,7 +14,20 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_date, opt_bool, opt_int, opt_str, req_str, weekday
+from ._base import (
+    ToolFailure,
+    Tools,
+    app_meta,
+    check_date,
+    one_row,
+    opt_bool,
+    opt_choice,
+    opt_int,
+    opt_str,
+    req_str,
+    weekday,
+    write_app_meta,
+)
 from ._base import object_schema as _obj
 
 NAME = "hr"
@@ -95,7 +108,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     user, company = world["user"], world["company"]
-    conn.executemany("INSERT INTO hr_meta VALUES (?, ?)", [("today", today.isoformat()), ("user", user["email"])])
+    write_app_meta(conn, NAME, [("today", today.isoformat()), ("user", user["email"])])
     staff = [p for p in world["people"] if p["org"] == company["id"]]
     base = rng.randrange(1000, 9000, 100)
     ids = {p["id"]: f"E{base + n + 1}" for n, p in enumerate(staff)}
@@ -193,8 +206,7 @@ _PEOPLE_COLUMNS = "id, name, email, title, department, location, status, manager
 
 
 def _meta(conn: sqlite3.Connection, key: str) -> str:
-    row = conn.execute("SELECT value FROM hr_meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    return app_meta(conn, NAME, key)
 
 
 def _summary(row: tuple) -> dict[str, Any]:
@@ -203,9 +215,8 @@ def _summary(row: tuple) -> dict[str, Any]:
 
 
 def _person_row(conn: sqlite3.Connection, ident: str) -> tuple:
-    row = conn.execute(f"SELECT {_PEOPLE_COLUMNS} FROM hr_people WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no employee with number {ident!r}; search_people finds employee numbers")
+    row = one_row(conn, f"SELECT {_PEOPLE_COLUMNS} FROM hr_people WHERE id = ?", (ident,),
+                  f"no employee with number {ident!r}; search_people finds employee numbers")
     return tuple(row)
 
 
@@ -231,12 +242,9 @@ def _person(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
 
 
 def _leave(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT l.id, l.employee, p.name, p.department, l.kind, l.start_date, l.end_date, l.days, l.status, l.note, "
-        "l.requested_on, l.decided_by, l.decision_note FROM hr_leave l JOIN hr_people p ON p.id = l.employee "
-        "WHERE l.id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no leave request with id {ident!r}; list_leave shows the requests")
+    row = one_row(conn, "SELECT l.id, l.employee, p.name, p.department, l.kind, l.start_date, l.end_date, l.days, l.status, l.note, "
+                  "l.requested_on, l.decided_by, l.decision_note FROM hr_leave l JOIN hr_people p ON p.id = l.employee "
+                  "WHERE l.id = ?", (ident,), f"no leave request with id {ident!r}; list_leave shows the requests")
     return dict(zip(_LEAVE_PROPS, row, strict=True))
 
 
@@ -327,10 +335,8 @@ def list_department(conn: sqlite3.Connection, args: dict) -> dict:
 def list_leave(conn: sqlite3.Connection, args: dict) -> dict:
     """Leave requests, earliest first. Filters: status, one employee, one department, and a date window
     (requests overlapping from_date..to_date)."""
-    status, employee = opt_str(args, "status"), opt_str(args, "employee_id")
+    status, employee = opt_choice(args, "status", LEAVE_STATUSES), opt_str(args, "employee_id")
     department = opt_str(args, "department")
-    if status is not None and status not in LEAVE_STATUSES:
-        raise ToolFailure(f"status must be one of {', '.join(LEAVE_STATUSES)}, got {status!r}")
     if employee is not None:
         _person_row(conn, employee.strip())
     low = check_date(args["from_date"], "from_date") if args.get("from_date") is not None else None

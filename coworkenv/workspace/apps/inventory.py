@@ -15,7 +15,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_date, currency, next_id, opt_bool, opt_int, opt_str, req_str
+from ._base import ToolFailure, Tools, app_meta, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str, write_app_meta
 from ._base import object_schema as _obj
 
 NAME = "inventory"
@@ -102,7 +102,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     day = lambda first, last: (today + dt.timedelta(days=rng.randint(first, last))).isoformat()
-    conn.executemany("INSERT INTO inventory_meta VALUES (?, ?)", [
+    write_app_meta(conn, NAME, [
         ("today", today.isoformat()), ("user", world["user"]["email"]), ("currency", currency(world))])
     orgs = {o["id"]: o for o in world["organisations"]}
     cities = [world["company"]["city"]] + rng.sample(sorted({o["city"] for o in world["organisations"]}
@@ -169,8 +169,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
 # ---------------------------------------------------------------- handlers
 
 def _meta(conn: sqlite3.Connection, key: str) -> str:
-    row = conn.execute("SELECT value FROM inventory_meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    return app_meta(conn, NAME, key)
 
 
 def _warehouse(conn: sqlite3.Connection, value: str, field: str = "warehouse") -> tuple[str, str]:
@@ -184,10 +183,9 @@ def _warehouse(conn: sqlite3.Connection, value: str, field: str = "warehouse") -
 
 
 def _product(conn: sqlite3.Connection, sku: str, field: str = "sku") -> tuple:
-    row = conn.execute("SELECT sku, name, category, unit, price, supplier, supplier_name, active "
-                       "FROM inventory_products WHERE sku = ?", (sku.strip().upper(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: no product with SKU {sku!r}; search_products finds SKUs")
+    row = one_row(conn, "SELECT sku, name, category, unit, price, supplier, supplier_name, active "
+                  "FROM inventory_products WHERE sku = ?", (sku.strip().upper(),),
+                  f"{field}: no product with SKU {sku!r}; search_products finds SKUs")
     return tuple(row)
 
 
@@ -211,11 +209,9 @@ def _product_dict(conn: sqlite3.Connection, row: tuple) -> dict[str, Any]:
 
 
 def _order(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT o.id, o.kind, o.counterparty_name, o.warehouse, w.name, o.status, o.created, "
-                       "o.expected, o.note FROM inventory_orders o JOIN inventory_warehouses w ON w.id = o.warehouse "
-                       "WHERE o.id = ?", (ident.strip().upper(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no order with id {ident!r}; list_orders shows the orders")
+    row = one_row(conn, "SELECT o.id, o.kind, o.counterparty_name, o.warehouse, w.name, o.status, o.created, "
+                  "o.expected, o.note FROM inventory_orders o JOIN inventory_warehouses w ON w.id = o.warehouse "
+                  "WHERE o.id = ?", (ident.strip().upper(),), f"no order with id {ident!r}; list_orders shows the orders")
     out = dict(zip(list(_ORDER_PROPS)[:9], row, strict=True))
     out["lines"] = [{"sku": sku, "name": name, "quantity": qty, "unit_price": price, "received": received}
                     for sku, name, qty, price, received in conn.execute(

@@ -15,8 +15,9 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, product_sku, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, next_id, one_row, opt_bool, opt_choice, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
+from ._products import product_sku, supported_products, symptom
 
 NAME = "kb"
 DESCRIPTION = ("The company knowledge base: ranked full-text search over articles, read them (and their earlier "
@@ -83,13 +84,6 @@ def _tags(value: Any) -> str:
     return ",".join(out)
 
 
-def _choice(args: dict, key: str, values: list[str]) -> str | None:
-    value = opt_str(args, key)
-    if value is not None and value not in values:
-        raise ToolFailure(f"{key} must be one of {', '.join(values)}, got {value!r}")
-    return value
-
-
 _COLUMNS = "id, title, category, tags, status, version, updated, body, author, product"
 
 
@@ -102,9 +96,7 @@ def _summary(row: tuple) -> dict[str, Any]:
 def _row(conn: sqlite3.Connection, ident: Any) -> tuple:
     if not isinstance(ident, str) or not ident.strip():
         raise ToolFailure("missing required argument 'id' (an article id like 'KB-1042')")
-    row = conn.execute(f"SELECT {_COLUMNS} FROM kb_articles WHERE upper(id) = upper(?)", (ident.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no article with id {ident!r}")
+    row = one_row(conn, f"SELECT {_COLUMNS} FROM kb_articles WHERE upper(id) = upper(?)", (ident.strip(),), f"no article with id {ident!r}")
     return tuple(row)
 
 
@@ -172,7 +164,7 @@ def search_articles(conn: sqlite3.Connection, args: dict) -> dict:
     """Full-text search of the knowledge base, best match first (BM25 over title, tags and body; any of the
     words may match, words are stemmed). Each hit has a snippet with the matched words in [brackets].
     Archived articles are left out unless include_archived is true."""
-    results = _search(conn, req_str(args, "query", 500), _choice(args, "category", CATEGORIES),
+    results = _search(conn, req_str(args, "query", 500), opt_choice(args, "category", CATEGORIES),
                       opt_bool(args, "include_archived"), opt_int(args, "limit", 10, 1, 50))
     return {"results": results, "count": len(results)}
 
@@ -185,7 +177,7 @@ def search_articles(conn: sqlite3.Connection, args: dict) -> dict:
 def list_articles(conn: sqlite3.Connection, args: dict) -> dict:
     """List articles by title, filtered by category, tag or status (archived ones only when asked for by
     status)."""
-    category, status = _choice(args, "category", CATEGORIES), _choice(args, "status", STATUSES)
+    category, status = opt_choice(args, "category", CATEGORIES), opt_choice(args, "status", STATUSES)
     tag = (opt_str(args, "tag") or "").strip().lower()
     found = []
     for row in conn.execute(f"SELECT {_COLUMNS} FROM kb_articles ORDER BY title, id"):
@@ -235,10 +227,10 @@ def create_article(conn: sqlite3.Connection, args: dict) -> dict:
     """Write a new article (version 1) authored by the user, published unless status is 'draft'. Returns
     it."""
     title, body = req_str(args, "title", 200).strip(), req_str(args, "body", 50000).strip()
-    category = _choice(args, "category", CATEGORIES)
+    category = opt_choice(args, "category", CATEGORIES)
     if category is None:
         raise ToolFailure(f"missing required argument 'category' (one of {', '.join(CATEGORIES)})")
-    status = _choice(args, "status", STATUSES[:2]) or "published"
+    status = opt_choice(args, "status", STATUSES[:2]) or "published"
     tags = _tags(args["tags"]) if args.get("tags") is not None else ""
     product = product_sku(conn, args.get("product"))
     ident = next_id(conn, "kb_articles", "KB-", width=1, start=1000)
@@ -267,7 +259,7 @@ def update_article(conn: sqlite3.Connection, args: dict) -> dict:
         changes["body"] = req_str(args, "body", 50000).strip()
     if args.get("tags") is not None:
         changes["tags"] = _tags(args["tags"])
-    if (status := _choice(args, "status", STATUSES[:2])) is not None:
+    if (status := opt_choice(args, "status", STATUSES[:2])) is not None:
         changes["status"] = status
     if not changes:
         raise ToolFailure("nothing to update: give title, body, tags or status")
@@ -297,15 +289,6 @@ TOOLS, handle = tools.specs, tools.handle
 
 # ---------------------------------------------------------------- seed
 
-# the same as helpdesk's: drawn from the world alone, so tickets and troubleshooting articles agree
-SYMPTOMS = {
-    "hardware": ("does not power on", "flickers after the firmware update", "is not detected over USB-C",
-                 "overheats under load", "keeps disconnecting from the dock"),
-    "software": ("does not recognise the licence key", "fails to sync", "crashes on start-up",
-                 "loops back to the sign-in page"),
-    "office": ("arrived damaged", "was delivered in the wrong quantity"),
-    "services": ("was not delivered as booked", "is invoiced at the wrong day rate"),
-}
 FIXES = (
     "Hold the power button for {n} seconds, then connect the original charger for {m} minutes before starting it.",
     "Install firmware {v} from the vendor portal and restart twice.",
@@ -314,16 +297,6 @@ FIXES = (
     "Clear the local cache folder, sign out, and sign in again within {n} minutes.",
     "Raise a return with the supplier quoting reference RMA-{code}; a replacement ships within {m} days.",
 )
-
-
-def symptom(product: dict[str, Any]) -> str:
-    options = SYMPTOMS[product["category"]]
-    return options[int(product["sku"].split("-")[1]) % len(options)]
-
-
-def supported_products(world: dict[str, Any]) -> list[dict[str, Any]]:
-    rng = random.Random(f"{world['seed']}:supported-products")
-    return rng.sample(sorted(world["products"], key=lambda p: p["sku"]), 6)
 
 
 def _policies(rng: random.Random, currency: str, approver: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:

@@ -9,13 +9,14 @@ from typing import Any
 
 from ._base import (
     NOW_TIME,
-    ToolFailure,
     Tools,
     check_emails,
     days_from,
     next_id,
     office_plan,
+    one_row,
     opt_bool,
+    opt_choice,
     opt_int,
     opt_str,
     req_str,
@@ -224,9 +225,7 @@ def _message(row: sqlite3.Row | tuple, full: bool = True) -> dict[str, Any]:
 
 
 def _get(conn: sqlite3.Connection, ident: str) -> tuple:
-    row = conn.execute("SELECT * FROM mail_messages WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no message with id {ident!r}")
+    row = one_row(conn, "SELECT * FROM mail_messages WHERE id = ?", (ident,), f"no message with id {ident!r}")
     return tuple(row)
 
 
@@ -251,9 +250,7 @@ def _store_sent(conn: sqlite3.Connection, to: list[str], subject: str, body: str
 def search_messages(conn: sqlite3.Connection, args: dict) -> dict:
     """Search the mailbox. Matches the query (case-insensitive substring) against subject, body, sender and
     recipients; returns message summaries, newest first. Omit query to list a folder."""
-    query, folder = (opt_str(args, "query") or "").strip().lower(), opt_str(args, "folder")
-    if folder is not None and folder not in FOLDER_VALUES:
-        raise ToolFailure(f"folder must be one of {', '.join(FOLDER_VALUES)}, got {folder!r}")
+    query, folder = (opt_str(args, "query") or "").strip().lower(), opt_choice(args, "folder", FOLDER_VALUES)
     limit, unread = opt_int(args, "limit", 20, 1, 100), opt_bool(args, "unread_only")
     found = []
     for row in conn.execute("SELECT * FROM mail_messages ORDER BY date DESC, time DESC, id DESC"):

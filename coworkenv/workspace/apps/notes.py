@@ -15,7 +15,7 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_bool, opt_int, opt_str, req_str, today_iso
+from ._base import ToolFailure, Tools, next_id, one_row, opt_bool, opt_int, opt_str, req_str, today_iso
 from ._base import object_schema as _obj
 from .contacts import story
 
@@ -151,9 +151,7 @@ def _fold(text: str) -> str:
 
 
 def _note(conn: sqlite3.Connection, ident: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM notes_notes WHERE id = ?", (ident,)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no note with id {ident!r}")
+    row = one_row(conn, "SELECT * FROM notes_notes WHERE id = ?", (ident,), f"no note with id {ident!r}")
     note = dict(zip(_COLUMNS, tuple(row), strict=True))
     note["tags"], note["pinned"] = json.loads(note["tags"]), bool(note["pinned"])
     return note

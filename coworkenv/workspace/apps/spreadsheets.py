@@ -20,7 +20,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, next_id, opt_str, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, next_id, one_row, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 from ._formulas import (
     MAX_COLS,
@@ -108,10 +108,8 @@ RESOURCES: list[dict[str, Any]] = [{"collection": "workbooks", "get_tool": "get_
 def _workbook(conn: sqlite3.Connection, ident: Any, field: str = "workbook") -> tuple:
     if not isinstance(ident, str) or not ident.strip():
         raise ToolFailure(f"missing required argument {field!r} (a workbook id like 'wb03')")
-    row = conn.execute("SELECT id, name, owner, project, modified FROM spreadsheets_workbooks WHERE id = ?",
-                       (ident.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: no workbook with id {ident!r} (list_workbooks gives the ids)")
+    row = one_row(conn, "SELECT id, name, owner, project, modified FROM spreadsheets_workbooks WHERE id = ?", (ident.strip(),),
+                  f"{field}: no workbook with id {ident!r} (list_workbooks gives the ids)")
     return tuple(row)
 
 

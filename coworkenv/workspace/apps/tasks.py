@@ -10,7 +10,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, check_date, next_id, opt_bool, opt_int, opt_str, req_str, today_iso, user_email
+from ._base import ToolFailure, Tools, check_date, next_id, one_row, opt_bool, opt_choice, opt_int, opt_str, req_str, today_iso, user_email
 from ._base import object_schema as _obj
 
 NAME = "tasks"
@@ -67,26 +67,17 @@ def _person(conn: sqlite3.Connection, value: Any, field: str) -> str:
     """An email address of a person of the world (case-insensitive)."""
     if not isinstance(value, str) or "@" not in value:
         raise ToolFailure(f"{field} must be a person's email address, got {value!r}")
-    row = conn.execute("SELECT email FROM world_people WHERE lower(email) = lower(?)", (value.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: nobody in this workspace has the address {value!r}")
+    row = one_row(conn, "SELECT email FROM world_people WHERE lower(email) = lower(?)", (value.strip(),),
+                  f"{field}: nobody in this workspace has the address {value!r}")
     return row[0]
 
 
 def _project(conn: sqlite3.Connection, value: Any, field: str = "project") -> str:
     if not isinstance(value, str) or not value.strip():
         raise ToolFailure(f"{field} must be a project code like 'PRJ-264', got {value!r}")
-    row = conn.execute("SELECT code FROM world_projects WHERE upper(code) = upper(?)", (value.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"{field}: no project {value!r} in this workspace")
+    row = one_row(conn, "SELECT code FROM world_projects WHERE upper(code) = upper(?)", (value.strip(),),
+                  f"{field}: no project {value!r} in this workspace")
     return row[0]
-
-
-def _choice(args: dict, key: str, values: list[str]) -> str | None:
-    value = opt_str(args, key)
-    if value is not None and value not in values:
-        raise ToolFailure(f"{key} must be one of {', '.join(values)}, got {value!r}")
-    return value
 
 
 _COLUMNS = "id, list, title, notes, status, priority, assignee, project, due, created, completed"
@@ -104,9 +95,7 @@ def _task(row: tuple, today: str, full: bool = True) -> dict[str, Any]:
 def _get(conn: sqlite3.Connection, ident: Any) -> tuple:
     if not isinstance(ident, str) or not ident.strip():
         raise ToolFailure("missing required argument 'id' (a task id like 't07')")
-    row = conn.execute(f"SELECT {_COLUMNS} FROM tasks_items WHERE id = ?", (ident.strip(),)).fetchone()
-    if row is None:
-        raise ToolFailure(f"no task with id {ident!r}")
+    row = one_row(conn, f"SELECT {_COLUMNS} FROM tasks_items WHERE id = ?", (ident.strip(),), f"no task with id {ident!r}")
     return tuple(row)
 
 
@@ -154,7 +143,7 @@ def list_tasks(conn: sqlite3.Connection, args: dict) -> dict:
     if args.get("assignee") is not None:
         where.append("lower(assignee) = lower(?)")
         params.append(_person(conn, args["assignee"], "assignee"))
-    status = _choice(args, "status", STATUSES)
+    status = opt_choice(args, "status", STATUSES)
     if status is not None:
         where.append("status = ?")
         params.append(status)
@@ -206,22 +195,19 @@ def create_task(conn: sqlite3.Connection, args: dict) -> dict:
     project = _project(conn, args["project"]) if args.get("project") is not None else None
     list_ = opt_str(args, "list")
     if list_ is not None:
-        row = conn.execute("SELECT id, project FROM tasks_lists WHERE id = ?", (list_,)).fetchone()
-        if row is None:
-            raise ToolFailure(f"list: no list with id {list_!r} (list_lists gives them)")
+        row = one_row(conn, "SELECT id, project FROM tasks_lists WHERE id = ?", (list_,),
+                      f"list: no list with id {list_!r} (list_lists gives them)")
         project = project or row[1]
     elif project is not None:
         row = conn.execute("SELECT id FROM tasks_lists WHERE project = ? ORDER BY id", (project,)).fetchone()
         list_ = row[0] if row else None
     if list_ is None:
-        row = conn.execute("SELECT id FROM tasks_lists WHERE project IS NULL AND owner = ? ORDER BY id",
-                           (user_email(conn),)).fetchone()
-        if row is None:
-            raise ToolFailure("list: the user has no personal list; give a list id")
+        row = one_row(conn, "SELECT id FROM tasks_lists WHERE project IS NULL AND owner = ? ORDER BY id",
+                      (user_email(conn),), "list: the user has no personal list; give a list id")
         list_ = row[0]
     assignee = _person(conn, args["assignee"], "assignee") if args.get("assignee") is not None else None
     due = check_date(args["due"], "due") if args.get("due") is not None else None
-    priority = _choice(args, "priority", PRIORITIES) or "normal"
+    priority = opt_choice(args, "priority", PRIORITIES) or "normal"
     notes = opt_str(args, "notes") or ""
     ident = next_id(conn, "tasks_items", "t")
     conn.execute("INSERT INTO tasks_items VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
@@ -247,10 +233,10 @@ def update_task(conn: sqlite3.Connection, args: dict) -> dict:
         changes["title"] = req_str(args, "title", 200).strip()
     if args.get("notes") is not None:
         changes["notes"] = opt_str(args, "notes")
-    if (status := _choice(args, "status", STATUSES)) is not None:
+    if (status := opt_choice(args, "status", STATUSES)) is not None:
         changes["status"] = status
         changes["completed"] = today if status == "done" else None
-    if (priority := _choice(args, "priority", PRIORITIES)) is not None:
+    if (priority := opt_choice(args, "priority", PRIORITIES)) is not None:
         changes["priority"] = priority
     if "assignee" in args:
         changes["assignee"] = None if args["assignee"] is None else _person(conn, args["assignee"], "assignee")
