@@ -39,7 +39,7 @@ one new module). An app module defines:
 
 Modules starting with ``_`` are shared pieces, not apps: ``_base`` (the tool declaration, the
 world and workspace helpers every app uses: ``today_iso``, ``user_email``, ``next_id``,
-``currency``, ``weekday``, ``app_meta``, argument checks), ``_products`` (what helpdesk and kb agree
+``currency``, ``weekday``, ``AppMeta``, argument checks), ``_products`` (what helpdesk and kb agree
 on about products), ``_formulas`` (the spreadsheet formula engine) and ``_drawing`` (Pillow drawing
 for seeding: host only, never imported inside the sandbox).
 

@@ -1,5 +1,5 @@
 """Shared pieces of the workspace apps: the domain error, the world helpers every app uses, the
-office plan that mail, calendar and files share, an app's own facts table (``app_meta``), and small
+office plan that mail, calendar and files share, an app's own facts table (``AppMeta``), and small
 validation helpers.
 
 Standard library only: this module runs inside the sandbox (``python3 -I -S``).
@@ -404,15 +404,19 @@ def user_email(conn: sqlite3.Connection) -> str:
     return world_user(conn)["email"]
 
 
-def write_app_meta(conn: sqlite3.Connection, app: str, facts: list[tuple[str, str]]) -> None:
-    """Seed an app's own facts (its today, user, currency) into its ``{app}_meta`` table, in order."""
-    conn.executemany(f"INSERT INTO {app}_meta VALUES (?, ?)", facts)
+class AppMeta:
+    """An app's own facts (its today, user, currency), seeded into its ``{app}_meta`` table (key,
+    value): ``meta.write(conn, facts)`` in ``seed``, ``meta(conn, key)`` in a tool ("" when absent)."""
 
+    def __init__(self, app: str) -> None:
+        self.table = f"{app}_meta"
 
-def app_meta(conn: sqlite3.Connection, app: str, key: str) -> str:
-    """One of the facts an app seeded with ``write_app_meta`` ("" when it has none)."""
-    row = conn.execute(f"SELECT value FROM {app}_meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    def write(self, conn: sqlite3.Connection, facts: list[tuple[str, str]]) -> None:
+        conn.executemany(f"INSERT INTO {self.table} VALUES (?, ?)", facts)
+
+    def __call__(self, conn: sqlite3.Connection, key: str) -> str:
+        row = conn.execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else ""
 
 
 def currency(world: World) -> str:

@@ -16,9 +16,9 @@ import sqlite3
 from typing import Any
 
 from ._base import (
+    AppMeta,
     ToolFailure,
     Tools,
-    app_meta,
     check_date,
     currency,
     next_id,
@@ -29,7 +29,6 @@ from ._base import (
     opt_str,
     req_str,
     weekday,
-    write_app_meta,
 )
 from ._base import object_schema as _obj
 
@@ -119,6 +118,7 @@ _DATE = {"type": "string", "description": "YYYY-MM-DD"}
 _STAGE = {"type": "string", "enum": STAGES}
 
 tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
+_meta = AppMeta(NAME)
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "accounts", "get_tool": "get_account", "list_tool": "search_accounts",
                                     "list_key": "accounts", "list_arguments": {"limit": 100}}]
@@ -131,7 +131,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     user, company = world["user"], world["company"]
-    write_app_meta(conn, NAME, [
+    _meta.write(conn, [
         ("today", today.isoformat()), ("user", user["email"]), ("currency", currency(world))])
     staff = [p for p in world["people"] if p["org"] == company["id"]]
     sellers = [p for p in staff if p["department"] == "Sales"] or staff
@@ -227,10 +227,6 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
 
 
 # ---------------------------------------------------------------- handlers
-
-def _meta(conn: sqlite3.Connection, key: str) -> str:
-    return app_meta(conn, NAME, key)
-
 
 _DEAL_SQL = ("SELECT d.id, d.account, a.name, d.name, d.stage, d.amount, '', d.close_date, d.owner, d.project, "
              "d.updated FROM crm_deals d JOIN crm_accounts a ON a.id = d.account")

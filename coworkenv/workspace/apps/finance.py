@@ -19,7 +19,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, app_meta, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str, write_app_meta
+from ._base import AppMeta, ToolFailure, Tools, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str
 from ._base import object_schema as _obj
 
 NAME = "finance"
@@ -124,6 +124,7 @@ _EXPENSE_ID = {"type": "string", "description": "expense id, e.g. 'EXP-2291'"}
 _PROJECT = {"type": "string", "description": "project code, e.g. 'PRJ-264'"}
 
 tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
+_meta = AppMeta(NAME)
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "invoices", "get_tool": "get_invoice", "list_tool": "list_invoices",
                                     "list_key": "invoices", "list_arguments": {"limit": 100}}]
@@ -145,7 +146,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     today = dt.date.fromisoformat(world["today"])
     money, rate = currency(world), TAX_RATES.get(world["company"]["country"], 0.2)
     user = world["user"]
-    write_app_meta(conn, NAME, [
+    _meta.write(conn, [
         ("today", today.isoformat()), ("user", user["email"]), ("user_name", user["name"]), ("currency", money),
         ("company", world["company"]["name"])])
     orgs = {o["id"]: o for o in world["organisations"]}
@@ -323,10 +324,6 @@ def _seed_expenses(conn: sqlite3.Connection, rng: random.Random, world: dict[str
 
 
 # ---------------------------------------------------------------- handlers
-
-def _meta(conn: sqlite3.Connection, key: str) -> str:
-    return app_meta(conn, NAME, key)
-
 
 _INVOICE_SQL = ("SELECT id, direction, counterparty, project, issue_date, due_date, total, status, flagged, description, "
                 "subtotal, tax, lines, paid_on, flag_reason, document IS NOT NULL FROM finance_invoices")

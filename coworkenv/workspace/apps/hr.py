@@ -14,20 +14,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import (
-    ToolFailure,
-    Tools,
-    app_meta,
-    check_date,
-    one_row,
-    opt_bool,
-    opt_choice,
-    opt_int,
-    opt_str,
-    req_str,
-    weekday,
-    write_app_meta,
-)
+from ._base import AppMeta, ToolFailure, Tools, check_date, one_row, opt_bool, opt_choice, opt_int, opt_str, req_str, weekday
 from ._base import object_schema as _obj
 
 NAME = "hr"
@@ -92,6 +79,7 @@ _LEAVE_ID = {"type": "string", "description": "leave request id, e.g. 'LR-512'"}
 _DATE = {"type": "string", "description": "YYYY-MM-DD"}
 
 tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
+_meta = AppMeta(NAME)
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "people", "get_tool": "get_person", "list_tool": "search_people",
                                     "list_key": "people", "list_arguments": {"include_former": True, "limit": 100}}]
@@ -108,7 +96,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     user, company = world["user"], world["company"]
-    write_app_meta(conn, NAME, [("today", today.isoformat()), ("user", user["email"])])
+    _meta.write(conn, [("today", today.isoformat()), ("user", user["email"])])
     staff = [p for p in world["people"] if p["org"] == company["id"]]
     base = rng.randrange(1000, 9000, 100)
     ids = {p["id"]: f"E{base + n + 1}" for n, p in enumerate(staff)}
@@ -203,10 +191,6 @@ def _seed_leave(conn: sqlite3.Connection, rng: random.Random, today: dt.date, ap
 # ---------------------------------------------------------------- handlers
 
 _PEOPLE_COLUMNS = "id, name, email, title, department, location, status, manager, phone, start_date, end_date"
-
-
-def _meta(conn: sqlite3.Connection, key: str) -> str:
-    return app_meta(conn, NAME, key)
 
 
 def _summary(row: tuple) -> dict[str, Any]:

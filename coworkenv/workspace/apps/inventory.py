@@ -15,7 +15,7 @@ import random
 import sqlite3
 from typing import Any
 
-from ._base import ToolFailure, Tools, app_meta, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str, write_app_meta
+from ._base import AppMeta, ToolFailure, Tools, check_date, currency, next_id, one_row, opt_bool, opt_int, opt_str, req_str
 from ._base import object_schema as _obj
 
 NAME = "inventory"
@@ -90,6 +90,7 @@ _LINES_IN = {"type": "array", "minItems": 1, "items": _obj({"sku": _SKU, "quanti
                                                           ["sku", "quantity"])}
 
 tools = Tools()  # declared on their handlers below; TOOLS and handle come from it
+_meta = AppMeta(NAME)
 
 RESOURCES: list[dict[str, Any]] = [{"collection": "orders", "get_tool": "get_order", "list_tool": "list_orders",
                                     "list_key": "orders", "list_arguments": {"limit": 100}}]
@@ -102,7 +103,7 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
     conn.executescript(SCHEMA)
     today = dt.date.fromisoformat(world["today"])
     day = lambda first, last: (today + dt.timedelta(days=rng.randint(first, last))).isoformat()
-    write_app_meta(conn, NAME, [
+    _meta.write(conn, [
         ("today", today.isoformat()), ("user", world["user"]["email"]), ("currency", currency(world))])
     orgs = {o["id"]: o for o in world["organisations"]}
     cities = [world["company"]["city"]] + rng.sample(sorted({o["city"] for o in world["organisations"]}
@@ -167,10 +168,6 @@ def seed(conn: sqlite3.Connection, rng: random.Random, world: dict[str, Any]) ->
 
 
 # ---------------------------------------------------------------- handlers
-
-def _meta(conn: sqlite3.Connection, key: str) -> str:
-    return app_meta(conn, NAME, key)
-
 
 def _warehouse(conn: sqlite3.Connection, value: str, field: str = "warehouse") -> tuple[str, str]:
     wanted = value.strip().lower()
