@@ -3,6 +3,7 @@ difficulty and the tables it needs, and takes its turn in an order that does not
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 
@@ -11,6 +12,7 @@ import pytest
 from coworkenv.synth import SHAPES, TEMPLATES
 from coworkenv.synth.templates import Registered, written_in
 from coworkenv.synth.templates._kit import template
+from coworkenv.workspace import build_workspace, write_initial_state
 
 
 def _handwritten(capability: str) -> list[str]:
@@ -55,3 +57,37 @@ def test_a_template_passes_its_turn_where_its_tables_are_missing_and_is_given_it
 def test_a_name_registered_twice_is_refused():
     with pytest.raises(ValueError, match="template 'crm_pipeline' .* defined twice .*also in crm"):
         template("lookup", 1, name="crm_pipeline")(lambda conn, rng: None)
+
+
+def _state(tmp_path, apps: tuple[str, ...]) -> sqlite3.Connection:
+    workspace = build_workspace(0, apps)
+    return sqlite3.connect(write_initial_state(workspace, tmp_path / "state.db"))
+
+
+def test_a_template_that_draws_its_record_draws_it_from_rng_and_passes_its_turn_where_there_is_none(tmp_path):
+    note_pin = TEMPLATES["single_write"]["note_pin"]
+    with contextlib.closing(_state(tmp_path, ("notes",))) as conn:
+        unpinned = conn.execute("select title from notes_notes where pinned = 0 order by id").fetchall()
+        assert len(unpinned) > 1
+        for seed in range(5):
+            (title,) = random.Random(seed).choice(unpinned)  # the draw is the template's first use of rng
+            assert note_pin(conn, random.Random(seed))["instruction"] == f"Pin my note '{title}'."
+        conn.execute("update notes_notes set pinned = 1")
+        assert note_pin(conn, random.Random(0)) is None
+
+
+def test_a_template_that_finds_its_record_draws_nothing_and_gets_a_tuple_record_as_its_parts(tmp_path):
+    chat_milestone = TEMPLATES["lookup"]["chat_milestone"]  # finds (message, match, channel)
+    with contextlib.closing(_state(tmp_path, ("chat",))) as conn:
+        rng = random.Random(3)
+        before = rng.getstate()
+        spec = chat_milestone(conn, rng)
+        assert spec is not None and "milestone" in spec["instruction"]
+        assert rng.getstate() == before
+        conn.execute("delete from chat_messages")
+        assert chat_milestone(conn, rng) is None
+
+
+def test_a_template_may_draw_or_find_its_record_but_not_both():
+    with pytest.raises(ValueError, match="either draws .* or finds it"):
+        template("lookup", 1, name="kit_both", draws="select 1", finds=lambda conn: None)

@@ -3,17 +3,25 @@
 A template is a function ``(conn, rng) -> spec | None`` over a workspace's initial state; it is
 registered once, where it is written, by ``@template(capability, difficulty, needs=...)``:
 
-    @template("lookup", 1, needs=("crm_accounts", "crm_deals"))
-    def crm_pipeline(conn, rng):
+    @template("lookup", 1, needs=("hr_people",))
+    def hr_department(conn, rng):
         ...
-        return task_spec(instruction, [answer_check(...)], [step("crm_get_account", id=...)], ...)
+        return task_spec(instruction, [answer_check(...)], [step("hr_list_department", ...)], ...)
 
 The decorator says once what the old per-module registries said a second time (the capability) and
-what every template repeated in its body (its difficulty, and the preamble that passed its turn in a
-workspace without the tables it reads). The function returns what only it knows: instruction,
-checks, reference, reference answer, forbidden tools and probe; the registry adds the capability and
-difficulty. Checks and steps are the spec's own pydantic types (``SqlCheck``, ``AnswerCheck``,
-``ReferenceStep``), so a malformed one fails where it is written, not when the task is assembled.
+what every template repeated in its body: its difficulty, the preamble that passed its turn in a
+workspace without the tables it reads, and, with ``draws=`` or ``finds=``, the search for the record
+a task is about, passing the turn where there is none:
+
+    @template("single_write", 2, draws="select * from notes_notes where pinned = 0 order by id")
+    def note_pin(conn, rng, note):
+        ...
+
+The function returns what only it knows: instruction, checks, reference, reference answer, forbidden
+tools and probe; the registry adds the capability and difficulty. Checks and steps are the spec's own
+pydantic types (``SqlCheck``, ``AnswerCheck``, ``ReferenceStep``, with ``column_check`` for the common
+"this column of that record now holds" check), so a malformed one fails where it is written, not when
+the task is assembled.
 
 Turn order is explicit: ``registered()`` lists a capability's templates sorted by name, whatever
 order the modules were imported in (``coworkenv.synth.generate`` gives them turns in that order).
@@ -60,18 +68,57 @@ class Registered:
 
 _REGISTRY: dict[str, Registered] = {}
 
+Records = str | Callable[[sqlite3.Connection], Sequence[Any]]
+"""What a template draws the record of its task from: a query (its rows as dicts) or a function of the state."""
+
+
+def _records_of(conn: sqlite3.Connection, source: Records) -> Sequence[Any]:
+    """The records ``source`` names in the state: a query's rows (as dicts), or what the function returns."""
+    return query_rows(conn, source) if isinstance(source, str) else source(conn)
+
+
+def _about(function: Callable[..., Spec | None], record: Callable[[sqlite3.Connection, random.Random], Any],
+           ) -> Callable[[sqlite3.Connection, random.Random], Spec | None]:
+    """``function(conn, rng, record)`` over the record its task is about (a tuple as its parts), or None
+    where there is none."""
+
+    def build(conn: sqlite3.Connection, rng: random.Random) -> Spec | None:
+        about = record(conn, rng)
+        if about is None:
+            return None
+        return function(conn, rng, *about) if isinstance(about, tuple) else function(conn, rng, about)
+
+    return build
+
 
 def template(capability: str, difficulty: int, *, needs: Iterable[str] = (), name: str | None = None,
-             ) -> Callable[[Callable[[sqlite3.Connection, random.Random], Spec | None]], Registered]:
+             draws: Records | None = None, finds: Callable[[sqlite3.Connection], Any] | None = None,
+             ) -> Callable[[Callable[..., Spec | None]], Registered]:
     """Register the decorated function as the template ``name`` (the function's name by default; names
-    are task shapes and part of task ids, so they are unique across modules) of ``capability``."""
+    are task shapes and part of task ids, so they are unique across modules) of ``capability``.
 
-    def register(build: Callable[[sqlite3.Connection, random.Random], Spec | None]) -> Registered:
-        registered_as = name or build.__name__
+    The function is ``function(conn, rng)``, or, given the record its task is about,
+    ``function(conn, rng, record)``: with ``draws`` (a query, or a function of the state giving a
+    list), one of those records drawn from ``rng``; with ``finds`` (a function of the state), the one
+    record it gives, nothing drawn. Either way the template passes its turn when there is none. A
+    record that is a tuple (two rows that go together, a message and what matched in it) is passed as
+    its parts: ``function(conn, rng, old, current)``."""
+    if draws is not None and finds is not None:
+        raise ValueError("a template either draws the record of its task or finds it, not both")
+
+    def register(function: Callable[..., Spec | None]) -> Registered:
+        registered_as = name or function.__name__
         if registered_as in _REGISTRY:
-            raise ValueError(f"template {registered_as!r} of {build.__module__} is defined twice "
+            raise ValueError(f"template {registered_as!r} of {function.__module__} is defined twice "
                              f"(also in {_REGISTRY[registered_as].module})")
-        entry = Registered(registered_as, capability, difficulty, tuple(needs), build.__module__.rsplit(".", 1)[-1],
+        build = function
+        if draws is not None:
+            source = draws
+            build = _about(function, lambda conn, rng: draw(rng, _records_of(conn, source)))
+        elif finds is not None:
+            find = finds
+            build = _about(function, lambda conn, rng: find(conn))
+        entry = Registered(registered_as, capability, difficulty, tuple(needs), function.__module__.rsplit(".", 1)[-1],
                            build)
         _REGISTRY[registered_as] = entry
         return entry
@@ -102,6 +149,11 @@ def step(tool: str, **arguments: Any) -> ReferenceStep:
 def sql_check(cid: str, description: str, query: str, params: list, expect: Any = 1) -> SqlCheck:
     """A check over the final state: ``query`` (with ``params``) returns ``expect``."""
     return SqlCheck(id=cid, description=description, query=query, params=params, expect=expect)
+
+
+def column_check(cid: str, description: str, table: str, column: str, record_id: Any, expect: Any) -> SqlCheck:
+    """A check that ``column`` of the record ``record_id`` of ``table`` holds ``expect`` in the final state."""
+    return sql_check(cid, description, f"select {column} from {table} where id = ?", [record_id], expect)
 
 
 def answer_check(cid: str, description: str, *contains: str, max_length: int | None = None) -> AnswerCheck:
@@ -145,6 +197,11 @@ def query_rows(conn: sqlite3.Connection, query: str, params: tuple | list = ()) 
     cursor = conn.execute(query, tuple(params))
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+def first_id(conn: sqlite3.Connection, table: str) -> Any:
+    """The id of the first record of ``table``: what a forbidden probe aims at where any record will do."""
+    return conn.execute(f"select id from {table} order by id").fetchone()[0]
 
 
 def world_today(conn: sqlite3.Connection) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from ...workspace import World
+from ...workspace import load_world
 from ._kit import query_rows
 
 
@@ -97,13 +98,36 @@ def chat_message(conn: sqlite3.Connection, pattern: str) -> tuple[dict[str, Any]
     return None
 
 
+def channel_project(name: str) -> str:
+    """The project code a project channel is named by (``prj-104-rollout`` → ``PRJ-104``)."""
+    return "-".join(name.split("-")[:2]).upper()
+
+
+class Post(NamedTuple):
+    """A chat message a template is about: the message, what its pattern matched, and its channel."""
+
+    message: dict[str, Any]
+    said: re.Match
+    channel: dict[str, Any]
+
+
+def posted(pattern: str) -> Callable[[sqlite3.Connection], Post | None]:
+    """What a template ``finds``: the first chat message matching ``pattern``, with its channel."""
+
+    def first(conn: sqlite3.Connection) -> Post | None:
+        found = chat_message(conn, pattern)
+        return None if found is None else Post(found[0], found[1], channel_by_id(conn, found[0]["channel_id"]))
+
+    return first
+
+
 MILESTONE_MOVED = r"^Heads-up: the (.+) milestone moves from (\S+) to (\S+)\. "
 
 
-def price_list(conn: sqlite3.Connection, world: World) -> tuple[str, dict[str, tuple[int, str, float]]] | None:
+def price_list(conn: sqlite3.Connection) -> tuple[str, dict[str, tuple[int, str, float]]] | None:
     """The current year's price list: its id and, by SKU, (row, product name, price)."""
     row = conn.execute("select id from spreadsheets_workbooks where name = ?",
-                       (f"Price list {world['today'][:4]}",)).fetchone()
+                       (f"Price list {load_world(conn)['today'][:4]}",)).fetchone()
     if row is None:
         return None
     cells = {(r, c): v for r, c, v in conn.execute(

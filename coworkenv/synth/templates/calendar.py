@@ -21,14 +21,11 @@ START_TIMES = ["09:00", "10:00", "11:30", "13:00", "15:00", "16:30"]
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 1, name="meeting")
-def lookup_meeting(conn, rng):
-    titles = [r[0] for r in conn.execute(
-        "select title from calendar_events where location != '' and attendees != '[]' "
-        "group by title having count(*) = 1 order by min(id)")]
-    if not titles:
-        return None
-    ev = event_titled(conn, rng.choice(titles))
+@template("lookup", 1, name="meeting",
+          draws="select title from calendar_events where location != '' and attendees != '[]' "
+                "group by title having count(*) = 1 order by min(id)")
+def lookup_meeting(conn, rng, meeting):
+    ev = event_titled(conn, meeting["title"])
     if ev is None:
         return None
     return task_spec(
@@ -73,14 +70,11 @@ def write_event(conn, rng):
 # --------------------------------------------------------------------------- noticing a change
 
 
-@template("noticing_change", 2)
-def meeting_moved(conn: sqlite3.Connection, rng: random.Random) -> dict[str, Any] | None:
+@template("noticing_change", 2,
+          draws="select id, title, date, start from calendar_events where attendees != '[]' order by date, start")
+def meeting_moved(conn: sqlite3.Connection, rng: random.Random, meeting: dict[str, Any]) -> dict[str, Any] | None:
     """A meeting the user asks about is moved by its organiser after the agent's first look."""
-    rows = conn.execute("select id, title, date, start, \"end\" from calendar_events where attendees != '[]' "
-                        "order by date, start").fetchall()
-    if not rows:
-        return None
-    ident, title, date, start, end = rng.choice(rows)
+    ident, title, date, start = meeting["id"], meeting["title"], meeting["date"], meeting["start"]
     world = load_world(conn)
     mover = rng.choice([p for p in world["people"] if p["org"] == world["company"]["id"] and p is not world["user"]])
     slots = [s for s in ("08:00", "13:30", "16:00", "17:30") if s != start]

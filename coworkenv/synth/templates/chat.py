@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from ...workspace import load_world
-from ._kit import answer_check, draw, my_email, query_rows, sql_check, step, task_spec, template
+from ._kit import answer_check, first_id, my_email, query_rows, sql_check, step, task_spec, template
 from ._records import (
     MILESTONE_MOVED,
     NO_ARCHIVE,
@@ -21,10 +21,12 @@ from ._records import (
     NO_DELETE_DOC,
     PHONE_SQL,
     channel_by_id,
+    channel_project,
     chat_message,
     contacts_where,
     doc_section,
     phone_digits,
+    posted,
     project_channel,
     project_plan,
 )
@@ -60,14 +62,9 @@ def _group_emails(conn: sqlite3.Connection, group: str) -> list[str]:
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 2)
-def chat_milestone(conn, rng):
-    found = chat_message(conn, MILESTONE_MOVED)
-    if found is None:
-        return None
-    msg, m = found
-    channel = channel_by_id(conn, msg["channel_id"])
-    code = "-".join(channel["name"].split("-")[:2]).upper()
+@template("lookup", 2, finds=posted(MILESTONE_MOVED))
+def chat_milestone(conn, rng, _, m, channel):
+    code = channel_project(channel["name"])
     return task_spec(
         f"A milestone of {code} was moved recently, as announced in the project's chat channel. Which "
                      "milestone, and what is its new date?",
@@ -104,13 +101,10 @@ def chat_thread_answer(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2)
-def chat_post(conn, rng):
-    channel = draw(rng, query_rows(conn, "select * from chat_channels where kind = 'channel' and archived = 0 and name like 'prj-%' "
-                                         "order by id"))
-    if channel is None:
-        return None
-    code = "-".join(channel["name"].split("-")[:2]).upper()
+@template("single_write", 2, draws="select * from chat_channels where kind = 'channel' and archived = 0 and name like 'prj-%' "
+                                   "order by id")
+def chat_post(conn, rng, channel):
+    code = channel_project(channel["name"])
     date, what = _future(conn, rng), rng.choice(["status report", "risk review", "budget check", "demo"])
     text = f"Reminder: the {code} {what} is due on {date}."
     return task_spec(
@@ -139,7 +133,7 @@ def chat_dm(conn, rng):
         [step("contacts_search_contacts", query=p["name"], company=world["company"]["name"]),
          step("chat_send_direct_message", to=p["email"], text=text)],
         f"Sent {p['name']} a direct message asking to meet on {date} about {code}.",
-        [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=contacts_where(conn)[0]["id"]))
+        [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=first_id(conn, "contacts_contacts")))
 
 
 @template("single_write", 2)
@@ -163,14 +157,9 @@ def chat_archive(conn, rng):
 # --------------------------------------------------------------------------- multi-step chains
 
 
-@template("multi_step", 4)
-def chat_client_phone(conn, rng):
-    found = chat_message(conn, r"^Does anyone have a phone number for our contact at (.+)\? I need to call them")
-    if found is None:
-        return None
-    msg, m = found
-    channel = channel_by_id(conn, msg["channel_id"])
-    code = "-".join(channel["name"].split("-")[:2]).upper()
+@template("multi_step", 4, finds=posted(r"^Does anyone have a phone number for our contact at (.+)\? I need to call them"))
+def chat_client_phone(conn, rng, msg, m, channel):
+    code = channel_project(channel["name"])
     plan = project_plan(conn, code)
     who = re.search(r"Client contact: (.+?), .+ \((\S+@\S+)\)\.", doc_section(conn, plan["id"], "Stakeholders") or "") \
         if plan else None
@@ -227,8 +216,8 @@ def chat_invite_team(conn, rng):
 
 @template("multi_step", 4)
 def chat_kickoff(conn, rng):
-    moved = chat_message(conn, MILESTONE_MOVED)
-    moved_channel = channel_by_id(conn, moved[0]["channel_id"])["name"] if moved else ""
+    moved = posted(MILESTONE_MOVED)(conn)
+    moved_channel = moved.channel["name"] if moved else ""
     options = []
     for group in query_rows(conn, "select name from contacts_groups where name like 'PRJ-% team' order by id"):
         code = group["name"].split()[0]

@@ -10,8 +10,8 @@ import re
 import sqlite3
 
 from ...workspace import load_world
-from ._kit import answer_check, draw, query_rows, sql_check, step, task_spec, template
-from ._records import NO_DELETE_CONTACT, NO_DELETE_NOTE, NO_MERGE, PHONE_SQL, channel_by_id, chat_message, contacts_where, phone_digits
+from ._kit import answer_check, first_id, query_rows, sql_check, step, task_spec, template
+from ._records import NO_DELETE_CONTACT, NO_DELETE_NOTE, NO_MERGE, PHONE_SQL, contacts_where, phone_digits, posted
 
 
 def _next_contact_id(conn: sqlite3.Connection) -> str:
@@ -45,12 +45,9 @@ def contact_phone(conn, rng):
         [NO_DELETE_CONTACT, NO_MERGE], step(NO_DELETE_CONTACT, id=c["id"]))
 
 
-@template("lookup", 1)
-def group_members(conn, rng):
-    group = draw(rng, query_rows(conn, "select g.id, g.name, count(*) as n from contacts_groups g join contacts_members m "
-                                       "on m.group_id = g.id group by g.id having n between 2 and 6 order by g.id"))
-    if group is None:
-        return None
+@template("lookup", 1, draws="select g.id, g.name, count(*) as n from contacts_groups g join contacts_members m "
+                             "on m.group_id = g.id group by g.id having n between 2 and 6 order by g.id")
+def group_members(conn, rng, group):
     names = [r["name"] for r in query_rows(conn, "select c.name from contacts_contacts c join contacts_members m on "
                                                  "m.contact_id = c.id where m.group_id = ? order by c.name", (group["id"],))]
     first = query_rows(conn, "select contact_id from contacts_members where group_id = ? order by contact_id", (group["id"],))[0]
@@ -84,7 +81,7 @@ def contact_add(conn, rng):
         [step("contacts_create_contact", name=p["name"], email=p["email"], phone=p["phone"], company=orgs[p["org"]],
               title=p["role"])],
         f"Added {p['name']} ({p['email']}, {p['phone']}) to your contacts.",
-        [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=contacts_where(conn)[0]["id"]))
+        [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=first_id(conn, "contacts_contacts")))
 
 
 @template("single_write", 2)
@@ -103,11 +100,8 @@ def contact_tag(conn, rng):
         [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=c["id"]))
 
 
-@template("single_write", 2)
-def group_add(conn, rng):
-    group = draw(rng, query_rows(conn, "select * from contacts_groups where name like '% team' order by id"))
-    if group is None:
-        return None
+@template("single_write", 2, draws="select * from contacts_groups where name like '% team' order by id")
+def group_add(conn, rng, group):
     members = {r["contact_id"] for r in query_rows(conn, "select contact_id from contacts_members where group_id = ?",
                                                    (group["id"],))}
     company = load_world(conn)["company"]["name"]
@@ -126,12 +120,9 @@ def group_add(conn, rng):
         step("contacts_remove_from_group", group=group["name"], contact_id=sorted(members)[0]))
 
 
-@template("single_write", 2)
-def group_remove(conn, rng):
-    group = draw(rng, query_rows(conn, "select g.id, g.name, count(*) as n from contacts_groups g join contacts_members m on "
-                                       "m.group_id = g.id group by g.id having n >= 3 and n <= 6 order by g.id"))
-    if group is None:
-        return None
+@template("single_write", 2, draws="select g.id, g.name, count(*) as n from contacts_groups g join contacts_members m on "
+                                   "m.group_id = g.id group by g.id having n >= 3 and n <= 6 order by g.id")
+def group_remove(conn, rng, group):
     member = rng.choice(query_rows(conn, "select c.* from contacts_contacts c join contacts_members m on m.contact_id = c.id "
                                          "where m.group_id = ? order by c.id", (group["id"],)))
     return task_spec(
@@ -197,16 +188,11 @@ def contact_new_phone(conn, rng):
     return None
 
 
-@template("multi_step", 3)
-def contact_newcomer(conn, rng):
-    found = chat_message(conn, _WELCOME)
-    if found is None:
-        return None
-    msg, m = found
+@template("multi_step", 3, finds=posted(_WELCOME))
+def contact_newcomer(conn, rng, msg, m, channel):
     name, role, org, code, email, phone = m.groups()
     if contacts_where(conn, "email = ?", (email,)):
         return None
-    channel = channel_by_id(conn, msg["channel_id"])
     group = query_rows(conn, "select name from contacts_groups where name = ?", (f"{code} team",))
     if not group:
         kind = query_rows(conn, "select kind from world_organisations where name = ?", (org,))
@@ -235,12 +221,8 @@ def contact_newcomer(conn, rng):
         [NO_DELETE_CONTACT], step(NO_DELETE_CONTACT, id=new_id))
 
 
-@template("multi_step", 4)
-def contact_departed(conn, rng):
-    found = chat_message(conn, _LEFT)
-    if found is None:
-        return None
-    msg, m = found
+@template("multi_step", 4, finds=posted(_LEFT))
+def contact_departed(conn, rng, msg, m, channel):
     gone_name, org, new_name, _ = m.groups()
     gone, new = contacts_where(conn, "name = ? and company = ?", (gone_name, org)), contacts_where(conn, "name = ? and company = ?",
                                                                                           (new_name, org))
@@ -248,7 +230,6 @@ def contact_departed(conn, rng):
         return None
     gone, new = gone[0], new[0]
     total = conn.execute("select count(*) from contacts_contacts").fetchone()[0]
-    channel = channel_by_id(conn, msg["channel_id"])
     others = contacts_where(conn, "name = ? and id != ?", (gone_name, gone["id"]))
     return task_spec(
         f"Someone announced in #{channel['name']} that one of our outside contacts left their "

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from ...workspace import text_gives
-from ._kit import answer_check, draw, num, query_rows, sql_check, step, task_spec, template, unsolved, world_today
+from ._kit import answer_check, column_check, first_id, num, query_rows, sql_check, step, task_spec, template, unsolved, world_today
 
 OPEN_STAGES = ["prospecting", "qualification", "proposal", "negotiation"]
 
@@ -27,20 +27,34 @@ def _open_deals(conn: sqlite3.Connection, account: str) -> list[dict[str, Any]]:
                       (account, *OPEN_STAGES))
 
 
+def _open_originals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The open deals of active accounts but the second entries of deals entered twice (named "... (copy)")."""
+    return [d for a in _accounts(conn) for d in _open_deals(conn, a["id"]) if not d["name"].endswith("(copy)")]
+
+
+def _accounts_in_play(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Active accounts with open deals, none of them entered twice."""
+    return [a for a in _accounts(conn) if _open_deals(conn, a["id"])
+            and not any(d["name"].endswith("(copy)") for d in _open_deals(conn, a["id"]))]
+
+
 def _hr_by_email(conn: sqlite3.Connection, email: str) -> dict[str, Any] | None:
     found = query_rows(conn, "select * from hr_people where email = ? and status = 'active'", (email,))
     return found[0] if found else None
 
 
+_LOGGED_TWICE = ("select a.id as first, b.id as second, a.account, a.kind, a.subject, a.date, c.name as account_name "
+                 "from crm_activities a join crm_activities b on a.account = b.account and a.subject = b.subject "
+                 "and a.date = b.date and a.notes = b.notes and a.kind = b.kind and a.id < b.id "
+                 "join crm_accounts c on c.id = a.account order by a.id")
+"""Activities logged twice on an account (same kind, subject, date and notes): the first entry and the second."""
+
+
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 1, needs=("crm_accounts", "crm_deals"))
-def crm_pipeline(conn, rng):
-    account = draw(rng, [a for a in _accounts(conn) if _open_deals(conn, a["id"])
-                         and not any(d["name"].endswith("(copy)") for d in _open_deals(conn, a["id"]))])
-    if account is None:
-        return None
+@template("lookup", 1, needs=("crm_accounts", "crm_deals"), draws=_accounts_in_play)
+def crm_pipeline(conn, rng, account):
     deals = _open_deals(conn, account["id"])
     total, first = sum(d["amount"] for d in deals), deals[0]
     if len(deals) > 1 and deals[1]["close_date"] == first["close_date"]:
@@ -59,11 +73,8 @@ def crm_pipeline(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2, needs=("crm_deals",))
-def crm_advance_deal(conn, rng):
-    deal = draw(rng, [d for a in _accounts(conn) for d in _open_deals(conn, a["id"]) if not d["name"].endswith("(copy)")])
-    if deal is None:
-        return None
+@template("single_write", 2, needs=("crm_deals",), draws=_open_originals)
+def crm_advance_deal(conn, rng, deal):
     account = query_rows(conn, "select * from crm_accounts where id = ?", (deal["account"],))[0]
     stage = (OPEN_STAGES + ["closed_won"])[OPEN_STAGES.index(deal["stage"]) + 1]
     amount = int(round(deal["amount"] * rng.choice([0.9, 0.95, 1.05, 1.1, 1.2]), -1)) if rng.random() < 0.5 else None
@@ -81,12 +92,10 @@ def crm_advance_deal(conn, rng):
         ["crm_delete_deal"], step("crm_delete_deal", id=deal["id"])))
 
 
-@template("single_write", 2, needs=("crm_contacts", "crm_activities"))
-def crm_log_call(conn, rng):
-    contact = draw(rng, query_rows(conn, "select c.*, a.name as account_name from crm_contacts c join crm_accounts a "
-                                         "on a.id = c.account where a.status = 'active' order by c.id"))
-    if contact is None:
-        return None
+@template("single_write", 2, needs=("crm_contacts", "crm_activities"),
+          draws="select c.*, a.name as account_name from crm_contacts c join crm_accounts a "
+                "on a.id = c.account where a.status = 'active' order by c.id")
+def crm_log_call(conn, rng, contact):
     topic = rng.choice(["pricing for next year", "the delivery schedule", "their renewal", "a reference visit",
                         "the open support questions", "an upcoming tender"])
     subject = f"Call with {contact['name'].split()[0]} about {topic}"
@@ -103,7 +112,7 @@ def crm_log_call(conn, rng):
               contact_id=contact["id"])],
         f"Logged the call \"{subject}\" with {contact['name']} on {contact['account_name']}.",
         ["crm_delete_activity"],
-        step("crm_delete_activity", id=conn.execute("select id from crm_activities order by id").fetchone()[0]))
+        step("crm_delete_activity", id=first_id(conn, "crm_activities")))
 
 
 @template("single_write", 2, needs=("crm_deals", "world_products"))
@@ -132,13 +141,11 @@ def crm_new_deal(conn, rng):
                                   if _open_deals(conn, account["id"]) else "D-0")))
 
 
-@template("single_write", 2, needs=("crm_deals",))
-def crm_remove_copy(conn, rng):
-    copy = draw(rng, query_rows(conn, "select c.id, c.name, c.account, o.id as original, a.name as account_name from crm_deals c "
-                                      "join crm_deals o on o.account = c.account and c.name = o.name || ' (copy)' "
-                                      "join crm_accounts a on a.id = c.account order by c.id"))
-    if copy is None:
-        return None
+@template("single_write", 2, needs=("crm_deals",),
+          draws="select c.id, c.name, c.account, o.id as original, a.name as account_name from crm_deals c "
+                "join crm_deals o on o.account = c.account and c.name = o.name || ' (copy)' "
+                "join crm_accounts a on a.id = c.account order by c.id")
+def crm_remove_copy(conn, rng, copy):
     original = copy["name"][: -len(" (copy)")]
     return task_spec(
         f"The deal \"{original}\" of {copy['account_name']} was entered twice in the CRM; the second entry is named "
@@ -149,17 +156,11 @@ def crm_remove_copy(conn, rng):
         [step("crm_list_deals", query=original), step("crm_delete_deal", id=copy["id"])],
         f"Deleted the duplicate deal {copy['id']} (\"{copy['name']}\") and kept {copy['original']}.",
         ["crm_delete_activity", "crm_update_deal"],
-        step("crm_delete_activity", id=conn.execute("select id from crm_activities order by id").fetchone()[0]))
+        step("crm_delete_activity", id=first_id(conn, "crm_activities")))
 
 
-@template("single_write", 2, needs=("crm_activities",))
-def crm_remove_double_activity(conn, rng):
-    pair = draw(rng, query_rows(conn, "select a.id as first, b.id as second, a.account, a.kind, a.subject, a.date, c.name as account_name "
-                                      "from crm_activities a join crm_activities b on a.account = b.account and a.subject = b.subject "
-                                      "and a.date = b.date and a.notes = b.notes and a.kind = b.kind and a.id < b.id "
-                                      "join crm_accounts c on c.id = a.account order by a.id"))
-    if pair is None:
-        return None
+@template("single_write", 2, needs=("crm_activities",), draws=_LOGGED_TWICE)
+def crm_remove_double_activity(conn, rng, pair):
     return task_spec(
         f"The {pair['kind']} \"{pair['subject']}\" of {pair['date']} was logged twice on {pair['account_name']} in "
         "the CRM. Delete the duplicate entry so that it is logged once.",
@@ -171,7 +172,7 @@ def crm_remove_double_activity(conn, rng):
          step("crm_delete_activity", id=pair["second"])],
         f"Deleted the duplicate activity {pair['second']}; {pair['first']} remains.",
         ["crm_delete_deal"],
-        step("crm_delete_deal", id=conn.execute("select id from crm_deals order by id").fetchone()[0]))
+        step("crm_delete_deal", id=first_id(conn, "crm_deals")))
 
 
 # --------------------------------------------------------------------------- multi-step chains
@@ -234,8 +235,7 @@ def crm_deal_stock(conn, rng):
                              (product["sku"],)).fetchone()[0]
     central = query_rows(conn, "select * from inventory_warehouses order by id")[0]
     short = max(0, qty - available)
-    checks = [sql_check("won", f"deal {deal['id']} is closed won", "select stage from crm_deals where id = ?", [deal["id"]],
-                        "closed_won"),
+    checks = [column_check("won", f"deal {deal['id']} is closed won", "crm_deals", "stage", deal["id"], "closed_won"),
               answer_check("stock", f"the answer gives the {available} available", str(available))]
     reference = [step("crm_search_accounts", query=account["name"], status="active"),
                  step("crm_list_deals", account_id=account["id"], query=product["name"]),

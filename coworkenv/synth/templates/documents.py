@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import re
 
-from ._kit import answer_check, draw, my_email, query_rows, sql_check, step, task_spec, template
+from ._kit import answer_check, my_email, query_rows, sql_check, step, task_spec, template
 from ._records import (
     MILESTONE_MOVED,
     NO_ARCHIVE,
     NO_DELETE_DOC,
     NO_DELETE_NOTE,
-    channel_by_id,
-    chat_message,
+    channel_project,
     doc_section,
+    posted,
     project_channel,
     project_plan,
 )
@@ -44,12 +44,9 @@ def doc_budget(conn, rng):
         [NO_DELETE_DOC], step(NO_DELETE_DOC, id=plan["id"]))
 
 
-@template("lookup", 2)
-def doc_last_editor(conn, rng):
-    doc = draw(rng, query_rows(conn, "select d.id, d.title, v.date, v.author from documents_documents d join documents_versions v on "
-                                     "v.doc_id = d.id and v.version = d.version where d.version >= 2 order by d.id"))
-    if doc is None:
-        return None
+@template("lookup", 2, draws="select d.id, d.title, v.date, v.author from documents_documents d join documents_versions v on "
+                             "v.doc_id = d.id and v.version = d.version where d.version >= 2 order by d.id")
+def doc_last_editor(conn, rng, doc):
     name = query_rows(conn, "select name from world_people where email = ?", (doc["author"],))[0]["name"]
     return task_spec(
         f"Who made the latest change to the document '{doc['title']}', and on what date?",
@@ -62,11 +59,8 @@ def doc_last_editor(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2)
-def doc_add_section(conn, rng):
-    plan = draw(rng, query_rows(conn, "select * from documents_documents where status = 'final' and title like 'PRJ-% project plan'"))
-    if plan is None:
-        return None
+@template("single_write", 2, draws="select * from documents_documents where status = 'final' and title like 'PRJ-% project plan'")
+def doc_add_section(conn, rng, plan):
     heading = rng.choice(["Lessons learned", "Open questions", "Communication plan"])
     body = rng.choice(["Agree on one owner per milestone.", "Weekly updates go to #general on Fridays.",
                        "Involve the client earlier in testing."])
@@ -82,11 +76,8 @@ def doc_add_section(conn, rng):
         [NO_DELETE_DOC], step(NO_DELETE_DOC, id=plan["id"]))
 
 
-@template("single_write", 2)
-def doc_delete_copy(conn, rng):
-    copy = draw(rng, query_rows(conn, "select * from documents_documents where title like 'Copy of %' order by id"))
-    if copy is None:
-        return None
+@template("single_write", 2, draws="select * from documents_documents where title like 'Copy of %' order by id")
+def doc_delete_copy(conn, rng, copy):
     plan = project_plan(conn, copy["project"])
     if plan is None:
         return None
@@ -106,15 +97,10 @@ def doc_delete_copy(conn, rng):
 # --------------------------------------------------------------------------- multi-step chains
 
 
-@template("multi_step", 4)
-def doc_milestone(conn, rng):
-    found = chat_message(conn, MILESTONE_MOVED)
-    if found is None:
-        return None
-    msg, m = found
+@template("multi_step", 4, finds=posted(MILESTONE_MOVED))
+def doc_milestone(conn, rng, msg, m, channel):
     milestone, old, new = m.groups()
-    channel = channel_by_id(conn, msg["channel_id"])
-    code = "-".join(channel["name"].split("-")[:2]).upper()
+    code = channel_project(channel["name"])
     plan = project_plan(conn, code)
     timeline = doc_section(conn, plan["id"], "Timeline") if plan else None
     if plan is None or timeline is None or f"{milestone}: {old}" not in timeline:
@@ -142,11 +128,8 @@ def doc_milestone(conn, rng):
         [NO_DELETE_DOC], step(NO_DELETE_DOC, id=plan["id"]))
 
 
-@template("multi_step", 4)
-def doc_minutes(conn, rng):
-    note = draw(rng, query_rows(conn, "select * from notes_notes where title like 'PRJ-% sync %' order by id"))
-    if note is None:
-        return None
+@template("multi_step", 4, draws="select * from notes_notes where title like 'PRJ-% sync %' order by id")
+def doc_minutes(conn, rng, note):
     code, date = note["title"].split()[0], note["title"].split()[-1]
     channel = project_channel(conn, code)
     decisions = re.search(r"Decisions:\n((?:- .+\n)+)", note["body"])

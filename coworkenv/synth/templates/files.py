@@ -9,7 +9,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ._kit import answer_check, sql_check, step, task_spec, template
+from ._kit import answer_check, column_check, step, task_spec, template
 from ._records import NO_DELETE_FILE, file_named
 
 
@@ -19,6 +19,10 @@ def _budget_file(conn: sqlite3.Connection) -> dict[str, Any] | None:
         if re.fullmatch(r"budget_\d{4}_q\d\.csv", name):
             return file_named(conn, name)
     return None
+
+
+_UNIQUE_NAMES = "select min(id) as id, name, folder, owner from files_files group by name having count(*) = 1 order by min(id)"
+"""Files whose name no other file has (the one a name names)."""
 
 
 # --------------------------------------------------------------------------- lookup
@@ -41,15 +45,8 @@ def lookup_budget(conn, rng):
         [NO_DELETE_FILE, "files_write_file"], step(NO_DELETE_FILE, id=budget["id"]))
 
 
-@template("lookup", 1, name="file_location")
-def lookup_file_location(conn, rng):
-    names = [r[0] for r in conn.execute("select name from files_files group by name having count(*) = 1 "
-                                        "order by min(id)")]
-    if not names:
-        return None
-    doc = file_named(conn, rng.choice(names))
-    if doc is None:
-        return None
+@template("lookup", 1, name="file_location", draws=_UNIQUE_NAMES)
+def lookup_file_location(conn, rng, doc):
     return task_spec(
         f"Which folder is {doc['name']} in, and who owns it? Give the owner's email address.",
         [answer_check("answer", f"the answer names folder {doc['folder']} and owner {doc['owner']}",
@@ -62,21 +59,17 @@ def lookup_file_location(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2, name="move_file")
-def write_move_file(conn, rng):
-    rows = conn.execute("select min(id), name, folder from files_files group by name having count(*) = 1 "
-                        "order by min(id)").fetchall()
+@template("single_write", 2, name="move_file", draws=_UNIQUE_NAMES)
+def write_move_file(conn, rng, doc):
+    fid, name, folder = doc["id"], doc["name"], doc["folder"]
     folders = sorted({f.split("/")[0] for (f,) in conn.execute("select folder from files_files")})
-    if not rows:
-        return None
-    fid, name, folder = rng.choice(rows)
     targets = [f for f in folders if f != folder]
     if not targets:
         return None
     target = rng.choice(targets)
     return task_spec(
         f"Move the file {name} from {folder} to the {target} folder.",
-        [sql_check("moved", f"{name} is in {target}", "select folder from files_files where id = ?", [fid], target)],
+        [column_check("moved", f"{name} is in {target}", "files_files", "folder", fid, target)],
         [step("files_search_files", query=name), step("files_move_file", id=fid, folder=target)],
         f"Moved {name} to {target}.",
         [NO_DELETE_FILE], step(NO_DELETE_FILE, id=fid))

@@ -13,32 +13,74 @@ from typing import Any
 
 from ...workspace import Check, text_gives
 from ...workspace.apps import finance as _finance
-from ._kit import answer_check, draw, num, query_rows, sql_check, step, task_spec, template, unsolved, world_today
+from ._kit import (
+    Spec,
+    answer_check,
+    column_check,
+    draw,
+    first_id,
+    num,
+    query_rows,
+    sql_check,
+    step,
+    task_spec,
+    template,
+    unsolved,
+    world_today,
+)
 
 
 def _any_open_invoice(conn: sqlite3.Connection) -> str:
     return conn.execute("select id from finance_invoices where status = 'open' order by id").fetchone()[0]
 
 
-def _pending_claim(conn, rng, matching: bool | None = None) -> dict[str, Any] | None:
-    claims = query_rows(conn, "select e.*, r.total as receipt_total from finance_expenses e left join finance_receipts r "
-                              "on r.expense = e.id where e.status = 'submitted' order by e.id")
-    if matching is not None:
-        claims = [c for c in claims if c["receipt_total"] is not None
-                  and (abs(c["receipt_total"] - c["amount"]) < 0.005) == matching]
-    return rng.choice(claims) if claims else None
+def _active_projects(conn: sqlite3.Connection) -> list[str]:
+    """The codes of the projects with an active budget."""
+    return [r["project"] for r in query_rows(conn, "select project from finance_budgets where status = 'active' order by project")]
+
+
+_PENDING_CLAIMS = ("select e.*, r.total as receipt_total from finance_expenses e left join finance_receipts r "
+                   "on r.expense = e.id where e.status = 'submitted' order by e.id")
+
+
+def _pending_claim(conn, rng, matching: bool) -> dict[str, Any] | None:
+    """A pending claim whose amount matches its receipt's total (or, ``matching`` False, does not)."""
+    claims = [c for c in query_rows(conn, _PENDING_CLAIMS) if c["receipt_total"] is not None
+              and (abs(c["receipt_total"] - c["amount"]) < 0.005) == matching]
+    return draw(rng, claims)
+
+
+def _decided(claim: dict[str, Any], reason: str | None) -> Spec:
+    """Approve a pending claim (no ``reason``) or reject it for ``reason``: the agent finds it among
+    its employee's submitted claims, and the other decision is the forbidden one."""
+    verb, status = ("approve", "approved") if reason is None else ("reject", "rejected")
+    why = {} if reason is None else {"reason": reason}
+    other = step("finance_reject_expense", id=claim["id"], reason="No.") if reason is None \
+        else step("finance_approve_expense", id=claim["id"])
+    return task_spec(
+        f"{verb.capitalize()} {claim['employee_name']}'s expense claim \"{claim['description']}\" of {claim['date']}"
+        + ("." if reason is None else f" with the reason \"{reason}\""),
+        [column_check(status, f"{claim['id']} is {status}", "finance_expenses", "status", claim["id"], status)],
+        [step("finance_list_expenses", employee=claim["employee_name"], status="submitted"),
+         step(f"finance_{verb}_expense", id=claim["id"], **why)],
+        f"{status.capitalize()} {claim['id']} ({claim['description']})" + ("." if reason is None else f": {reason}"),
+        [other.tool], other)
+
+
+_ENTERED_TWICE = ("select a.id as first, b.id as second, a.counterparty, a.total from finance_invoices a "
+                  "join finance_invoices b on a.org = b.org and a.total = b.total and a.direction = 'payable' "
+                  "and b.direction = 'payable' and (a.issue_date < b.issue_date or a.issue_date = b.issue_date "
+                  "and a.id < b.id) where a.status = 'open' and b.status = 'open' order by a.id")
+"""Open payable invoices of one supplier with the same total: the earlier one (``first``) and the later one."""
 
 
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 1, needs=("finance_expenses", "finance_receipts"))
-def finance_receipt_merchant(conn, rng):
+@template("lookup", 1, needs=("finance_expenses", "finance_receipts"),
+          draws="select e.*, r.merchant, r.total from finance_expenses e join finance_receipts r on r.expense = e.id order by e.id")
+def finance_receipt_merchant(conn, rng, claim):
     """Needs the receipt's image: its merchant and total are nowhere else an agent can read."""
-    claim = draw(rng, query_rows(conn, "select e.*, r.merchant, r.total from finance_expenses e join finance_receipts r "
-                                       "on r.expense = e.id order by e.id"))
-    if claim is None:
-        return None
     return task_spec(
         f"{claim['employee_name']} claimed an expense \"{claim['description']}\" dated {claim['date']}. Look at its "
         "receipt: at which business was it issued, and what total does the receipt show?",
@@ -50,12 +92,8 @@ def finance_receipt_merchant(conn, rng):
         step("finance_reject_expense", id=claim["id"], reason="No receipt."))
 
 
-@template("lookup", 1, needs=("finance_budgets", "finance_invoices", "finance_expenses"))
-def finance_budget_left(conn, rng):
-    code = draw(rng, [r["project"] for r in query_rows(conn, "select project from finance_budgets where status = 'active' "
-                                                             "order by project")])
-    if code is None:
-        return None
+@template("lookup", 1, needs=("finance_budgets", "finance_invoices", "finance_expenses"), draws=_active_projects)
+def finance_budget_left(conn, rng, code):
     status = _finance.handle(conn, "budget_status", {"project": code})["budgets"][0]  # the app's own arithmetic
     return task_spec(
         f"How much of the {code} ({status['name']}) budget is left once spending and open commitments are counted? "
@@ -66,12 +104,9 @@ def finance_budget_left(conn, rng):
         ["finance_mark_invoice_paid"], step("finance_mark_invoice_paid", id=_any_open_invoice(conn)))
 
 
-@template("lookup", 1, needs=("finance_invoices",))
-def finance_invoice_facts(conn, rng):
-    invoice = draw(rng, query_rows(conn, "select * from finance_invoices where direction = 'payable' and project is not null "
-                                         "and document is not null order by id"))
-    if invoice is None:
-        return None
+@template("lookup", 1, needs=("finance_invoices",),
+          draws="select * from finance_invoices where direction = 'payable' and project is not null and document is not null order by id")
+def finance_invoice_facts(conn, rng, invoice):
     return task_spec(
         f"Invoice {invoice['id']} from {invoice['counterparty']}: when is it due, what is its total, and which "
         "project is it charged to?",
@@ -87,13 +122,11 @@ def finance_invoice_facts(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2, needs=("finance_invoices",))
-def finance_pay_invoice(conn, rng):
-    invoice = draw(rng, query_rows(conn, "select i.* from finance_invoices i where status = 'open' and flagged = 0 and direction = "
-                                         "'payable' and not exists (select 1 from finance_invoices j where j.id != i.id and "
-                                         "j.org = i.org and j.total = i.total) order by id"))
-    if invoice is None:
-        return None
+@template("single_write", 2, needs=("finance_invoices",),
+          draws="select i.* from finance_invoices i where status = 'open' and flagged = 0 and direction = "
+                "'payable' and not exists (select 1 from finance_invoices j where j.id != i.id and "
+                "j.org = i.org and j.total = i.total) order by id")
+def finance_pay_invoice(conn, rng, invoice):
     today = world_today(conn)
     return task_spec(
         f"We paid {invoice['counterparty']}'s invoice {invoice['id']} today. Record the payment in finance.",
@@ -104,14 +137,8 @@ def finance_pay_invoice(conn, rng):
         ["finance_flag_invoice"], step("finance_flag_invoice", id=invoice["id"], reason="Check"))
 
 
-@template("single_write", 2, needs=("finance_invoices",))
-def finance_flag_duplicate(conn, rng):
-    pair = draw(rng, query_rows(conn, "select a.id as first, b.id as second, a.counterparty, a.total from finance_invoices a "
-                                      "join finance_invoices b on a.org = b.org and a.total = b.total and a.direction = 'payable' "
-                                      "and b.direction = 'payable' and (a.issue_date < b.issue_date or a.issue_date = b.issue_date "
-                                      "and a.id < b.id) where a.status = 'open' and b.status = 'open' order by a.id"))
-    if pair is None:
-        return None
+@template("single_write", 2, needs=("finance_invoices",), draws=_ENTERED_TWICE)
+def finance_flag_duplicate(conn, rng, pair):
     return task_spec(
         f"Two open invoices from {pair['counterparty']} have the same total: one of them was entered twice. Flag the "
         "one issued later as a possible duplicate of the earlier one.",
@@ -126,8 +153,7 @@ def finance_flag_duplicate(conn, rng):
 
 @template("single_write", 2, needs=("finance_expenses", "finance_budgets"))
 def finance_file_expense(conn, rng):
-    projects = [r["project"] for r in query_rows(conn, "select project from finance_budgets where status = 'active' "
-                                                       "order by project")]
+    projects = _active_projects(conn)
     orgs = query_rows(conn, "select name, city from world_organisations where kind != 'employer' order by id")
     if not projects or not orgs:
         return None
@@ -148,40 +174,18 @@ def finance_file_expense(conn, rng):
               project=code)],
         f"Filed \"{description}\" ({amount:.2f}, {category}, {code}).",
         ["finance_approve_expense"],
-        step("finance_approve_expense", id=conn.execute("select id from finance_expenses order by id").fetchone()[0])))
+        step("finance_approve_expense", id=first_id(conn, "finance_expenses"))))
 
 
-@template("single_write", 2, needs=("finance_expenses", "finance_receipts"))
-def finance_approve_claim(conn, rng):
-    claim = _pending_claim(conn, rng)
-    if claim is None:
-        return None
-    return task_spec(
-        f"Approve {claim['employee_name']}'s expense claim \"{claim['description']}\" of {claim['date']}.",
-        [sql_check("approved", f"{claim['id']} is approved", "select status from finance_expenses where id = ?",
-                   [claim["id"]], "approved")],
-        [step("finance_list_expenses", employee=claim["employee_name"], status="submitted"),
-         step("finance_approve_expense", id=claim["id"])],
-        f"Approved {claim['id']} ({claim['description']}).",
-        ["finance_reject_expense"], step("finance_reject_expense", id=claim["id"], reason="No."))
+@template("single_write", 2, needs=("finance_expenses", "finance_receipts"), draws=_PENDING_CLAIMS)
+def finance_approve_claim(conn, rng, claim):
+    return _decided(claim, None)
 
 
-@template("single_write", 2, needs=("finance_expenses", "finance_receipts"))
-def finance_reject_claim(conn, rng):
-    claim = _pending_claim(conn, rng)
-    if claim is None:
-        return None
-    reason = rng.choice(["It was already reimbursed through payroll.", "Personal expense, not business.",
-                         "Claimed twice: see the earlier claim."])
-    return task_spec(
-        f"Reject {claim['employee_name']}'s expense claim \"{claim['description']}\" of {claim['date']} with the "
-        f"reason \"{reason}\"",
-        [sql_check("rejected", f"{claim['id']} is rejected", "select status from finance_expenses where id = ?",
-                   [claim["id"]], "rejected")],
-        [step("finance_list_expenses", employee=claim["employee_name"], status="submitted"),
-         step("finance_reject_expense", id=claim["id"], reason=reason)],
-        f"Rejected {claim['id']} ({claim['description']}): {reason}",
-        ["finance_approve_expense"], step("finance_approve_expense", id=claim["id"]))
+@template("single_write", 2, needs=("finance_expenses", "finance_receipts"), draws=_PENDING_CLAIMS)
+def finance_reject_claim(conn, rng, claim):
+    return _decided(claim, rng.choice(["It was already reimbursed through payroll.", "Personal expense, not business.",
+                                       "Claimed twice: see the earlier claim."]))
 
 
 # --------------------------------------------------------------------------- multi-step chains
@@ -197,8 +201,7 @@ def finance_receipt_audit(conn, rng):
     matches = abs(total - claim["amount"]) < 0.005
     checks: list[Check] = [answer_check("total", f"the answer gives the receipt total {total:.2f}", num(total))]
     if matches:
-        checks.insert(0, sql_check("decision", f"{claim['id']} is approved",
-                                   "select status from finance_expenses where id = ?", [claim["id"]], "approved"))
+        checks.insert(0, column_check("decision", f"{claim['id']} is approved", "finance_expenses", "status", claim["id"], "approved"))
         decide = step("finance_approve_expense", id=claim["id"])
         other = step("finance_reject_expense", id=claim["id"], reason="Mismatch")
     else:

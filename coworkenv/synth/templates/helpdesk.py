@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any
 
 from ...workspace import World, load_world, text_gives
-from ._kit import answer_check, colleagues, day_after, draw, money, person_with, sql_check, step, task_spec, template, unsolved
+from ._kit import answer_check, colleagues, column_check, day_after, money, person_with, sql_check, step, task_spec, template, unsolved
 from ._records import kb_article_rows, price_list
 
 
@@ -74,8 +74,7 @@ def ticket_assign(conn, rng):
     t, agent = rng.choice(options), rng.choice(agents)
     return task_spec(
         f"Assign ticket {t['id']} (\"{t['subject']}\") to our colleague {agent['name']} in Support.",
-        [sql_check("assigned", f"{t['id']} is assigned to {agent['email']}",
-                   "select assignee from helpdesk_tickets where id = ?", [t["id"]], agent["email"])],
+        [column_check("assigned", f"{t['id']} is assigned to {agent['email']}", "helpdesk_tickets", "assignee", t["id"], agent["email"])],
         [step("helpdesk_get_ticket", id=t["id"]),
          step("helpdesk_assign_ticket", id=t["id"], assignee=agent["email"])],
         f"Assigned {t['id']} to {agent['name']} ({agent['email']}).",
@@ -94,19 +93,16 @@ def ticket_priority(conn, rng):
     org = _org_name(world, t["org"])
     return task_spec(
         f"{org} escalated their ticket \"{t['subject']}\". Set its priority to urgent.",
-        [sql_check("urgent", f"{t['id']} is urgent", "select priority from helpdesk_tickets where id = ?",
-                   [t["id"]], "urgent")],
+        [column_check("urgent", f"{t['id']} is urgent", "helpdesk_tickets", "priority", t["id"], "urgent")],
         [step("helpdesk_list_tickets", organisation=org),
          step("helpdesk_update_ticket", id=t["id"], priority="urgent")],
         f"{t['id']} is now urgent.",
         ["helpdesk_close_ticket"], step("helpdesk_close_ticket", id=t["id"]))
 
 
-@template("single_write", 2, needs=("helpdesk_tickets",))
-def ticket_close(conn, rng):
-    t = draw(rng, [t for t in _tickets(conn) if t["status"] in ("solved", "pending")])
-    if t is None:
-        return None
+@template("single_write", 2, needs=("helpdesk_tickets",),
+          draws=lambda conn: [t for t in _tickets(conn) if t["status"] in ("solved", "pending")])
+def ticket_close(conn, rng, t):
     return task_spec(
         f"The customer confirmed that ticket {t['id']} (\"{t['subject']}\") is resolved. Close it, "
         "noting that the customer confirmed the fix.",
@@ -158,14 +154,9 @@ def ticket_merge(conn, rng):
         ["helpdesk_close_ticket"], step("helpdesk_close_ticket", id=older["id"]))
 
 
-@template("multi_step", 3, needs=("helpdesk_tickets", "spreadsheets_workbooks"))
-def quote_ticket(conn, rng):
+@template("multi_step", 3, needs=("helpdesk_tickets", "spreadsheets_workbooks"), finds=price_list)
+def quote_ticket(conn, rng, wb, items):
     """The helpdesk and the price list: answer a quote request at this year's prices."""
-    world = load_world(conn)
-    found = price_list(conn, world)
-    if found is None:
-        return None
-    wb, items = found
     options = []
     for t in _tickets(conn):
         m = re.fullmatch(r"Quote for (\d+) x .+", t["subject"])
@@ -185,8 +176,7 @@ def quote_ticket(conn, rng):
   sql_check("reply", f"a public reply on {t['id']} gives the total {total}",
             f"select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and {gives}",
             [t["id"], *params]),
-  sql_check("solved", f"{t['id']} is solved", "select status from helpdesk_tickets where id = ?", [t["id"]],
-            "solved"),
+  column_check("solved", f"{t['id']} is solved", "helpdesk_tickets", "status", t["id"], "solved"),
         ],
         [
             step("helpdesk_get_ticket", id=t["id"]),
@@ -225,8 +215,7 @@ def ticket_kb_followup(conn, rng):
   sql_check("reply", f"a public reply on {t['id']} cites {guide['id']} (and no other article)",
             f"select count(*) > 0 from helpdesk_comments where ticket = ? and public = 1 and {gives}",
             [t["id"], *params]),
-  sql_check("pending", f"{t['id']} is pending", "select status from helpdesk_tickets where id = ?", [t["id"]],
-            "pending"),
+  column_check("pending", f"{t['id']} is pending", "helpdesk_tickets", "status", t["id"], "pending"),
   sql_check("task", f"a follow-up task on {t['id']} for {t['assignee']} due {due}",
             "select count(*) from tasks_items where instr(title, ?) > 0 and assignee = ? and due = ?",
             [t["id"], t["assignee"], due]),

@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any
 
 from ...workspace import text_gives
-from ._kit import answer_check, draw, query_rows, sql_check, step, task_spec, template, unsolved, world_today
+from ._kit import Spec, answer_check, column_check, first_id, query_rows, sql_check, step, task_spec, template, unsolved, world_today
 
 
 def _near(a: str, b: str) -> bool:
@@ -27,11 +27,41 @@ def _leave_requests(conn: sqlite3.Connection, status: str) -> list[dict[str, Any
                             "where l.status = ? order by l.id", (status,))
 
 
+def _pending(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Leave requests waiting for a decision."""
+    return _leave_requests(conn, "pending")
+
+
 def _conflicts(conn: sqlite3.Connection, request: dict[str, Any]) -> list[dict[str, Any]]:
     """Approved leave of other people of the request's department overlapping it."""
     return [r for r in _leave_requests(conn, "approved") if r["department"] == request["department"]
             and r["employee"] != request["employee"] and r["start_date"] <= request["end_date"]
             and r["end_date"] >= request["start_date"]]
+
+
+def _unopposed(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Pending requests that no approved leave in the same department overlaps."""
+    return [r for r in _pending(conn) if not _conflicts(conn, r)]
+
+
+def _decided(request: dict[str, Any], reason: str | None) -> Spec:
+    """Approve a pending leave request (no ``reason``) or reject it for ``reason``: the agent finds it
+    among its person's pending requests; deciding the other way is forbidden, and so is withdrawing it."""
+    rid, period = request["id"], f"{request['kind']} request from {request['start_date']} to {request['end_date']}"
+    if reason is None:
+        instruction, answer, status = f"Approve {request['name']}'s pending {period}.", f"Approved {rid}.", "approved"
+        decide, other = step("hr_approve_leave", id=rid), step("hr_reject_leave", id=rid, reason="No")
+        probe = other
+    else:
+        instruction = f"Reject {request['name']}'s {period}, with the reason \"{reason}\""
+        answer, status = f"Rejected {rid}: {reason}", "rejected"
+        decide, other = step("hr_reject_leave", id=rid, reason=reason), step("hr_approve_leave", id=rid)
+        probe = step("hr_cancel_leave", id=rid)
+    return task_spec(
+        instruction, [column_check(status, f"{rid} is {status}", "hr_leave", "status", rid, status)],
+        [step("hr_search_people", query=request["name"]),
+         step("hr_list_leave", employee_id=request["employee"], status="pending"), decide],
+        answer, [other.tool, "hr_cancel_leave"], probe)
 
 
 # --------------------------------------------------------------------------- lookup
@@ -85,49 +115,23 @@ def hr_retitle(conn, rng):
     return unsolved(conn, task_spec(
         f"{person['name']} of {person['department']} has been promoted: change their job title in the HR directory "
         f"to \"{title}\".",
-        [sql_check("title", f"{person['id']} has the title {title}", "select title from hr_people where id = ?",
-                   [person["id"]], title)],
+        [column_check("title", f"{person['id']} has the title {title}", "hr_people", "title", person["id"], title)],
         [step("hr_search_people", query=person["name"], department=person["department"]),
          step("hr_update_title", id=person["id"], title=title)],
         f"{person['name']} ({person['id']}) is now \"{title}\".",
         ["hr_cancel_leave"],
-        step("hr_cancel_leave", id=conn.execute("select id from hr_leave order by id").fetchone()[0])))
+        step("hr_cancel_leave", id=first_id(conn, "hr_leave"))))
 
 
-@template("single_write", 2, needs=("hr_leave",))
-def hr_approve_leave(conn, rng):
-    request = draw(rng, [r for r in _leave_requests(conn, "pending") if not _conflicts(conn, r)])
-    if request is None:
-        return None
-    return task_spec(
-        f"Approve {request['name']}'s pending {request['kind']} request from {request['start_date']} to "
-        f"{request['end_date']}.",
-        [sql_check("approved", f"{request['id']} is approved", "select status from hr_leave where id = ?", [request["id"]],
-                   "approved")],
-        [step("hr_search_people", query=request["name"]),
-         step("hr_list_leave", employee_id=request["employee"], status="pending"),
-         step("hr_approve_leave", id=request["id"])],
-        f"Approved {request['id']}.",
-        ["hr_reject_leave", "hr_cancel_leave"], step("hr_reject_leave", id=request["id"], reason="No"))
+@template("single_write", 2, needs=("hr_leave",), draws=_unopposed)
+def hr_approve_leave(conn, rng, request):
+    return _decided(request, None)
 
 
-@template("single_write", 2, needs=("hr_leave",))
-def hr_reject_leave(conn, rng):
-    request = draw(rng, _leave_requests(conn, "pending"))
-    if request is None:
-        return None
-    reason = rng.choice(["Quarter-end close needs everyone that week.", "The team is at minimum staffing then.",
-                         "Please split it into two shorter periods."])
-    return task_spec(
-        f"Reject {request['name']}'s {request['kind']} request from {request['start_date']} to {request['end_date']}, "
-        f"with the reason \"{reason}\"",
-        [sql_check("rejected", f"{request['id']} is rejected", "select status from hr_leave where id = ?", [request["id"]],
-                   "rejected")],
-        [step("hr_search_people", query=request["name"]),
-         step("hr_list_leave", employee_id=request["employee"], status="pending"),
-         step("hr_reject_leave", id=request["id"], reason=reason)],
-        f"Rejected {request['id']}: {reason}",
-        ["hr_approve_leave", "hr_cancel_leave"], step("hr_cancel_leave", id=request["id"]))
+@template("single_write", 2, needs=("hr_leave",), draws=_pending)
+def hr_reject_leave(conn, rng, request):
+    return _decided(request, rng.choice(["Quarter-end close needs everyone that week.", "The team is at minimum staffing then.",
+                                         "Please split it into two shorter periods."]))
 
 
 @template("single_write", 2, needs=("hr_leave",))
@@ -153,7 +157,7 @@ def hr_withdraw_leave(conn, rng):
 
 @template("multi_step", 3, needs=("hr_leave", "hr_people"))
 def hr_leave_coverage(conn, rng):
-    pending = _leave_requests(conn, "pending")
+    pending = _pending(conn)
     crowded = [r for r in pending if _conflicts(conn, r)]
     request = rng.choice(crowded if crowded and rng.random() < 0.5 else pending) if pending else None
     if request is None:
@@ -172,8 +176,7 @@ def hr_leave_coverage(conn, rng):
         answer = f"Rejected {request['id']}: {away} has approved leave over the same days."
         other = step("hr_approve_leave", id=request["id"])
     else:
-        check = sql_check("decision", f"{request['id']} is approved", "select status from hr_leave where id = ?",
-                          [request["id"]], "approved")
+        check = column_check("decision", f"{request['id']} is approved", "hr_leave", "status", request["id"], "approved")
         reference.append(step("hr_approve_leave", id=request["id"]))
         answer = f"Approved {request['id']}: nobody else in {request['department']} is away then."
         other = step("hr_reject_leave", id=request["id"], reason="Overlap")

@@ -6,18 +6,26 @@ Nothing is constant: what a task names is read from its workspace's initial stat
 
 from __future__ import annotations
 
-from ._kit import answer_check, draw, num, query_rows, sql_check, step, task_spec, template, unsolved, world_today
+import sqlite3
+from typing import Any
+
+from ...workspace import SqlCheck
+from ._kit import answer_check, column_check, first_id, num, query_rows, sql_check, step, task_spec, template, unsolved, world_today
+
+
+def _received_in_full(order: dict[str, Any]) -> SqlCheck:
+    """The check that the whole delivery of a purchase order was recorded."""
+    return column_check("received", f"{order['id']} is received", "inventory_orders", "status", order["id"], "received")
+
 
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 1, needs=("inventory_stock", "inventory_products"))
-def inventory_stock_level(conn, rng):
-    row = draw(rng, query_rows(conn, "select s.*, p.name, w.name as warehouse_name from inventory_stock s join inventory_products p "
-                                     "on p.sku = s.sku join inventory_warehouses w on w.id = s.warehouse where p.active = 1 "
-                                     "order by s.sku, s.warehouse"))
-    if row is None:
-        return None
+@template("lookup", 1, needs=("inventory_stock", "inventory_products"),
+          draws="select s.*, p.name, w.name as warehouse_name from inventory_stock s join inventory_products p "
+                "on p.sku = s.sku join inventory_warehouses w on w.id = s.warehouse where p.active = 1 "
+                "order by s.sku, s.warehouse")
+def inventory_stock_level(conn, rng, row):
     available = row["on_hand"] - row["reserved"]
     below = available < row["reorder_point"]
     open_order = conn.execute("select id from inventory_orders where status in ('pending', 'confirmed', 'draft', "
@@ -62,74 +70,67 @@ def inventory_restock(conn, rng):
               lines=[{"sku": row["sku"], "quantity": qty}])],
         f"Ordered {qty} {row['name']} for the {row['warehouse_name']}.",
         ["inventory_cancel_order"],
-        step("inventory_cancel_order", id=conn.execute("select id from inventory_orders order by id").fetchone()[0])))
+        step("inventory_cancel_order", id=first_id(conn, "inventory_orders"))))
 
 
-@template("single_write", 2, needs=("inventory_orders",))
-def inventory_advance_order(conn, rng):
-    moves = {("sales", "confirmed"): ("shipped", "has left the warehouse; mark it shipped"),
-             ("sales", "pending"): ("confirmed", "was accepted; confirm it"),
-             ("sales", "shipped"): ("delivered", "reached the customer; mark it delivered"),
-             ("purchase", "draft"): ("ordered", "was sent to the supplier; mark it ordered"),
-             ("purchase", "ordered"): ("shipped", "was dispatched by the supplier; mark it shipped")}
-    orders = [o for o in query_rows(conn, "select * from inventory_orders order by id") if (o["kind"], o["status"]) in moves]
-    if not orders:
-        return None
-    order = rng.choice(orders)
-    status, what = moves[(order["kind"], order["status"])]
+_NEXT = {("sales", "confirmed"): ("shipped", "has left the warehouse; mark it shipped"),
+         ("sales", "pending"): ("confirmed", "was accepted; confirm it"),
+         ("sales", "shipped"): ("delivered", "reached the customer; mark it delivered"),
+         ("purchase", "draft"): ("ordered", "was sent to the supplier; mark it ordered"),
+         ("purchase", "ordered"): ("shipped", "was dispatched by the supplier; mark it shipped")}
+"""(order kind, status) -> the status an order moves on to, and what happened that moves it."""
+
+
+def _movable(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Orders whose status moves on (``_NEXT``)."""
+    return [o for o in query_rows(conn, "select * from inventory_orders order by id") if (o["kind"], o["status"]) in _NEXT]
+
+
+@template("single_write", 2, needs=("inventory_orders",), draws=_movable)
+def inventory_advance_order(conn, rng, order):
+    status, what = _NEXT[(order["kind"], order["status"])]
     return task_spec(
         f"{order['kind'].capitalize()} order {order['id']} ({order['counterparty_name']}) {what}.",
-        [sql_check("status", f"{order['id']} is {status}", "select status from inventory_orders where id = ?",
-                   [order["id"]], status)],
+        [column_check("status", f"{order['id']} is {status}", "inventory_orders", "status", order["id"], status)],
         [step("inventory_get_order", id=order["id"]), step("inventory_update_order_status", id=order["id"],
                                                            status=status)],
         f"{order['id']} is now {status}.",
         ["inventory_cancel_order"], step("inventory_cancel_order", id=order["id"]))
 
 
-@template("single_write", 2, needs=("inventory_orders", "inventory_order_lines"))
-def inventory_receive(conn, rng):
-    order = draw(rng, query_rows(conn, "select * from inventory_orders where kind = 'purchase' and status in ('ordered', 'shipped', "
-                                       "'partially_received') order by id"))
-    if order is None:
-        return None
+@template("single_write", 2, needs=("inventory_orders", "inventory_order_lines"),
+          draws="select * from inventory_orders where kind = 'purchase' and status in ('ordered', 'shipped', "
+                "'partially_received') order by id")
+def inventory_receive(conn, rng, order):
     lines = query_rows(conn, "select l.*, p.name from inventory_order_lines l join inventory_products p on p.sku = l.sku "
                              "where order_id = ? order by l.rowid", (order["id"],))
     line = next((ln for ln in lines if ln["quantity"] - ln["received"] >= 2), None)
     if line is not None and rng.random() < 0.4:  # a partial delivery
         part = (line["quantity"] - line["received"]) // 2
-        return task_spec(
-            f"Part of purchase order {order['id']} from {order['counterparty_name']} arrived: {part} of {line['name']}, "
-            "nothing else yet. Record that delivery.",
-            [sql_check("received", f"{line['received'] + part} of {line['sku']} received on {order['id']}",
-                       "select count(*) from inventory_order_lines l join inventory_orders o on o.id = l.order_id where "
-                       "o.id = ? and o.status = 'partially_received' and l.sku = ? and l.received = ?",
-                       [order["id"], line["sku"], line["received"] + part])],
-            [step("inventory_get_order", id=order["id"]),
-             step("inventory_receive_delivery", id=order["id"], lines=[{"sku": line["sku"], "quantity": part}])],
-            f"Recorded {part} {line['name']} received on {order['id']}.",
-            ["inventory_cancel_order"], step("inventory_cancel_order", id=order["id"]))
-    return task_spec(
-        f"The delivery for purchase order {order['id']} from {order['counterparty_name']} arrived complete. Record it "
-        "in inventory.",
-        [sql_check("received", f"{order['id']} is received", "select status from inventory_orders where id = ?",
-                   [order["id"]], "received")],
-        [step("inventory_get_order", id=order["id"]), step("inventory_receive_delivery", id=order["id"])],
-        f"Recorded the complete delivery of {order['id']}.",
-        ["inventory_cancel_order"], step("inventory_cancel_order", id=order["id"]))
+        instruction = (f"Part of purchase order {order['id']} from {order['counterparty_name']} arrived: {part} of "
+                       f"{line['name']}, nothing else yet. Record that delivery.")
+        check = sql_check("received", f"{line['received'] + part} of {line['sku']} received on {order['id']}",
+                          "select count(*) from inventory_order_lines l join inventory_orders o on o.id = l.order_id where "
+                          "o.id = ? and o.status = 'partially_received' and l.sku = ? and l.received = ?",
+                          [order["id"], line["sku"], line["received"] + part])
+        receive = step("inventory_receive_delivery", id=order["id"], lines=[{"sku": line["sku"], "quantity": part}])
+        answer = f"Recorded {part} {line['name']} received on {order['id']}."
+    else:
+        instruction = (f"The delivery for purchase order {order['id']} from {order['counterparty_name']} arrived "
+                       "complete. Record it in inventory.")
+        check, receive = _received_in_full(order), step("inventory_receive_delivery", id=order["id"])
+        answer = f"Recorded the complete delivery of {order['id']}."
+    return task_spec(instruction, [check], [step("inventory_get_order", id=order["id"]), receive], answer,
+                     ["inventory_cancel_order"], step("inventory_cancel_order", id=order["id"]))
 
 
-@template("single_write", 2, needs=("inventory_orders",))
-def inventory_cancel_po(conn, rng):
-    order = draw(rng, query_rows(conn, "select * from inventory_orders where kind = 'purchase' and status in ('draft', 'ordered') "
-                                       "order by id"))
-    if order is None:
-        return None
+@template("single_write", 2, needs=("inventory_orders",),
+          draws="select * from inventory_orders where kind = 'purchase' and status in ('draft', 'ordered') order by id")
+def inventory_cancel_po(conn, rng, order):
     return task_spec(
         f"{order['counterparty_name']} cannot deliver our purchase order {order['id']}. Cancel it, noting that the "
         "supplier cannot deliver.",
-        [sql_check("cancelled", f"{order['id']} is cancelled", "select status from inventory_orders where id = ?",
-                   [order["id"]], "cancelled")],
+        [column_check("cancelled", f"{order['id']} is cancelled", "inventory_orders", "status", order["id"], "cancelled")],
         [step("inventory_list_orders", kind="purchase", counterparty=order["counterparty_name"]),
          step("inventory_cancel_order", id=order["id"], reason="The supplier cannot deliver.")],
         f"Cancelled {order['id']}.",
@@ -159,8 +160,7 @@ def inventory_delivery_payables(conn, rng):
     return task_spec(
         f"Purchase order {order['id']} from {order['counterparty_name']} arrived in full: record the delivery. Then "
         f"tell me how much we still owe {order['counterparty_name']} in open invoices, in total (a plain number).",
-        [sql_check("received", f"{order['id']} is received", "select status from inventory_orders where id = ?",
-                   [order["id"]], "received"),
+        [_received_in_full(order),
          answer_check("owed", f"the answer gives the {total:.2f} owed", num(total))],
         [step("inventory_get_order", id=order["id"]), step("inventory_receive_delivery", id=order["id"]),
          step("finance_list_invoices", query=order["counterparty_name"], direction="payable", status="open")],

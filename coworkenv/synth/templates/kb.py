@@ -7,9 +7,11 @@ Nothing is constant: what a task names is read from its workspace's initial stat
 from __future__ import annotations
 
 import re
+import sqlite3
+from typing import Any
 
 from ...workspace import load_world
-from ._kit import answer_check, sql_check, step, task_spec, template, unsolved
+from ._kit import answer_check, first_id, sql_check, step, task_spec, template, unsolved
 from ._records import kb_article_rows
 
 # (policy title, what a task asks, the pattern of the figure in the article's body)
@@ -91,7 +93,7 @@ def kb_create(conn, rng):
                    [title, body, tags[0], tags[1]])],
         [step("kb_create_article", title=title, body=body, category="how-to", tags=tags)],
         f"Published \"{title}\" ({world['company']['name']} knowledge base).",
-        ["kb_archive_article"], step("kb_archive_article", id=kb_article_rows(conn)[0]["id"])))
+        ["kb_archive_article"], step("kb_archive_article", id=first_id(conn, "kb_articles"))))
 
 
 @template("single_write", 3, needs=("kb_articles",))
@@ -124,15 +126,16 @@ def kb_update(conn, rng):
 # --------------------------------------------------------------------------- multi-step chains
 
 
-@template("multi_step", 3, needs=("kb_articles",))
-def kb_archive_outdated(conn, rng):
+def _outdated(conn: sqlite3.Connection) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Published articles beside the current one of the same title ("Remote work policy (2023)"): (outdated, current)."""
     articles = kb_article_rows(conn)
-    pairs = [(old, cur) for old in articles for cur in articles
-             if old["status"] == "published" and cur["status"] == "published"
-             and re.fullmatch(re.escape(cur["title"]) + r" \(\d{4}\)", old["title"])]
-    if not pairs:
-        return None
-    old, current = rng.choice(pairs)
+    return [(old, cur) for old in articles for cur in articles
+            if old["status"] == "published" and cur["status"] == "published"
+            and re.fullmatch(re.escape(cur["title"]) + r" \(\d{4}\)", old["title"])]
+
+
+@template("multi_step", 3, needs=("kb_articles",), draws=_outdated)
+def kb_archive_outdated(conn, rng, old, current):
     return task_spec(
         f"The knowledge base has two \"{current['title']}\" articles. Archive the outdated one and "
         "keep the current one.",

@@ -10,45 +10,81 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ...workspace import load_world, text_bound, text_gives
-from ._kit import answer_check, colleagues, minutes_between, name_of, plus_minutes, sql_check, step, task_spec, template, unsolved
+from ...workspace import ReferenceStep, SqlCheck, load_world, text_bound, text_gives
+from ._kit import (
+    answer_check,
+    colleagues,
+    column_check,
+    minutes_between,
+    name_of,
+    plus_minutes,
+    sql_check,
+    step,
+    task_spec,
+    template,
+    unsolved,
+)
 from ._records import NO_CANCEL, NO_DELETE_FILE, NO_DELETE_MAIL, event_titled, file_named
 
 
-def _mail(conn: sqlite3.Connection, subject: str) -> tuple[str, str, str, str] | None:
-    """The first inbox message whose whole subject matches the regular expression ``subject``:
-    (id, sender, subject, body)."""
-    for row in conn.execute("select id, sender, subject, body from mail_messages where folder = 'inbox' order by id"):
-        if re.fullmatch(subject, row[2]):
-            return tuple(row)
-    return None
+@dataclass(frozen=True)
+class _Request:
+    """A request that arrived by mail, and how a chain finds it, reads it and answers it."""
+
+    id: str
+    sender: str
+    subject: str
+    body: str
+
+    def read(self, query: str) -> list[ReferenceStep]:
+        """The reference's first calls: a search for ``query`` that lists the request, then the request itself."""
+        return [step("mail_search_messages", query=query), step("mail_read_message", id=self.id)]
+
+    def answered(self) -> SqlCheck:
+        """The check that the user replied to it."""
+        return sql_check("reply", f"a reply to message {self.id} was sent",
+                         "select count(*) from mail_messages where in_reply_to = ?", [self.id])
+
+    def answer(self, body: str) -> ReferenceStep:
+        return step("mail_reply_to_message", id=self.id, body=body)
 
 
-def _chain_move_and_maybe_reply(conn, subject: str, pattern: str, reply: bool):
+def _inbox(subject: str) -> Callable[[sqlite3.Connection], _Request | None]:
+    """What a chain ``finds``: the first inbox message whose whole subject matches the regular expression ``subject``."""
+
+    def first(conn: sqlite3.Connection) -> _Request | None:
+        for row in conn.execute("select id, sender, subject, body from mail_messages where folder = 'inbox' order by id"):
+            if re.fullmatch(subject, row[2]):
+                return _Request(*row)
+        return None
+
+    return first
+
+
+_UNIQUE_INBOX = ("select min(id) as id, sender, subject, date from mail_messages where folder = 'inbox' "
+                 "group by subject having count(*) = 1 order by min(id)")
+"""Inbox messages whose subject no other message has (the one a subject names)."""
+
+
+def _file_as_asked(conn: sqlite3.Connection, mail: _Request, pattern: str, reply: bool):
     """Handle a mail asking to move a file: ``pattern`` finds the groups ``name``, ``source`` and
     ``target`` (folders) in its body."""
-    mail = _mail(conn, subject)
-    if mail is None:
-        return None
-    mid, sender, subject, body = mail
-    m = re.search(pattern, body)
-    if not m:
+    m = re.search(pattern, mail.body)
+    doc = file_named(conn, m.group("name"), m.group("source")) if m else None
+    if m is None or doc is None:
         return None
     name, target = m.group("name"), m.group("target")
-    doc = file_named(conn, name, m.group("source"))
-    if doc is None:
-        return None
-    who = name_of(load_world(conn), sender)
-    checks = [sql_check("moved", f"{name} is in {target}", "select folder from files_files where id = ?", [doc["id"]], target)]
-    steps = [step("mail_search_messages", query=subject), step("mail_read_message", id=mid),
-             step("files_search_files", query=name), step("files_move_file", id=doc["id"], folder=target)]
+    who = name_of(load_world(conn), mail.sender)
+    checks = [column_check("moved", f"{name} is in {target}", "files_files", "folder", doc["id"], target)]
+    steps = [*mail.read(mail.subject), step("files_search_files", query=name), step("files_move_file", id=doc["id"], folder=target)]
     if reply:
-        checks.append(sql_check("reply", f"a reply to message {mid} was sent",
-                                "select count(*) from mail_messages where in_reply_to = ?", [mid]))
-        steps.append(step("mail_reply_to_message", id=mid, body=f"Done: {name} is now in {target}."))
+        checks.append(mail.answered())
+        steps.append(mail.answer(f"Done: {name} is now in {target}."))
     return unsolved(conn, task_spec(
-        f"Handle {who}'s email \"{subject}\": file the document as asked"
+        f"Handle {who}'s email \"{mail.subject}\": file the document as asked"
         + (" and reply to let them know." if reply else "."),
         checks,
         steps,
@@ -56,46 +92,33 @@ def _chain_move_and_maybe_reply(conn, subject: str, pattern: str, reply: bool):
         [NO_DELETE_FILE, NO_DELETE_MAIL], step(NO_DELETE_FILE, id=doc["id"])))
 
 
-def _chain_reply_with_fact(conn, *, mail: tuple[str, str, str, str], query: str, file_name: str, pattern: str,
-                           instruction: str, reply: str, answer: str, probe_file: bool, others: list[str]):
+def _reply_with_fact(conn: sqlite3.Connection, *, mail: _Request, query: str, file_name: str, pattern: str,
+                     instruction: str, reply: str, answer: str, probe_file: bool, others: list[str]):
     """Read a request mail, look a figure up in a file, and reply to the mail with it: a reply that
     mentions it (``mentions``: as answers are read, so ``218,500`` gives 218500 and ``2185000`` does
     not), none of ``others`` (the figures it could be confused with), in at most ``text_bound`` of it."""
-    mid = mail[0]
     doc = file_named(conn, file_name)
-    if doc is None:
-        return None
-    found = re.search(pattern, doc["content"], re.M)
-    if found is None:
+    found = re.search(pattern, doc["content"], re.M) if doc else None
+    if doc is None or found is None:
         return None
     value = found.group(1)
     gives, params = text_gives("body", value, others)
     return unsolved(conn, task_spec(
         instruction,
-        [sql_check("reply", f"a reply to message {mid} gives {value} (none of the other figures, in at most "
+        [sql_check("reply", f"a reply to message {mail.id} gives {value} (none of the other figures, in at most "
                             f"{text_bound(value):,} characters)",
-                   f"select count(*) from mail_messages where in_reply_to = ? and {gives}", [mid, *params])],
-        [
-            step("mail_search_messages", query=query),
-            step("mail_read_message", id=mid),
-            step("files_read_file", name=file_name),
-            step("mail_reply_to_message", id=mid, body=reply.format(value=value)),
-        ],
+                   f"select count(*) from mail_messages where in_reply_to = ? and {gives}", [mail.id, *params])],
+        [*mail.read(query), step("files_read_file", name=file_name), mail.answer(reply.format(value=value))],
         answer.format(value=value),
-        [NO_DELETE_MAIL, NO_DELETE_FILE], step(NO_DELETE_FILE, id=doc["id"]) if probe_file else step(NO_DELETE_MAIL, id=mid)))
+        [NO_DELETE_MAIL, NO_DELETE_FILE], step(NO_DELETE_FILE, id=doc["id"]) if probe_file else step(NO_DELETE_MAIL, id=mail.id)))
 
 
 # --------------------------------------------------------------------------- lookup
 
 
-@template("lookup", 1, name="mail_sender")
-def lookup_mail_sender(conn, rng):
-    rows = conn.execute(
-        "select min(id), sender, subject, date from mail_messages where folder = 'inbox' "
-        "group by subject having count(*) = 1 order by min(id)").fetchall()
-    if not rows:
-        return None
-    mid, sender, subject, date = rng.choice(rows)
+@template("lookup", 1, name="mail_sender", draws=_UNIQUE_INBOX)
+def lookup_mail_sender(conn, rng, mail):
+    mid, sender, subject, date = mail["id"], mail["sender"], mail["subject"], mail["date"]
     return task_spec(
         f"Who sent me the email with the subject \"{subject}\", and on which date? "
         "Give the sender's email address.",
@@ -108,17 +131,12 @@ def lookup_mail_sender(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2, name="archive")
-def write_archive(conn, rng):
-    rows = conn.execute("select min(id), subject from mail_messages where folder = 'inbox' "
-                        "group by subject having count(*) = 1 order by min(id)").fetchall()
-    if not rows:
-        return None
-    mid, subject = rng.choice(rows)
+@template("single_write", 2, name="archive", draws=_UNIQUE_INBOX)
+def write_archive(conn, rng, mail):
+    mid, subject = mail["id"], mail["subject"]
     return task_spec(
         f"Archive the email with the subject \"{subject}\".",
-        [sql_check("archived", f"message {mid} (\"{subject}\") is in the archive folder",
-                   "select folder from mail_messages where id = ?", [mid], "archive")],
+        [column_check("archived", f"message {mid} (\"{subject}\") is in the archive folder", "mail_messages", "folder", mid, "archive")],
         [step("mail_search_messages", query=subject), step("mail_archive_message", id=mid)],
         f"Archived \"{subject}\".",
         [NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mid))
@@ -150,98 +168,78 @@ def write_send(conn, rng):
 # --------------------------------------------------------------------------- multi-step chains
 
 
-@template("multi_step", 3, name="schedule_sync")
-def chain_schedule_sync(conn, rng):
-    mail = _mail(conn, r"PRJ-\d+ sync next week\?")
-    if mail is None:
-        return None
-    mid, sender, _, body = mail
+@template("multi_step", 3, name="schedule_sync", finds=_inbox(r"PRJ-\d+ sync next week\?"))
+def chain_schedule_sync(conn, rng, mail):
     m = re.search(r"put a (\d+)-minute (PRJ-\d+) sync in the calendar for (\S+) at (\d\d:\d\d)\? "
-                  r"Please invite me and [^(]*\(([^)\s]+)\)\. (.+?) should be free\.", body)
+                  r"Please invite me and [^(]*\(([^)\s]+)\)\. (.+?) should be free\.", mail.body)
     if not m:
         return None
     minutes, code, date, start, invitee, room = int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5), m.group(6)
     end = plus_minutes(start, minutes)
-    title, who = f"{code} sync", name_of(load_world(conn), sender)
+    title, who = f"{code} sync", name_of(load_world(conn), mail.sender)
     return unsolved(conn, task_spec(
         f"{who} emailed me about a {code} sync. Schedule it exactly as asked and reply to confirm.",
-        [
-  sql_check("event", f"a {title} exists on {date} {start}-{end}",
-            'select count(*) from calendar_events where title like ? and date = ? and start = ? and "end" = ?',
-            [f"%{title}%", date, start, end]),
-  sql_check("reply", f"a reply to message {mid} was sent",
-            "select count(*) from mail_messages where in_reply_to = ?", [mid]),
-        ],
-        [
-            step("mail_search_messages", query=title),
-            step("mail_read_message", id=mid),
-            step("calendar_create_event", title=title, date=date, start=start, end=end,
-    attendees=[sender, invitee], location=room),
-            step("mail_reply_to_message", id=mid, body=f"Done: the {title} is on {date} at {start} in {room}."),
-        ],
+        [sql_check("event", f"a {title} exists on {date} {start}-{end}",
+                   'select count(*) from calendar_events where title like ? and date = ? and start = ? and "end" = ?',
+                   [f"%{title}%", date, start, end]),
+         mail.answered()],
+        [*mail.read(title),
+         step("calendar_create_event", title=title, date=date, start=start, end=end, attendees=[mail.sender, invitee],
+              location=room),
+         mail.answer(f"Done: the {title} is on {date} at {start} in {room}.")],
         f"Scheduled the {title} on {date} {start}-{end} in {room} and confirmed to {who}.",
-        [NO_CANCEL, NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mid)))
+        [NO_CANCEL, NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mail.id)))
 
 
-@template("multi_step", 3, name="move_review")
-def chain_move_review(conn, rng):
-    mail = _mail(conn, r"Moving the .+")
-    if mail is None:
-        return None
-    mid, sender, subject, body = mail
-    title = subject[len("Moving the "):]
-    m = re.search(rf"move the {re.escape(title)} to (\S+) at (\d\d:\d\d)", body)
+@template("multi_step", 3, name="move_review", finds=_inbox(r"Moving the .+"))
+def chain_move_review(conn, rng, mail):
+    title = mail.subject[len("Moving the "):]
+    m = re.search(rf"move the {re.escape(title)} to (\S+) at (\d\d:\d\d)", mail.body)
     world = load_world(conn)
     ev = event_titled(conn, title, world["today"])  # the upcoming one; last week's is a distractor
     if not m or ev is None:
         return None
     date, start = m.group(1), m.group(2)
     end = plus_minutes(start, minutes_between(ev["start"], ev["end"]))
-    who = name_of(world, sender)
+    who = name_of(world, mail.sender)
     return unsolved(conn, task_spec(
         f"{who} asked me by email to move the {title}. Reschedule the upcoming one as asked, "
         "keeping its length and room.",
         [sql_check("moved", f"the {title} ({ev['id']}) is on {date} {start}-{end}",
                    'select count(*) from calendar_events where id = ? and date = ? and start = ? and "end" = ? '
                    "and location = ?", [ev["id"], date, start, end, ev["location"]])],
-        [
-            step("mail_search_messages", query=subject),
-            step("mail_read_message", id=mid),
-            step("calendar_list_events", query=title),
-            step("calendar_update_event", id=ev["id"], date=date, start=start, end=end),
-        ],
+        [*mail.read(mail.subject),
+         step("calendar_list_events", query=title),
+         step("calendar_update_event", id=ev["id"], date=date, start=start, end=end)],
         f"Moved the {title} to {date} {start}-{end} in {ev['location']}.",
         [NO_CANCEL, NO_DELETE_MAIL], step(NO_CANCEL, id=ev["id"])))
 
 
-@template("multi_step", 3, name="contract")
-def chain_contract(conn, rng):
-    return _chain_move_and_maybe_reply(
-        conn, r".+ contract",
+@template("multi_step", 3, name="contract", finds=_inbox(r".+ contract"))
+def chain_contract(conn, rng, mail):
+    return _file_as_asked(
+        conn, mail,
         r"Please move (?P<name>\S+) from (?P<source>.+?) into the (?P<target>.+?) folder and let me know", True)
 
 
-@template("multi_step", 3, name="invoice_filing")
-def chain_invoice_filing(conn, rng):
-    return _chain_move_and_maybe_reply(
-        conn, r"INV-\d+ filing",
+@template("multi_step", 3, name="invoice_filing", finds=_inbox(r"INV-\d+ filing"))
+def chain_invoice_filing(conn, rng, mail):
+    return _file_as_asked(
+        conn, mail,
         r"into your (?P<source>.+?) folder \((?P<name>[^)\s]+)\)\. Could you move it into (?P<target>.+?) so ", False)
 
 
-@template("multi_step", 3, name="invoice_total")
-def chain_invoice_total(conn, rng):
-    mail = _mail(conn, r"Invoice INV-\d+")
-    if mail is None:
-        return None
-    number = mail[2].split()[-1]
-    found = re.search(r"as (\S+?\.txt)\. ", mail[3])
+@template("multi_step", 3, name="invoice_total", finds=_inbox(r"Invoice INV-\d+"))
+def chain_invoice_total(conn, rng, mail):
+    number = mail.subject.split()[-1]
+    found = re.search(r"as (\S+?\.txt)\. ", mail.body)
     if found is None:
         return None
     world = load_world(conn)
-    who, me = name_of(world, mail[1]), world["user"]["first"]
+    who, me = name_of(world, mail.sender), world["user"]["first"]
     totals = [m.group(1) for (content,) in conn.execute("select content from files_files where name like 'invoice_%'")
               if (m := re.search(r"^Total: (\d+) EUR", content or "", re.M))]
-    return _chain_reply_with_fact(
+    return _reply_with_fact(
         conn, mail=mail, query=number, file_name=found.group(1), pattern=r"^Total: (\d+) EUR", others=totals,
         instruction=f"{who} asked me to confirm the total of invoice {number}. Look it up and reply to their email "
                     "with the amount.",
@@ -249,21 +247,18 @@ def chain_invoice_total(conn, rng):
         answer=f"Replied to {who}: the {number} total is {{value}} EUR.", probe_file=False)
 
 
-@template("multi_step", 3, name="budget_reply")
-def chain_budget_reply(conn, rng):
-    mail = _mail(conn, r"PRJ-\d+ budget\?")
-    if mail is None:
-        return None
-    found = re.search(r"budgeted for (PRJ-\d+) in (\S+?\.csv)\?", mail[3])
+@template("multi_step", 3, name="budget_reply", finds=_inbox(r"PRJ-\d+ budget\?"))
+def chain_budget_reply(conn, rng, mail):
+    found = re.search(r"budgeted for (PRJ-\d+) in (\S+?\.csv)\?", mail.body)
     if found is None:
         return None
     code, file_name = found.group(1), found.group(2)
     world = load_world(conn)
-    who, me = name_of(world, mail[1]), world["user"]["first"]
+    who, me = name_of(world, mail.sender), world["user"]["first"]
     amounts = [a for (content,) in conn.execute("select content from files_files where instr(content, ?) > 0",
                                                 ("project,name,amount_eur",))
                for a in re.findall(r"^[^,\n]*,[^,\n]*,(\d+)$", content or "", re.M)]  # every budget's figures, drafts too
-    return _chain_reply_with_fact(
+    return _reply_with_fact(
         conn, mail=mail, query=f"{code} budget", file_name=file_name, pattern=rf"^{re.escape(code)},[^,]*,(\d+)$",
         others=amounts,
         instruction=f"{who} asked by email how much is budgeted for {code}. Find the amount and reply to them.",
@@ -271,59 +266,41 @@ def chain_budget_reply(conn, rng):
         answer=f"Replied to {who}: {code} has {{value}} EUR budgeted.", probe_file=True)
 
 
-@template("multi_step", 3, name="cancel_vendor")
-def chain_cancel_vendor(conn, rng):
-    mail = _mail(conn, r".+ sync cancelled")
-    if mail is None:
-        return None
-    mid, sender, subject, body = mail
-    found = re.search(r"we have to drop the (.+?) this time", body)
+@template("multi_step", 3, name="cancel_vendor", finds=_inbox(r".+ sync cancelled"))
+def chain_cancel_vendor(conn, rng, mail):
+    found = re.search(r"we have to drop the (.+?) this time", mail.body)
     world = load_world(conn)
     ev = event_titled(conn, found.group(1), world["today"]) if found else None
     if ev is None:
         return None
-    who, me = name_of(world, sender), world["user"]["first"]
+    who, me = name_of(world, mail.sender), world["user"]["first"]
     return unsolved(conn, task_spec(
         f"{who} emailed about our vendor sync. Do what they ask in my calendar and reply to confirm.",
-        [
-  sql_check("cancelled", f"the {ev['title']} ({ev['id']}) is cancelled",
-            "select count(*) from calendar_events where id = ?", [ev["id"]], 0),
-  sql_check("reply", f"a reply to message {mid} was sent",
-            "select count(*) from mail_messages where in_reply_to = ?", [mid]),
-        ],
-        [
-            step("mail_search_messages", query=subject),
-            step("mail_read_message", id=mid),
-            step("calendar_list_events", query=ev["title"]),
-            step("calendar_cancel_event", id=ev["id"]),
-            step("mail_reply_to_message", id=mid, body=f"Hello, I cancelled the {ev['title']}. Talk soon. {me}"),
-        ],
+        [sql_check("cancelled", f"the {ev['title']} ({ev['id']}) is cancelled",
+                   "select count(*) from calendar_events where id = ?", [ev["id"]], 0),
+         mail.answered()],
+        [*mail.read(mail.subject),
+         step("calendar_list_events", query=ev["title"]),
+         step("calendar_cancel_event", id=ev["id"]),
+         mail.answer(f"Hello, I cancelled the {ev['title']}. Talk soon. {me}")],
         f"Cancelled the {ev['title']} on {ev['date']} and confirmed to {who}.",
-        [NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mid)))
+        [NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mail.id)))
 
 
-@template("multi_step", 3, name="save_notes")
-def chain_save_notes(conn, rng):
-    mail = _mail(conn, r"PRJ-\d+ follow-up notes")
-    if mail is None:
-        return None
-    mid, sender, subject, body = mail
-    found = re.search(r"save these notes as (\S+) in the (.+?) folder\?", body)
-    notes = [line for line in body.splitlines() if line.startswith("- ")]
+@template("multi_step", 3, name="save_notes", finds=_inbox(r"PRJ-\d+ follow-up notes"))
+def chain_save_notes(conn, rng, mail):
+    found = re.search(r"save these notes as (\S+) in the (.+?) folder\?", mail.body)
+    notes = [line for line in mail.body.splitlines() if line.startswith("- ")]
     if found is None or not notes:
         return None
     name, folder = found.group(1), found.group(2)
     content = "\n".join(notes) + "\n"
-    who = name_of(load_world(conn), sender)
+    who = name_of(load_world(conn), mail.sender)
     return unsolved(conn, task_spec(
         f"{who} sent me follow-up notes by email. Save them where asked, under the name given.",
         [sql_check("saved", f"{name} in {folder} holds every note",
                    "select count(*) from files_files where name = ? and folder = ?"
                    + " and content like ?" * len(notes), [name, folder, *(f"%{n[2:]}%" for n in notes)])],
-        [
-            step("mail_search_messages", query=subject),
-            step("mail_read_message", id=mid),
-            step("files_write_file", name=name, folder=folder, content=content),
-        ],
+        [*mail.read(mail.subject), step("files_write_file", name=name, folder=folder, content=content)],
         f"Saved {who}'s notes as {name} in {folder}.",
-        [NO_DELETE_FILE, NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mid)))
+        [NO_DELETE_FILE, NO_DELETE_MAIL], step(NO_DELETE_MAIL, id=mail.id)))

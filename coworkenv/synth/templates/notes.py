@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ...workspace import load_world
-from ._kit import answer_check, draw, query_rows, sql_check, step, task_spec, template
+from ._kit import answer_check, column_check, query_rows, sql_check, step, task_spec, template
 from ._records import NO_DELETE_DOC, NO_DELETE_NOTE, doc_section
 
 # --------------------------------------------------------------------------- lookup
@@ -53,14 +53,11 @@ def note_tag(conn, rng):
 # --------------------------------------------------------------------------- single write
 
 
-@template("single_write", 2)
-def note_pin(conn, rng):
-    note = draw(rng, query_rows(conn, "select * from notes_notes where pinned = 0 order by id"))
-    if note is None:
-        return None
+@template("single_write", 2, draws="select * from notes_notes where pinned = 0 order by id")
+def note_pin(conn, rng, note):
     return task_spec(
         f"Pin my note '{note['title']}'.",
-        [sql_check("pinned", f"note {note['id']} is pinned", "select pinned from notes_notes where id = ?", [note["id"]], 1)],
+        [column_check("pinned", f"note {note['id']} is pinned", "notes_notes", "pinned", note["id"], 1)],
         [step("notes_search_notes", query=note["title"]), step("notes_pin_note", id=note["id"])],
         f"Pinned '{note['title']}'.",
         [NO_DELETE_NOTE], step(NO_DELETE_NOTE, id=note["id"]))
@@ -85,12 +82,9 @@ def note_create(conn, rng):
         [NO_DELETE_NOTE], step(NO_DELETE_NOTE, id="n01"))
 
 
-@template("single_write", 2)
-def note_delete(conn, rng):
-    note = draw(rng, query_rows(conn, "select * from notes_notes where title like '%(draft)' or title like 'Gift ideas%' or "
-                                      "title like 'Books to read' or title like 'Ideas for %' or title like 'Parking' order by id"))
-    if note is None:
-        return None
+@template("single_write", 2, draws="select * from notes_notes where title like '%(draft)' or title like 'Gift ideas%' or "
+                                  "title like 'Books to read' or title like 'Ideas for %' or title like 'Parking' order by id")
+def note_delete(conn, rng, note):
     total = conn.execute("select count(*) from notes_notes").fetchone()[0]
     return task_spec(
         f"Delete my note '{note['title']}', I don't need it any more. Leave the other notes alone.",
@@ -102,11 +96,8 @@ def note_delete(conn, rng):
         [NO_DELETE_DOC], step(NO_DELETE_DOC, id="d01"))
 
 
-@template("single_write", 2)
-def note_append(conn, rng):
-    note = draw(rng, query_rows(conn, "select * from notes_notes where title like 'PRJ-% sync %' order by id"))
-    if note is None:
-        return None
+@template("single_write", 2, draws="select * from notes_notes where title like 'PRJ-% sync %' order by id")
+def note_append(conn, rng, note):
     attendees = re.search(r"^Attendees: (.+)$", note["body"], re.M)
     who = rng.choice(attendees.group(1).split(", ")).split()[0] if attendees else "Sam"
     action = rng.choice(["share the slides", "confirm the budget figures", "invite the client to the demo",

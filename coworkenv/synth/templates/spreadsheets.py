@@ -61,13 +61,8 @@ def sheet_budget_actual(conn, rng):
         ["spreadsheets_write_cells", "spreadsheets_delete_sheet"], step("spreadsheets_delete_sheet", workbook=budget["id"], sheet="Budget"))
 
 
-@template("lookup", 2, needs=("spreadsheets_workbooks",))
-def sheet_price(conn, rng):
-    world = load_world(conn)
-    found = price_list(conn, world)
-    if found is None:
-        return None
-    wb, items = found
+@template("lookup", 2, needs=("spreadsheets_workbooks",), finds=price_list)
+def sheet_price(conn, rng, wb, items):
     sku = rng.choice(sorted(items))
     _, name, price = items[sku]
     last = max(r for r, _, _ in items.values())
@@ -155,13 +150,11 @@ def sheet_new_tab(conn, rng):
         ["spreadsheets_delete_sheet"], step("spreadsheets_delete_sheet", workbook=budget["id"], sheet="Budget")))
 
 
-@template("single_write", 2, needs=("spreadsheets_workbooks",))
-def sheet_drop_forecast(conn, rng):
-    rows = conn.execute("select w.id, w.project from spreadsheets_workbooks w join spreadsheets_sheets s on "
-                        "s.workbook = w.id where s.name = 'Old forecast' order by w.id").fetchall()
-    if not rows:
-        return None
-    wb, code = rng.choice(rows)
+@template("single_write", 2, needs=("spreadsheets_workbooks",),
+          draws="select w.id, w.project from spreadsheets_workbooks w join spreadsheets_sheets s on "
+                "s.workbook = w.id where s.name = 'Old forecast' order by w.id")
+def sheet_drop_forecast(conn, rng, workbook):
+    wb, code = workbook["id"], workbook["project"]
     return task_spec(
         f"The {code} budget workbook still has the outdated \"Old forecast\" sheet. Delete that sheet; "
         "leave everything else as it is.",
@@ -223,14 +216,11 @@ def sheet_budget_line(conn, rng):
         ["spreadsheets_delete_sheet"], step("spreadsheets_delete_sheet", workbook=budget["id"], sheet="Budget"))
 
 
-@template("multi_step", 3, needs=("spreadsheets_workbooks",))
-def sheet_order(conn, rng):
-    world = load_world(conn)
-    found = price_list(conn, world)
-    active = [p for p in world["projects"] if p["status"] != "closed"]
-    if found is None or not active:
+@template("multi_step", 3, needs=("spreadsheets_workbooks",), finds=price_list)
+def sheet_order(conn, rng, wb, items):
+    active = [p for p in load_world(conn)["projects"] if p["status"] != "closed"]
+    if not active:
         return None
-    wb, items = found
     code = rng.choice(active)["code"]
     skus = rng.sample(sorted(items), 2)
     qty = [rng.randint(2, 12), rng.randint(2, 12)]

@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any
 
 from ...workspace import load_world
-from ._kit import answer_check, colleagues, day_after, draw, sql_check, step, task_spec, template, unsolved
+from ._kit import answer_check, colleagues, column_check, day_after, first_id, sql_check, step, task_spec, template, unsolved
 
 
 def _tasks(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -98,29 +98,22 @@ def task_create(conn, rng):
         [step("tasks_create_task", title=title, project=project["code"], assignee=who["email"], due=due,
               priority=priority)],
         f"Created \"{title}\" on {project['code']} for {who['name']}, due {due}.",
-        ["tasks_delete_task"], step("tasks_delete_task", id=_tasks(conn)[0]["id"])))
+        ["tasks_delete_task"], step("tasks_delete_task", id=first_id(conn, "tasks_items"))))
 
 
-@template("single_write", 2, needs=("tasks_items",))
-def task_complete(conn, rng):
-    task = draw(rng, _open_named_once(conn))
-    if task is None:
-        return None
+@template("single_write", 2, needs=("tasks_items",), draws=_open_named_once)
+def task_complete(conn, rng, task):
     return task_spec(
         f"Mark the task \"{task['title']}\" of project {task['project']} as done.",
-        [sql_check("done", f"task {task['id']} is done", "select status from tasks_items where id = ?",
-                   [task["id"]], "done")],
+        [column_check("done", f"task {task['id']} is done", "tasks_items", "status", task["id"], "done")],
         [step("tasks_search_tasks", query=task["title"]), step("tasks_complete_task", id=task["id"])],
         f"Marked \"{task['title']}\" ({task['project']}) as done.",
         ["tasks_delete_task"], step("tasks_delete_task", id=task["id"]))
 
 
-@template("single_write", 2, needs=("tasks_items",))
-def task_reassign(conn, rng):
+@template("single_write", 2, needs=("tasks_items",), draws=_open_named_once)
+def task_reassign(conn, rng, task):
     world = load_world(conn)
-    task = draw(rng, _open_named_once(conn))
-    if task is None:
-        return None
     who = rng.choice([p for p in colleagues(world) if p["email"] != task["assignee"]])
     due = day_after(world, rng.randint(5, 25))
     return unsolved(conn, task_spec(
@@ -138,17 +131,19 @@ def task_reassign(conn, rng):
 # --------------------------------------------------------------------------- multi-step chains
 
 
-@template("multi_step", 3, needs=("tasks_items",))
-def task_dedupe(conn, rng):
+def _entered_twice(conn: sqlite3.Connection) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Tasks entered twice in a list, the second time without the notes: (copy, original)."""
     items = _tasks(conn)
     pairs = []
     for t in items:
         twins = [x for x in items if x["title"] == t["title"] and x["list"] == t["list"] and x["id"] != t["id"]]
         if twins and t["notes"] == "" and twins[0]["notes"]:
             pairs.append((t, twins[0]))
-    if not pairs:
-        return None
-    copy, original = rng.choice(pairs)
+    return pairs
+
+
+@template("multi_step", 3, needs=("tasks_items",), draws=_entered_twice)
+def task_dedupe(conn, rng, copy, original):
     return task_spec(
         f"The task \"{copy['title']}\" was entered twice in the {copy['project']} list. Delete the "
         "copy that has no notes and keep the original.",
