@@ -60,7 +60,8 @@ class ChildRunnerSandbox(RunnerSandbox):
     async def start(self) -> None:
         if self.started:
             return
-        self.episode_dir = make_episode_dir(self.name, self.config.root)
+        # absolute: the runner starts in its workspace, where a relative root would name another folder
+        self.episode_dir = make_episode_dir(self.name, self.config.root).absolute()
         self.workdir = self.episode_dir / "workspace"
         self.workdir.mkdir()
         self.initial_dir = self.episode_dir / "initial"

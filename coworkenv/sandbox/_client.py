@@ -46,7 +46,9 @@ class RunnerSandbox(Sandbox):
     def __init__(self, initial_state: Path, *, limits: Limits | None = None,
                  config: SandboxConfig | None = None) -> None:
         super().__init__(initial_state, limits=limits, config=config)
-        self.apps_dir = Path((config and config.apps_dir) or DEFAULT_APPS_DIR)
+        # absolute from here: a runner starts elsewhere (a child in its episode directory), where a
+        # relative path a user gave (a cache dir of ``cache``) would name another folder
+        self.apps_dir = Path((config and config.apps_dir) or DEFAULT_APPS_DIR).absolute()
         self._reader: LineReader | None = None
         self._writer: LineWriter | None = None
         self._lock = asyncio.Lock()
