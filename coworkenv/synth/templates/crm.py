@@ -161,10 +161,11 @@ def crm_remove_copy(conn, rng, copy):
 
 @template("single_write", 2, needs=("crm_activities",), draws=_LOGGED_TWICE)
 def crm_remove_double_activity(conn, rng, pair):
+    logged = f"\"{pair['subject']}\" of {pair['date']}"
     return task_spec(
-        f"The {pair['kind']} \"{pair['subject']}\" of {pair['date']} was logged twice on {pair['account_name']} in "
-        "the CRM. Delete the duplicate entry so that it is logged once.",
-        [sql_check("once", f"\"{pair['subject']}\" of {pair['date']} is logged once on {pair['account']}",
+        f"The {pair['kind']} {logged} was logged twice on {pair['account_name']} in the CRM. Delete the duplicate "
+        "entry so that it is logged once.",
+        [sql_check("once", f"{logged} is logged once on {pair['account']}",
                    "select count(*) from crm_activities where account = ? and subject = ? and date = ?",
                    [pair["account"], pair["subject"], pair["date"]], 1)],
         [step("crm_search_accounts", query=pair["account_name"], status="active"),

@@ -41,6 +41,7 @@ def _active_projects(conn: sqlite3.Connection) -> list[str]:
 
 _PENDING_CLAIMS = ("select e.*, r.total as receipt_total from finance_expenses e left join finance_receipts r "
                    "on r.expense = e.id where e.status = 'submitted' order by e.id")
+"""Submitted expense claims, each with its receipt's total (None where it has no receipt)."""
 
 
 def _pending_claim(conn, rng, matching: bool) -> dict[str, Any] | None:
@@ -108,8 +109,7 @@ def finance_budget_left(conn, rng, code):
           draws="select * from finance_invoices where direction = 'payable' and project is not null and document is not null order by id")
 def finance_invoice_facts(conn, rng, invoice):
     return task_spec(
-        f"Invoice {invoice['id']} from {invoice['counterparty']}: when is it due, what is its total, and which "
-        "project is it charged to?",
+        f"Invoice {invoice['id']} from {invoice['counterparty']}: when is it due, what is its total, and which project is it charged to?",
         [answer_check("answer", f"the answer gives due date {invoice['due_date']}, total {invoice['total']:.2f} and "
                                 f"project {invoice['project']}", invoice["due_date"], num(invoice["total"]),
                       invoice["project"])],
@@ -139,16 +139,17 @@ def finance_pay_invoice(conn, rng, invoice):
 
 @template("single_write", 2, needs=("finance_invoices",), draws=_ENTERED_TWICE)
 def finance_flag_duplicate(conn, rng, pair):
+    earlier, later = pair["first"], pair["second"]
     return task_spec(
         f"Two open invoices from {pair['counterparty']} have the same total: one of them was entered twice. Flag the "
         "one issued later as a possible duplicate of the earlier one.",
-        [sql_check("flagged", f"{pair['second']} is flagged and {pair['first']} is not",
+        [sql_check("flagged", f"{later} is flagged and {earlier} is not",
                    "select sum(case when id = ? then flagged else -flagged end) from finance_invoices where id in (?, ?)",
-                   [pair["second"], pair["first"], pair["second"]], 1)],
+                   [later, earlier, later], 1)],
         [step("finance_list_invoices", query=pair["counterparty"], direction="payable", status="open"),
-         step("finance_flag_invoice", id=pair["second"], reason=f"Possible duplicate of {pair['first']}")],
-        f"Flagged {pair['second']} as a possible duplicate of {pair['first']} ({pair['total']:.2f}).",
-        ["finance_mark_invoice_paid"], step("finance_mark_invoice_paid", id=pair["first"]))
+         step("finance_flag_invoice", id=later, reason=f"Possible duplicate of {earlier}")],
+        f"Flagged {later} as a possible duplicate of {earlier} ({pair['total']:.2f}).",
+        ["finance_mark_invoice_paid"], step("finance_mark_invoice_paid", id=earlier))
 
 
 @template("single_write", 2, needs=("finance_expenses", "finance_budgets"))

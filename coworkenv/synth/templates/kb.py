@@ -137,8 +137,7 @@ def _outdated(conn: sqlite3.Connection) -> list[tuple[dict[str, Any], dict[str, 
 @template("multi_step", 3, needs=("kb_articles",), draws=_outdated)
 def kb_archive_outdated(conn, rng, old, current):
     return task_spec(
-        f"The knowledge base has two \"{current['title']}\" articles. Archive the outdated one and "
-        "keep the current one.",
+        f"The knowledge base has two \"{current['title']}\" articles. Archive the outdated one and keep the current one.",
         [sql_check("archived", f"{old['id']} is archived and {current['id']} still published",
                    "select (select status from kb_articles where id = ?) = 'archived' and "
                    "(select status from kb_articles where id = ?) = 'published'", [old["id"], current["id"]])],

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ...workspace import ReferenceStep, SqlCheck, load_world, text_bound, text_gives
 from ._kit import (
+    Spec,
     answer_check,
     colleagues,
     column_check,
@@ -49,6 +50,7 @@ class _Request:
                          "select count(*) from mail_messages where in_reply_to = ?", [self.id])
 
     def answer(self, body: str) -> ReferenceStep:
+        """The reference's reply to it."""
         return step("mail_reply_to_message", id=self.id, body=body)
 
 
@@ -69,7 +71,7 @@ _UNIQUE_INBOX = ("select min(id) as id, sender, subject, date from mail_messages
 """Inbox messages whose subject no other message has (the one a subject names)."""
 
 
-def _file_as_asked(conn: sqlite3.Connection, mail: _Request, pattern: str, reply: bool):
+def _file_as_asked(conn: sqlite3.Connection, mail: _Request, pattern: str, reply: bool) -> Spec | None:
     """Handle a mail asking to move a file: ``pattern`` finds the groups ``name``, ``source`` and
     ``target`` (folders) in its body."""
     m = re.search(pattern, mail.body)
@@ -93,7 +95,7 @@ def _file_as_asked(conn: sqlite3.Connection, mail: _Request, pattern: str, reply
 
 
 def _reply_with_fact(conn: sqlite3.Connection, *, mail: _Request, query: str, file_name: str, pattern: str,
-                     instruction: str, reply: str, answer: str, probe_file: bool, others: list[str]):
+                     instruction: str, reply: str, answer: str, probe_file: bool, others: list[str]) -> Spec | None:
     """Read a request mail, look a figure up in a file, and reply to the mail with it: a reply that
     mentions it (``mentions``: as answers are read, so ``218,500`` gives 218500 and ``2185000`` does
     not), none of ``others`` (the figures it could be confused with), in at most ``text_bound`` of it."""

@@ -156,8 +156,7 @@ def sheet_new_tab(conn, rng):
 def sheet_drop_forecast(conn, rng, workbook):
     wb, code = workbook["id"], workbook["project"]
     return task_spec(
-        f"The {code} budget workbook still has the outdated \"Old forecast\" sheet. Delete that sheet; "
-        "leave everything else as it is.",
+        f"The {code} budget workbook still has the outdated \"Old forecast\" sheet. Delete that sheet; leave everything else as it is.",
         [sql_check("deleted", f"workbook {wb} has no 'Old forecast' sheet and still has its Budget sheet",
                    "select (select count(*) from spreadsheets_sheets where workbook = ? and name = 'Old forecast') "
                    "= 0 and (select count(*) from spreadsheets_sheets where workbook = ? and name = 'Budget') = 1",
