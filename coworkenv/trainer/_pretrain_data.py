@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._nouns import singular
 from ..workspace import app_module, app_spec, build_workspace, listed_apps, write_initial_state
 
 PRETRAIN_SEED_FROM = 1_000_000  # workspace seeds of pretraining data: far above synthesis' and evaluation's
@@ -134,23 +135,12 @@ def workspace_results(seed: int) -> list[Result]:
                         if "id" not in record:
                             continue
                         got = module.handle(conn, resource.get_tool, {"id": record["id"]})
-                        inner = got.get(_singular(resource.collection)) if isinstance(got, dict) else None
+                        inner = got.get(singular(resource.collection)) if isinstance(got, dict) else None
                         one = inner if isinstance(inner, dict) else got
                         results.append(Result(f"{app}_{resource.get_tool}", resource.collection, got, [one], None))
         finally:
             conn.close()
     return results
-
-
-def _singular(name: str) -> str:
-    name = name.replace("_", " ")
-    if name.endswith("people"):
-        return name[:-6] + "person"
-    if name.endswith("ies"):
-        return name[:-3] + "y"
-    if name.endswith(("sses", "ches", "shes", "xes")):
-        return name[:-2]
-    return name[:-1] if name.endswith("s") else name
 
 
 def _window(result: Result, rng: random.Random) -> tuple[str, list[dict[str, Any]]]:
@@ -228,7 +218,7 @@ def lookup(result: Result, rng: random.Random) -> Sample | None:
     label = _label(records)
     if label is None:
         return None
-    thing = _singular(result.collection)
+    thing = singular(result.collection)
     pairs = [(r, f) for r in records for f in _fields(r, label)]
     if not pairs:
         return None
@@ -249,7 +239,7 @@ def reverse(result: Result, rng: random.Random) -> Sample | None:
     label = _label(records)
     if label is None or len(records) < 2:
         return None
-    thing = _singular(result.collection)
+    thing = singular(result.collection)
     unique = [(r, f) for r in records for f in _fields(r, label)
               if sum(1 for o in records if o.get(f) == r[f]) == 1]
     if not unique:
@@ -272,7 +262,7 @@ def to_json(result: Result, rng: random.Random) -> Sample | None:
         chosen = [label, *chosen]
     keys = " and ".join(", ".join(_words(f) for f in chosen).rsplit(", ", 1))
     question = rng.choice((f"Write the {keys} of {record[label]} as a JSON object.",
-                           f"As JSON: the {keys} of the {_singular(result.collection)} {record[label]}."))
+                           f"As JSON: the {keys} of the {singular(result.collection)} {record[label]}."))
     answer = json.dumps({f: record[f] for f in chosen}, ensure_ascii=False)
     return [user(f"{text}\n\n{question}"), *assistant(answer)]
 
@@ -288,7 +278,7 @@ def prose(result: Result, rng: random.Random) -> Sample | None:
         return None
     told = rng.sample(fields, min(len(fields), rng.randint(2, 5)))
     parts = [f"{_words(f)} {_shown(record[f])}" for f in told]
-    sentence = f"The {_singular(result.collection)} {record[label]} has " + ", ".join(parts[:-1]) + f" and {parts[-1]}."
+    sentence = f"The {singular(result.collection)} {record[label]} has " + ", ".join(parts[:-1]) + f" and {parts[-1]}."
     field = rng.choice(told)
     if rng.random() < 0.5:
         return [user(f"{sentence} What is its {_words(field)}?"), *assistant(_shown(record[field]))]
