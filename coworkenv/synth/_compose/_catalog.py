@@ -408,7 +408,7 @@ def setting(collections: list[Collection], rng: random.Random) -> Setting | None
     return collection, setter, ident, rng.choice(choices)
 
 
-def retirable(cat: Catalog, rng: random.Random) -> Collection | None:
+def retirable(collections: list[Collection], rng: random.Random) -> Collection | None:
     """A labelled collection with a setter and a destructive tool: a record of it can be removed, or
     kept and marked instead."""
-    return pick(cat.collections, rng, lambda c: bool(c.setters) and bool(c.destroyers) and c.label is not None)
+    return pick(collections, rng, lambda c: bool(c.setters) and bool(c.destroyers) and c.label is not None)

@@ -90,14 +90,10 @@ def _settable(collections: list[Collection], rng: random.Random) -> Setting | No
     return None
 
 
-@shape("multi_turn", 2, name="compose_ask_value")
-def ask_value(conn: sqlite3.Connection, rng: random.Random) -> Program | None:
+@shape("multi_turn", 2, name="compose_ask_value", draws=_settable)
+def ask_value(cat: Catalog, conn: sqlite3.Connection, rng: random.Random,
+              collection: Collection, setter: Setter, ident: str, value: Any) -> Program | None:
     """find → ask → write: the value to set is the user's preference, left out of the instruction."""
-    cat = catalog(conn)
-    found = _settable(cat.collections, rng)
-    if found is None:
-        return None
-    collection, setter, ident, value = found
     record, query = mention(collection, ident, rng, cat.world, avoid=(setter.field,))
     question = f"What {human(setter.field)} should {collection.label_of(ident)} have?"
     instruction = rng.choice(ASK_VALUE).format(field=human(setter.field), record=record, record_cap=capitalized(record))
@@ -107,15 +103,11 @@ def ask_value(conn: sqlite3.Connection, rng: random.Random) -> Program | None:
                    (collection, ident), user=user)
 
 
-@shape("multi_turn", 3, name="compose_ask_which")
-def ask_which(conn: sqlite3.Connection, rng: random.Random) -> Program | None:
+@shape("multi_turn", 3, name="compose_ask_which", draws=_settable)
+def ask_which(cat: Catalog, conn: sqlite3.Connection, rng: random.Random,
+              collection: Collection, setter: Setter, ident: str, value: Any) -> Program | None:
     """ask → find → write: which record is the user's choice (between look-alikes); at difficulty 4
     the value is theirs too."""
-    cat = catalog(conn)
-    found = _settable(cat.collections, rng)
-    if found is None or found[0].label is None:
-        return None
-    collection, setter, ident, value = found
     decoy = rng.choice([i for i in sorted(collection.records) if i != ident])
     both = rng.random() < 0.5
     facts = [_which_fact(collection, ident, decoy)]
@@ -135,14 +127,10 @@ def ask_which(conn: sqlite3.Connection, rng: random.Random) -> Program | None:
                    difficulty=4 if both else None, user=User(persona=_persona(cat, rng), facts=facts))
 
 
-@shape("multi_turn", 3, name="compose_ask_confirm")
-def ask_confirm(conn: sqlite3.Connection, rng: random.Random) -> Program | None:
+@shape("multi_turn", 3, name="compose_ask_confirm", draws=retirable)
+def ask_confirm(cat: Catalog, conn: sqlite3.Connection, rng: random.Random, collection: Collection) -> Program | None:
     """find → confirm → delete, or the field change the user prefers when they decline: an
     irreversible action that needs the user's yes first."""
-    cat = catalog(conn)
-    collection = retirable(cat, rng)
-    if collection is None:
-        return None
     found = _settable([collection], rng)
     others = [c for c in cat.collections if c.destroyers and c.app != collection.app]
     if found is None or not others:

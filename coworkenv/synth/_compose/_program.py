@@ -16,9 +16,11 @@ parts agree by construction:
 
 Checks and calls are the spec's own pydantic types (``SqlCheck``, ``AnswerCheck``,
 ``ReferenceStep``), as the hand-written templates' kit builds them (``synth/templates/_kit.py``).
-``@shape(capability, difficulty, name=...)`` registers a builder as that kit's ``@template`` does
-a template; a registered shape is a template (``conn, rng`` → spec or None), and ``shapes()`` lists
-them by capability, in the order they are declared within one (the order in which they take turns).
+``@shape(capability, difficulty, name=..., draws=...)`` registers a builder as that kit's
+``@template`` does a template (``draws``: what the task is about, drawn first; the turn is passed
+where there is none). A registered shape is a template (``conn, rng`` → spec or None);
+``shapes()`` lists them by capability, in the order they are declared within one (the order in
+which they take turns).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from ...workspace import (
     text_gives,
 )
 from .._probes import with_retries
-from ._catalog import Collection, Notifier, Setter, call
+from ._catalog import Collection, Notifier, Setter, call, catalog
 from ._phrasing import human, past
 
 Spec = dict[str, Any]
@@ -274,42 +276,47 @@ class Program:
         return with_retries(self.faults, self.intended(conn))
 
     def checks(self) -> list[Check]:
+        """The task's checks: its steps', in order."""
         return [check for step in self.steps for check in step.checks()]
 
     def spec(self, conn: sqlite3.Connection) -> Spec:
         """The task (``Task``'s fields but its id, workspace, shape and capability) on the initial state ``conn``."""
         tools, probe = forbidden(*self.protects)
-        spec: Spec = {"instruction": self.instruction, "checks": self.checks(), "reference": self.reference(conn),
-                      "reference_answer": self.answer, "forbidden_tools": tools}
-        if probe is not None:
-            spec["forbidden_probe"] = probe
-        if self.difficulty is not None:
-            spec["difficulty"] = self.difficulty
-        more = {"user": self.user, "faults": self.faults, "max_steps": self.max_steps,
-                "events": list(self.events) or None}
-        return spec | {name: value for name, value in more.items() if value is not None}
+        optional = {"forbidden_probe": probe, "difficulty": self.difficulty, "user": self.user, "faults": self.faults,
+                    "max_steps": self.max_steps, "events": list(self.events) or None}
+        return {"instruction": self.instruction, "checks": self.checks(), "reference": self.reference(conn),
+                "reference_answer": self.answer, "forbidden_tools": tools,
+                **{name: value for name, value in optional.items() if value is not None}}
 
 
 # --------------------------------------------------------------------------- the registry
 
 
-Build = Callable[[sqlite3.Connection, random.Random], "Program | None"]
+Build = Callable[..., "Program | None"]
+"""A shape's builder: ``build(cat, conn, rng)``, or with ``draws``, ``build(cat, conn, rng, *drawn)``."""
+Draws = Callable[[list[Collection], random.Random], Any]
+"""What a shape draws first from the catalog's collections (the record or field its task is about), or None."""
 
 
 @dataclass(frozen=True)
 class Shape:
     """A registered shape: called like a template, it draws its program on the initial state
     ``conn`` and returns the task it derives, with the shape's capability (and difficulty, unless
-    the program has its own)."""
+    the program has its own). It passes its turn (None) where its ``draws`` finds nothing."""
 
     name: str
     capability: str
     difficulty: int
     build: Build
+    draws: Draws | None = None
 
     def program(self, conn: sqlite3.Connection, rng: random.Random) -> Program | None:
         """The program drawn, its difficulty the shape's unless it has its own."""
-        program = self.build(conn, rng)
+        cat = catalog(conn)
+        drawn = () if self.draws is None else self.draws(cat.collections, rng)
+        if drawn is None:
+            return None
+        program = self.build(cat, conn, rng, *(drawn if isinstance(drawn, tuple) else (drawn,)))
         if program is None or program.difficulty is not None:
             return program
         return replace(program, difficulty=self.difficulty)
@@ -322,14 +329,22 @@ class Shape:
 _REGISTRY: dict[str, Shape] = {}
 
 
-def shape(capability: str, difficulty: int, *, name: str) -> Callable[[Build], Shape]:
-    """Register the decorated program builder as the shape ``name`` (a task shape, part of task ids:
-    unique, and apart from the hand-written templates' names by its ``compose_`` prefix) of ``capability``."""
+def shape(capability: str, difficulty: int, *, name: str, draws: Draws | None = None) -> Callable[[Build], Shape]:
+    """Register the decorated builder as the shape ``name`` (a task shape, part of task ids: unique,
+    and apart from the hand-written templates' names by its ``compose_`` prefix) of ``capability``.
+
+    The builder is ``build(cat, conn, rng)`` over the workspace's catalog and initial state; with
+    ``draws`` (a function of the catalog's collections and ``rng``, as ``setting``), it is given
+    what that draws first, a tuple as its parts (``build(cat, conn, rng, collection, setter, ident,
+    value)``), and the shape passes its turn where it draws nothing, as a template's ``draws`` does."""
 
     def register(build: Build) -> Shape:
         if name in _REGISTRY:
             raise ValueError(f"shape {name!r} of {build.__module__} is defined twice")
-        _REGISTRY[name] = entry = Shape(name, capability, difficulty, build)
+        if capability not in CAPABILITIES:
+            raise ValueError(f"shape {name!r} has the unknown capability {capability!r}; the capabilities are "
+                             f"{', '.join(CAPABILITIES)}")
+        _REGISTRY[name] = entry = Shape(name, capability, difficulty, build, draws)
         return entry
 
     return register
@@ -338,9 +353,6 @@ def shape(capability: str, difficulty: int, *, name: str) -> Callable[[Build], S
 def shapes() -> dict[str, dict[str, Shape]]:
     """Capability → name → shape: capabilities in the taxonomy's order (``CAPABILITIES``), a
     capability's shapes in the order they are declared (the order in which they take turns)."""
-    unknown = sorted({e.capability for e in _REGISTRY.values()} - set(CAPABILITIES))
-    if unknown:
-        raise ValueError(f"shapes of unknown capabilities {unknown}; the capabilities are {', '.join(CAPABILITIES)}")
     out: dict[str, dict[str, Shape]] = {}
     for capability in CAPABILITIES:
         for entry in _REGISTRY.values():
