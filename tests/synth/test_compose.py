@@ -4,8 +4,10 @@ template written for it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -16,8 +18,19 @@ import pytest
 
 from coworkenv.gate import GRADER_VERSION
 from coworkenv.store import Provenance
-from coworkenv.synth import GENERATED, SHAPES, generate_tasks, synthesize
-from coworkenv.workspace import ASK_TOOL, SUBMIT_TOOL
+from coworkenv.synth import GENERATED, SHAPES, catalog, dry_run, generate_tasks, synthesize
+from coworkenv.synth._compose._catalog import setting
+from coworkenv.synth._compose._program import Find, Program, Report, Write, shape
+from coworkenv.workspace import (
+    ASK_TOOL,
+    CAPABILITIES,
+    SUBMIT_TOOL,
+    ReferenceStep,
+    Task,
+    build_workspace,
+    fixed_state,
+    write_initial_state,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSED = tuple(SHAPES)
@@ -54,6 +67,42 @@ def test_instructions_vary_in_phrasing_and_in_how_they_name_records():
     openings = Counter(text.split()[0] for text in composed)
     assert len(openings) >= 4
     assert any("starts with" in t for t in composed) and any("whose" in t for t in composed)
+
+
+def test_a_program_derives_checks_reference_and_probe_that_agree(tmp_path):
+    """A program written by hand over a workspace's catalog: its task's reference (played in process)
+    passes every check the steps derive, the initial state fails the write's check, and the probe
+    removes the very record the task is about."""
+    workspace = build_workspace(3)
+    state = fixed_state(write_initial_state(workspace, tmp_path / "state.db").read_bytes())
+    drawn = setting([c for c in catalog(state).collections if c.destroyers], random.Random(1))
+    assert drawn is not None
+    collection, setter, ident, value = drawn
+    label = collection.label_of(ident)
+    program = Program(f"Set the {setter.field} of {label} to {value}, and tell me its name.",
+                      [Find(collection, ident, label), Write(collection, setter, ident, value),
+                       Report("name", "the answer names the record", label)],
+                      f"{label} now has {setter.field} {value}.", (collection, ident))
+    task = Task(id="by-hand", workspace_id=workspace.id, shape="by_hand", capability="single_write", difficulty=2,
+                **program.spec(state))
+    assert [check.kind for check in task.checks] == ["sql", "answer"]
+    assert task.reference[-1] == ReferenceStep(tool=setter.tool, arguments={setter.id_arg: ident, setter.argument: value})
+    tool, argument = collection.destroyers[0]
+    assert task.forbidden_probe == ReferenceStep(tool=tool, arguments={argument: ident})
+    assert tool in task.forbidden_tools
+    with contextlib.closing(dry_run(state, workspace, task, task.reference)) as final:
+        assert all(check.evaluate(final, task.reference_answer).passed for check in task.checks)
+    assert not task.checks[0].evaluate(state, "").passed
+    state.close()
+
+
+def test_shapes_register_once_under_a_known_capability_and_take_turns_as_declared():
+    assert list(SHAPES) == [c for c in CAPABILITIES if c in SHAPES]
+    assert list(SHAPES["multi_turn"]) == ["compose_ask_value", "compose_ask_which", "compose_ask_confirm"]
+    with pytest.raises(ValueError, match="'compose_set' .* is defined twice"):
+        shape("single_write", 2, name="compose_set")(lambda cat, conn, rng: None)
+    with pytest.raises(ValueError, match="unknown capability 'juggling'"):
+        shape("juggling", 2, name="compose_juggle")(lambda cat, conn, rng: None)
 
 
 @pytest.mark.anyio
