@@ -90,3 +90,15 @@ def test_grading_loads_no_transport_and_exporting_no_agent_or_sandbox():
                                                            "coworkenv.server")) == []
     assert _loaded_by("import coworkenv.agents._rollout", ("coworkenv.server", "coworkenv.episodes",
                                                            "coworkenv.sandbox")) == []
+
+
+# a module is read in one sitting: past this many lines it is two subjects (the sandbox's runner is
+# exempt: one stdlib-only file that runs on its own inside every sandbox)
+MAX_MODULE_LINES = 700
+ONE_FILE_BY_DESIGN = {"sandbox/_runner.py"}
+
+
+def test_no_module_is_longer_than_one_subject():
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert set(long) <= ONE_FILE_BY_DESIGN, f"modules over {MAX_MODULE_LINES} lines: {long}"
