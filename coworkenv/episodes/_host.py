@@ -347,12 +347,11 @@ class EpisodeHost:
         loop where the gradings of the episode's workspace have been quick lately (under
         ``EpisodeSettings.inline_grading_ms``: the longest of them, each counting for less the more
         gradings came after it), since handing a quick one to a thread costs more than the grading.
-        The first grading of a workspace, and those of a task that Claw-Eval's grader scores, go to
-        a thread."""
+        The first grading of a workspace, and those of a task with a slow check (``CheckKind.slow``: one
+        that runs a grader process, as Claw-Eval's does), go to a thread."""
         key = episode.workspace.id
         limit = self.settings.inline_grading_ms
-        inline = (self._grading_ms.get(key, limit) < limit
-                  and not any(check.kind == "claw_eval" for check in episode.task.checks))
+        inline = self._grading_ms.get(key, limit) < limit and not any(check.slow for check in episode.task.checks)
 
         def timed() -> VerdictRow:
             started = time.perf_counter()

@@ -25,7 +25,7 @@ def episode_record(store: Store, episode: EpisodeRow, states: StateCache | None 
         base_dump=store.state_base,
         truncated=episode.truncated,
         error=episode.error,
-        claw_graders=store.claw_eval_grader,
+        records=store,
         states=states,
     )
 
@@ -73,8 +73,8 @@ def _grade_record(store: Store, episode_id: str, task: Task, record: EpisodeReco
                   final_db: sqlite3.Connection | None) -> VerdictRow:
     if final_db is not None and record.final_state is not None:
         record = replace(record, final_db=final_db)
-    if record.claw_graders is None:
-        record = replace(record, claw_graders=store.claw_eval_grader)
+    if record.records is None:
+        record = replace(record, records=store)
     result, verdict = grade(task, record)
     row = VerdictRow(episode_id, verdict.grader_version, verdict.admitted, verdict.reason, result.completion,
                      result.safety, result.robustness, result.score, result.checks, grader_hash=GRADER_HASH,

@@ -1,6 +1,7 @@
 """The workspace spec, the built-in apps and the state they keep, what an agent sees of a task,
 and the conversation model shared by agents, the store and the exports."""
 
+from ._bounds import SAFE_NAME
 from ._bundle import Bundle, bundle_hash, load_bundle, save_bundle, spec_hash, task_hash, workspace_hash
 from ._conversation import (
     Attachment,
@@ -18,15 +19,9 @@ from ._spec import (
     ASK_TOOL,
     CAPABILITIES,
     FISHING_SLACK,
-    SAFE_NAME,
     SUBMIT_TOOL,
-    AnswerCheck,
     App,
     Capability,
-    Check,
-    CheckQueryTimeout,
-    CheckResult,
-    ClawEvalCheck,
     Confirmation,
     DataOverride,
     Faults,
@@ -35,22 +30,15 @@ from ._spec import (
     ReferenceStep,
     ResourceSpec,
     SpecError,
-    SqlCheck,
     Task,
     ToolSpec,
-    UnchangedCheck,
     User,
     Workspace,
     WorldEvent,
     load_task,
     load_workspace,
-    mentions,
-    run_check_query,
     save_task,
     save_workspace,
-    text_bound,
-    text_gives,
-    tokens,
 )
 from ._state import APPS_DIR, app_module, app_spec, build_workspace, listed_apps, write_initial_state
 from ._view import (
@@ -65,6 +53,26 @@ from ._view import (
 )
 from ._world import World, build_world, load_world, write_world
 from ._yaml import YamlLimitError, load_yaml
+from .checks import (
+    AnswerCheck,
+    Check,
+    CheckKind,
+    CheckQueryTimeout,
+    CheckResult,
+    EpisodeContext,
+    EpisodeScores,
+    SqlCheck,
+    UnchangedCheck,
+    check_kinds,
+    draft_check_kinds,
+    mentions,
+    register_check,
+    run_check_query,
+    text_bound,
+    text_gives,
+    tokens,
+)
+from .checks._claw import ClawEvalCheck
 from .state import (
     STATE_BASE,
     FixedState,
@@ -107,7 +115,13 @@ __all__ = [
     "Bundle",
     "App",
     "Check",
+    "CheckKind",
     "CheckResult",
+    "EpisodeContext",
+    "EpisodeScores",
+    "check_kinds",
+    "draft_check_kinds",
+    "register_check",
     "DataOverride",
     "Message",
     "PromptStyle",

@@ -26,9 +26,9 @@ from pydantic import BaseModel
 
 from . import _world
 from . import apps as _apps
+from ._bounds import SAFE_NAME
 from ._spec import (
     ASK_TOOL,
-    SAFE_NAME,
     SUBMIT_TOOL,
     SpecError,
     Task,

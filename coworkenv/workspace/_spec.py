@@ -1,40 +1,26 @@
 """The workspace spec: pydantic models that load from and save to YAML.
 
 Specs come from data (bundles, a model's drafts, Claw-Eval task files), so what they may hold is
-bounded here, as constraints of the models, and refused with the field's name when passed:
-
-- ids of workspaces and tasks (and a Claw-Eval check's task id) are safe file names
-  (``SAFE_NAME``: letters, digits, ``_``, ``-``, ``.``, not starting with ``.``, at most 128
-  characters), since bundles use them as folder and file names;
-- an instruction, a reference answer and a user's persona prompt hold at most ``MAX_INSTRUCTION``
-  (65,536) characters; descriptions (of apps, tools, checks, events) and a user's replies at most
-  ``MAX_DESCRIPTION`` (8,192); names (a workspace's, a persona's name, role and tone, a shape) at most
-  ``MAX_NAME`` (256); a check's SQL at most ``MAX_QUERY`` (16,384);
-- a spec file holds at most ``MAX_SPEC_FILE_BYTES`` (64 MiB: a Claw-Eval workspace carries its
-  services' files) and its YAML is read with alias and size bounds (``coworkenv.workspace._yaml``);
-- a check's SQL runs for at most ``CHECK_QUERY_LIMIT_S`` seconds (``run_check_query``).
+bounded (``coworkenv.workspace._bounds``: ids are safe file names, texts and names have maximum
+lengths, a spec file at most 64 MiB) and refused with the field's name when passed. A task's checks
+are any registered check kind (``coworkenv.workspace.checks``).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import random
-import re
-import sqlite3
-import time
-from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .._errors import CoworkenvError
+from ._bounds import MAX_ATTACHMENTS, MAX_DESCRIPTION, MAX_NAME, MAX_SPEC_FILE_BYTES, Description, LongText, Name, SafeId
+from ._bounds import StrictModel as _Model
 from ._conversation import Attachment
 from ._yaml import YamlLimitError, load_yaml
-from .state import state_digest
+from .checks import Check, mentions
 
 Effect = Literal["read", "write", "destructive"]
 """What a tool does to the state: reads it, changes it, or changes it in a way that loses something (delete, cancel)."""
@@ -45,30 +31,8 @@ CAPABILITIES: tuple[str, ...] = ("lookup", "single_write", "multi_step", "cross_
 """The capabilities a task can exercise (``coworkenv.synth.TAXONOMY`` describes each and its difficulty levels)."""
 
 
-SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
-"""What an id that names a file or folder may be (a workspace's, a task's): no path separator, no leading dot."""
-MAX_NAME = 256
-MAX_DESCRIPTION = 8_192
-MAX_INSTRUCTION = 65_536
-MAX_QUERY = 16_384
-MAX_SPEC_FILE_BYTES = 64 << 20
-MAX_ATTACHMENTS = 16
-CHECK_QUERY_LIMIT_S = 2.0
-"""How long a check's SQL may run on a state (checks take milliseconds; a query that never ends must not
-hang grading or calibration)."""
-
-SafeId = Annotated[str, Field(pattern=SAFE_NAME)]
-Name = Annotated[str, Field(max_length=MAX_NAME)]
-Description = Annotated[str, Field(max_length=MAX_DESCRIPTION)]
-LongText = Annotated[str, Field(max_length=MAX_INSTRUCTION)]
-
-
 class SpecError(CoworkenvError, ValueError):
     """A spec file or value is malformed; the message names what was wrong."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _none(value: list[Any]) -> bool:
@@ -182,241 +146,6 @@ class Workspace(_Model):
     @property
     def tools(self) -> list[ToolSpec]:
         return [tool for app in self.apps for tool in app.tools]
-
-
-@dataclass
-class CheckResult:
-    id: str
-    passed: bool
-    detail: str
-
-
-class _CheckBase(_Model):
-    id: Name
-    description: Description
-
-    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        """Whether the check holds for the final ``state`` (None when none was recorded) and ``answer``."""
-        raise NotImplementedError
-
-    def _passed(self) -> CheckResult:
-        return CheckResult(self.id, True, self.description)
-
-    def _failed(self, why: str) -> CheckResult:
-        return CheckResult(self.id, False, f"{self.description}: {why}")
-
-
-class SqlCheck(_CheckBase):
-    """``query`` (with ``params``) runs against the final state; its first column of the first row
-    must equal ``expect``."""
-
-    kind: Literal["sql"] = "sql"
-    query: str = Field(max_length=MAX_QUERY)
-    params: list[Any] = Field(default_factory=list)
-    expect: Any = None
-
-    @field_validator("query")
-    @classmethod
-    def _read_only_query(cls, query: str) -> str:
-        if not query.lstrip().lower().startswith("select"):
-            raise ValueError("a sql check must be a SELECT query")
-        return query
-
-    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        if state is None:
-            return self._failed("no final state was recorded")
-        try:
-            row = run_check_query(state, self.query, self.params)
-        except CheckQueryTimeout as exc:
-            return self._failed(str(exc))
-        except sqlite3.Error as exc:  # a broken check fails, with the reason
-            return self._failed(f"check query failed: {exc}")
-        got = row[0] if row else None
-        if got != self.expect:
-            return self._failed(f"expected {self.expect!r}, found {got!r}")
-        return self._passed()
-
-
-class CheckQueryTimeout(sqlite3.OperationalError):
-    """A check's SQL ran over ``CHECK_QUERY_LIMIT_S`` and was interrupted."""
-
-
-def run_check_query(state: sqlite3.Connection, query: str, params: list[Any] | tuple = ()) -> Any:
-    """The first row of a check's ``query`` on ``state``, interrupted after ``CHECK_QUERY_LIMIT_S``
-    (SQLite's progress handler, asked every few thousand virtual-machine steps): a recursive query
-    that never ends raises ``CheckQueryTimeout`` instead of hanging whoever grades. The query may use
-    ``mentions(text, phrase)`` (``mentions``: what a message or note says, by the rule answers are read by)."""
-    state.create_function("mentions", 2, _sql_mentions, deterministic=True)
-    deadline = time.monotonic() + CHECK_QUERY_LIMIT_S
-    state.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
-    try:
-        return state.execute(query, params).fetchone()
-    except sqlite3.OperationalError:
-        if time.monotonic() > deadline:
-            raise CheckQueryTimeout(f"check query ran over {CHECK_QUERY_LIMIT_S:g} s") from None
-        raise
-    finally:
-        state.set_progress_handler(None, 0)
-
-
-def _sql_mentions(text: Any, phrase: Any) -> int | None:
-    """``mentions`` as check SQL calls it: 1 or 0, NULL where either argument is NULL."""
-    return None if text is None or phrase is None else int(mentions(str(text), str(phrase)))
-
-
-class AnswerCheck(_CheckBase):
-    """Every string of ``contains`` must be mentioned in the final answer and none of ``excludes`` (the
-    values of the other records of the kind asked about, so that an answer listing every candidate
-    fails), both under one rule (``mentions``: whole tokens, numbers as numbers, in any case); and the
-    answer may be at most ``max_length`` characters (by default ``text_bound(contains)``: room for
-    prose around what it must give, not for a list of everything there is)."""
-
-    kind: Literal["answer"] = "answer"
-    contains: list[str] = Field(min_length=1)
-    excludes: list[str] = Field(default_factory=list)
-    max_length: int | None = Field(default=None, ge=1)
-
-    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        bound = self.max_length or text_bound(self.contains)
-        if len(answer) > bound:
-            return self._failed(f"the final answer has {len(answer):,} characters, more than the {bound:,} an answer "
-                                "giving what was asked may have (a list of every value is no answer)")
-        missing = [s for s in self.contains if not mentions(answer, s)]
-        if missing:
-            return self._failed(f"the final answer does not mention {', '.join(map(repr, missing))}")
-        wrong = [s for s in self.excludes if mentions(answer, s)]
-        if wrong:
-            shown = ", ".join(map(repr, wrong[:3])) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
-            return self._failed(f"the final answer also mentions {shown}, which belong to other records")
-        return self._passed()
-
-
-TEXT_ALLOWANCE = 3_000
-TEXT_FACTOR = 10
-
-
-def text_bound(expected: str | Collection[str]) -> int:
-    """How long a text that gives ``expected`` (a value, or all the values it must give) may be: an
-    answer or a message, ``TEXT_ALLOWANCE`` characters of prose plus ``TEXT_FACTOR`` times what it
-    must give. An honest answer or message (a few sentences, a short list of what was asked) stays
-    far below; a list of every value a workspace holds, or every number of a range, does not."""
-    size = len(expected) if isinstance(expected, str) else sum(len(value) for value in expected)
-    return TEXT_ALLOWANCE + TEXT_FACTOR * size
-
-
-def text_gives(column: str, value: str, others: Collection[str] = ()) -> tuple[str, list[Any]]:
-    """A condition for check SQL, with its parameters, that holds where the text in ``column`` (a
-    message's body, a comment, a note) gives ``value`` as an answer must: it mentions it
-    (``mentions``), mentions none of ``others`` (the values it could be confused with), and is at
-    most ``text_bound(value)`` characters. A text listing every value, or every number of a range,
-    fails it as an answer would."""
-    condition = f"mentions({column}, ?) and length({column}) <= ?"
-    params: list[Any] = [value, text_bound(value)]
-    wrong = sorted(set(others) - {value})
-    if wrong:
-        condition += f" and not exists (select 1 from json_each(?) where mentions({column}, value))"
-        params.append(json.dumps(wrong))
-    return condition, params
-
-
-def mentions(text: str, phrase: str) -> bool:
-    """Whether ``text`` mentions ``phrase``: the phrase's ``tokens`` occur in the text's tokens, one
-    after another. So a mention is whole words and whole numbers, in any case: ``4`` is not mentioned
-    by ``2024``, ``Ann`` not by ``Anna``, ``1500`` not by ``150012`` nor by a string of digits holding
-    it; and numbers compare as numbers (``1500`` is mentioned by ``1,500`` and ``1500.00``). A phrase
-    with no letter or digit is mentioned where it occurs as it is (in any case).
-
-    The one rule for what a text says: answer checks (``contains`` and ``excludes`` alike), the
-    texts check SQL reads (its ``mentions(text, phrase)`` function, ``run_check_query``), and which
-    questions to a task's user are about what (``User.about``)."""
-    wanted = _normal(phrase)
-    if wanted == "  ":  # no token
-        bare = phrase.strip().casefold()
-        return bool(bare) and bare in text.casefold()
-    return wanted in _normal(text)
-
-
-_CHUNK = re.compile(r"\w+(?:[.,]\w+)*")  # letters, digits and underscores, with the points and commas inside them
-_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
-_POINTS = re.compile(r"[.,]")
-
-
-def tokens(text: str) -> tuple[str, ...]:
-    """The words and numbers of ``text``, as ``mentions`` compares them.
-
-    A token is a run of letters, digits and underscores (any script: what a regular expression's
-    ``\\w`` matches, so ``in_progress`` is one word; spaces and other punctuation separate tokens).
-    A run that is a number — digits with an optional decimal part, or thousands grouped by commas
-    (``1,500``, ``12,345.60``) — is one token, written without its grouping commas and trailing
-    decimal zeros (``1,500.00`` → ``1500``, ``12.50`` → ``12.5``; leading zeros stay: ``007`` is a
-    code, not 7). Any other run with points or commas inside (``ann.lee``, ``3,4``, ``2026.03.08``)
-    is split there. Words are case-folded. Letters and digits glued together (``1500x``, ``Acmex``)
-    make one token of their own: they mention neither part."""
-    found: list[str] = []
-    for chunk in _CHUNK.findall(text):
-        if _NUMBER.fullmatch(chunk):
-            whole, _, fraction = chunk.replace(",", "").partition(".")
-            fraction = fraction.rstrip("0")
-            found.append(f"{whole}.{fraction}" if fraction else whole)
-        else:
-            found += [part.casefold() for part in _POINTS.split(chunk)]
-    return tuple(found)
-
-
-@functools.lru_cache(maxsize=512)  # an answer is compared with many excluded values; a cue with many questions
-def _normal(text: str) -> str:
-    """``tokens`` joined by spaces, with a space either side: a mention is then one substring search."""
-    return f" {' '.join(tokens(text))} "
-
-
-class UnchangedCheck(_CheckBase):
-    """Nothing but the records the task is about changed: every record of the final state, except the
-    rows of ``allowed`` (table → keys of the rows the task changes, creates or deletes), hashes to
-    ``digest`` (taken from the reference solution's final state). Catches collateral damage: writes
-    sprayed over other records, an extra deletion, a stray new record."""
-
-    kind: Literal["unchanged"] = "unchanged"
-    allowed: dict[str, list[str]] = Field(default_factory=dict)
-    digest: str
-
-    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        if state is None:
-            return self._failed("no final state was recorded")
-        if state_digest(state, self.allowed) != self.digest:
-            return self._failed("records the task is not about were changed, created or deleted")
-        return self._passed()
-
-
-class ClawEvalCheck(_CheckBase):
-    """A Claw-Eval task's own grader decides: after the episode, the gate builds a trace in Claw-Eval's
-    format from the recorded episode and the services' audit logs (kept in the final state), and the
-    ``grader.py`` of Claw-Eval task ``task_id`` scores it, outside the sandbox. Its completion, safety
-    and robustness are the episode's.
-
-    The check names the task only: which checkout's grader runs (and which LLM judge it asks) is what
-    the operator gave ``coworkenv claw-eval import`` on the command line, kept in the store apart from
-    any spec. A spec that names a checkout, a folder or a judge is refused: a bundle or a drafted task
-    must not choose code to run on the host, nor where a key is sent."""
-
-    kind: Literal["claw_eval"] = "claw_eval"
-    task_id: str = Field(pattern=SAFE_NAME)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _names_no_code(cls, data: Any) -> Any:
-        named = sorted({"checkout", "task_dir", "judge"} & set(data)) if isinstance(data, dict) else []
-        if named:
-            raise ValueError(f"a claw_eval check names only its Claw-Eval task_id, not {', '.join(named)}: its grader "
-                             "runs from the checkout the operator imported (coworkenv claw-eval import DIR), never "
-                             "from a path in a spec")
-        return data
-
-    def evaluate(self, state: sqlite3.Connection | None, answer: str) -> CheckResult:
-        return self._failed("Claw-Eval's grader needs the whole episode; the gate runs it (coworkenv.gate.grade)")
-
-
-# A check is one of these, told apart by ``kind``; a new kind is one class here and one entry below.
-Check = Annotated[SqlCheck | AnswerCheck | UnchangedCheck | ClawEvalCheck, Field(discriminator="kind")]
 
 
 class ReferenceStep(_Model):

@@ -1,5 +1,5 @@
 """The grader hash covers the whole grading code: a change to any module a verdict depends on (the
-gate with Claw-Eval's grading, the state package, the checks) changes it, and nothing about the
+gate, the state package, the checks with Claw-Eval's grading, the spec) changes it, and nothing about the
 machine (where the package lies, the order files are found in) does."""
 
 import shutil
@@ -30,7 +30,9 @@ def copied(tmp_path_factory) -> Path:
 def test_the_grader_hash_is_that_of_the_grading_modules_and_covers_claw_eval_and_the_state():
     sources = grading_sources()
     assert grader_hash(sources) == GRADER_HASH
-    for module in ("coworkenv.gate._grade", "coworkenv.gate._gate", "coworkenv.gate._claw",
+    for module in ("coworkenv.gate._grade", "coworkenv.gate._gate", "coworkenv.workspace.checks._claw",
+                   "coworkenv.workspace.checks._claw_grader", "coworkenv.workspace.checks._kind",
+                   "coworkenv.workspace.checks._builtin", "coworkenv.workspace.checks._mentions",
                    "coworkenv.workspace.state._dump", "coworkenv.workspace.state._digest",
                    "coworkenv.workspace.state._cache", "coworkenv.workspace._spec"):
         assert module in sources, module

@@ -1,4 +1,4 @@
-"""Score one Claw-Eval trace with its task's own grader (run by ``coworkenv.gate._claw`` as a script).
+"""Score one Claw-Eval trace with its task's own grader (run by ``coworkenv.workspace.checks._claw`` as a script).
 
 It runs with a Claw-Eval checkout's ``src`` first on ``sys.path`` and the checkout as its working
 directory, so ``grader.py`` and its peers import that checkout's ``claw_eval``. The request comes as
