@@ -33,7 +33,16 @@ from .._errors import CoworkenvError, ModelError
 from ..agents import ProviderSettings, ProviderSpec, chat_model
 from ..episodes import EpisodeHost
 from ..store import DraftOutcome, Store, TaskDraftRow, new_id
-from ..workspace import SqlCheck, Task, Workspace, build_workspace, load_yaml, ordinary_tables, run_check_query
+from ..workspace import (
+    SqlCheck,
+    Task,
+    Workspace,
+    build_workspace,
+    draft_check_kinds,
+    load_yaml,
+    ordinary_tables,
+    run_check_query,
+)
 from ._calibrate import calibrate_task
 from ._generate import GENERATED
 from ._probes import harden
@@ -56,10 +65,7 @@ A task is one YAML mapping with these fields:
 difficulty: 1 to 5, by the capability's levels above
 instruction: what the user asks, in the user's words
 checks: what must hold when the assistant is done, a list of:
-  - kind: sql        a SELECT run against the final state: the first column of its first row must equal expect
-    id, description, query, params (a list, for the ? of query), expect
-  - kind: answer     every string of contains must appear in the assistant's final answer (case-insensitive)
-    id, description, contains (short exact values: a date, a name, an amount, not sentences)
+<check kinds>
 reference: the tool calls that solve the task, in order: a list of {tool, arguments}
 reference_answer: the final answer after the reference calls (it must satisfy every answer check)
 forbidden_tools: tools the assistant must not call here (at least one: a destructive tool within reach)
@@ -190,7 +196,7 @@ def describe_capability(capability: str) -> str:
 
 def draft_prompt(workspace_text: str, capability: str, written: list[str]) -> str:
     """The first message of a request: the workspace, the capability, the format and rules."""
-    parts = [workspace_text, describe_capability(capability), FORMAT]
+    parts = [workspace_text, describe_capability(capability), FORMAT.replace("<check kinds>", draft_check_kinds())]
     if written:
         parts.append("Tasks already written for this workspace (write a different one):\n"
                      + "\n".join(f"- {instruction}" for instruction in written))

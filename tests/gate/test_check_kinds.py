@@ -1,6 +1,6 @@
 """A check kind is one class and one registration: a kind registered here, outside the package, is
 read in specs, judged by the gate on the whole episode (its interactions, as Claw-Eval's grader reads
-them) through the runtime with no change to the gate."""
+them) through the runtime with no change to the gate, and offered to a model that drafts tasks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from coworkenv.gate import GRADING_MODULES, EpisodeRecord, grade, grading_sources, is_guard
 from coworkenv.store import Provenance, ToolCallRow
+from coworkenv.synth._draft import draft_prompt
 from coworkenv.workspace import (
     SUBMIT_TOOL,
     CheckKind,
@@ -19,6 +20,7 @@ from coworkenv.workspace import (
     EpisodeContext,
     Task,
     check_kinds,
+    draft_check_kinds,
     register_check,
 )
 
@@ -119,6 +121,14 @@ def test_a_spec_may_hold_registered_kinds_only_and_is_told_which():
 
     with pytest.raises(ValidationError, match="'unregistered' .* expected tags"):
         Task(**spec, checks=[Unregistered(id="u", description="d")])
+
+
+def test_the_draft_prompt_offers_the_kinds_that_say_how_a_drafter_uses_them():
+    kinds = draft_check_kinds()
+    assert "  - kind: called_tool" in kinds and "    id, description, tool" in kinds
+    assert "  - kind: sql        a SELECT run against the final state" in kinds and "  - kind: answer" in kinds
+    assert "unchanged" not in kinds and "claw_eval" not in kinds  # added for the drafter; the operator's
+    assert kinds in draft_prompt("A workspace.", "lookup", [])
 
 
 def test_every_check_kind_of_the_package_is_in_the_grader_hash():
