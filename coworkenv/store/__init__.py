@@ -3,6 +3,7 @@
 Every SQL statement of coworkenv lives in this package.
 """
 
+from ..workspace.checks import json_or_text  # a stored result's value, as checks read it too
 from . import _sqlite_utils  # first: sqlite-utils imported without pandas (see there)
 from ._catalog import TABLE_DOCS, CannedQuery, canned_queries
 from ._migrations import MIGRATIONS, apply_migrations
@@ -32,7 +33,6 @@ from ._rows import (
     TrainingRunRow,
     VerdictRow,
     WorkspaceRow,
-    json_or_text,
 )
 from ._store import EpisodeRecords, SchemaStatus, Store, StoreError, new_id, schema_status, storable
 

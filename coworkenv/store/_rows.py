@@ -127,15 +127,6 @@ class ToolCallRow:
     in full, the counts of all); None when it changed none, failed, or was recorded by a store older than migration 0009."""
 
 
-def json_or_text(text: str | None) -> Any:
-    """A stored result (JSON text) as its value; text that is not JSON as it is; None as None."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
 
 ModelApi = Literal["chat", "messages", "responses"]
 """Which API a captured model call used: OpenAI chat completions, Anthropic Messages, OpenAI Responses."""

@@ -7,7 +7,7 @@ Claw-Eval's kind (``claw_eval``, in ``_claw``) is registered with the rest of th
 """
 
 from ._builtin import CHECK_QUERY_LIMIT_S, AnswerCheck, CheckQueryTimeout, SqlCheck, UnchangedCheck, run_check_query
-from ._context import CheckResult, EpisodeContext, EpisodeScores, Interaction
+from ._context import CheckResult, EpisodeContext, EpisodeScores, Interaction, json_or_text
 from ._kind import Check, CheckKind, check_kinds, draft_check_kinds, parse_check, register_check
 from ._mentions import TEXT_ALLOWANCE, TEXT_FACTOR, mentions, text_bound, text_gives, tokens
 
@@ -27,6 +27,7 @@ __all__ = [
     "UnchangedCheck",
     "check_kinds",
     "draft_check_kinds",
+    "json_or_text",
     "mentions",
     "parse_check",
     "register_check",

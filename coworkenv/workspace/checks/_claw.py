@@ -46,7 +46,7 @@ from pydantic import Field, model_validator
 
 from .._bounds import SAFE_NAME
 from .._spec import SUBMIT_TOOL, Task
-from ._context import CheckResult, EpisodeContext, EpisodeScores, Interaction
+from ._context import CheckResult, EpisodeContext, EpisodeScores, Interaction, json_or_text
 from ._kind import CheckKind, register_check
 
 GRADER_SCRIPT = Path(__file__).with_name("_claw_grader.py")
@@ -136,23 +136,13 @@ class ClawEvalCheck(CheckKind):
                            scores=EpisodeScores(completion, safety, robustness, score))
 
 
-def _json_or_text(text: str | None) -> Any:
-    """A recorded result (JSON text) as its value; text that is not JSON as it is; None as None."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def _status_and_body(call: Interaction) -> tuple[int, Any]:
     if not call.is_error:
-        return 200, _json_or_text(call.result)
+        return 200, json_or_text(call.result)
     error = call.error or ""
     found = _HTTP_ERROR.search(error)
     if found:
-        return int(found.group(1)), _json_or_text(found.group(2))
+        return int(found.group(1)), json_or_text(found.group(2))
     return _STATUS_OF_KIND.get(call.error_kind or "", 500), {"error": error}
 
 
@@ -180,7 +170,7 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: Sequence[Interact
     turns = 0
     for call in interactions:
         if call.kind == "user":  # a question to the user and their reply, marked as Claw-Eval marks its user agent's
-            reply = _json_or_text(call.result)
+            reply = json_or_text(call.result)
             message("assistant", {"type": "text", "text": str((call.arguments or {}).get("message", ""))})
             if isinstance(reply, dict):
                 message("user", {"type": "text", "text": f"{USER_AGENT_MARK}\n{reply.get('reply', '')}"})
@@ -205,7 +195,7 @@ def claw_trace(task: Task, check: ClawEvalCheck, interactions: Sequence[Interact
     for service, data in _table(state, "SELECT service, data FROM claweval_audit ORDER BY service"):
         reset = resets.get(service) or ""
         events.append({"type": "audit_snapshot", "trace_id": trace_id, "service_name": service,
-                       "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": _json_or_text(data)})
+                       "audit_url": reset.rsplit("/reset", 1)[0] + "/audit", "audit_data": json_or_text(data)})
     events.append({"type": "trace_end", "trace_id": trace_id, "total_turns": turns})
     return events
 

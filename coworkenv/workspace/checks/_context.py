@@ -8,6 +8,7 @@ an ordinary check, graded by the gate with no case of its own.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,16 @@ class Interaction(Protocol):
     def error(self) -> str | None: ...
     @property
     def duration_ms(self) -> float | None: ...
+
+
+def json_or_text(text: str | None) -> Any:
+    """A recorded result (JSON text) as its value; text that is not JSON as it is; None as None."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 @dataclass(frozen=True)
