@@ -18,9 +18,8 @@ def harness(app_harness):
     return app_harness("chat")
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed(harness):
-    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
-    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+def test_what_is_seeded_varies_with_the_seed(harness):
+    # (determinism itself: test_apps.py's contract, for every app)
     names = [{n for (n,) in harness.state(s).execute("SELECT name FROM chat_channels")} for s in (1, 2)]
     assert names[0] - names[1] and names[1] - names[0]
 

@@ -24,9 +24,8 @@ def contact_of(harness, conn: sqlite3.Connection, email: str) -> dict:
     return harness.call(conn, "get_contact", {"id": ident})
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed(harness):
-    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
-    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+def test_what_is_seeded_varies_with_the_seed(harness):
+    # (determinism itself: test_apps.py's contract, for every app)
     names = [{n for (n,) in harness.state(s).execute("SELECT name FROM contacts_contacts")} for s in (1, 2)]
     assert len(names[0] & names[1]) < len(names[0]) / 2
 

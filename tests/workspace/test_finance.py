@@ -30,9 +30,8 @@ def one(conn: sqlite3.Connection, query: str, params: tuple = ()) -> tuple:
     return conn.execute(query, params).fetchone()
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed(harness):
-    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
-    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+def test_what_is_seeded_varies_with_the_seed(harness):
+    # (determinism itself: test_apps.py's contract, for every app)
     merchants = {seed: {m for (m,) in harness.state(seed).execute("select merchant from finance_receipts")}
                  for seed in range(3)}
     assert merchants[0] != merchants[1] != merchants[2]

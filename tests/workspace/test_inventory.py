@@ -25,9 +25,8 @@ def stock(conn: sqlite3.Connection, sku: str, warehouse: str) -> tuple[int, int]
     return one(conn, "select on_hand, reserved from inventory_stock where sku = ? and warehouse = ?", (sku, warehouse))
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed(harness):
-    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
-    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+def test_what_is_seeded_varies_with_the_seed(harness):
+    # (determinism itself: test_apps.py's contract, for every app)
     orders = {seed: {i for (i,) in harness.state(seed).execute("select id from inventory_orders")} for seed in range(3)}
     assert orders[0] != orders[1] != orders[2]
 

@@ -18,9 +18,8 @@ def harness(app_harness):
     return app_harness("notes")
 
 
-def test_seed_is_deterministic_and_varies_with_the_seed(harness):
-    assert harness.dump(harness.reseed(3)) == harness.dump(harness.state(3))
-    assert harness.dump(harness.state(3)) != harness.dump(harness.state(4))
+def test_what_is_seeded_varies_with_the_seed(harness):
+    # (determinism itself: test_apps.py's contract, for every app)
     titles = [{t for (t,) in harness.state(s).execute("SELECT title FROM notes_notes")} for s in (1, 2)]
     assert titles[0] != titles[1]
 
