@@ -56,7 +56,8 @@ def demo_command(
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     base: Annotated[str, typer.Option(
         help="--full: the PocketWorker base fine-tuned: pretrained (the project's pretrained base, see `coworkenv "
-        "model pretrain-base`), scratch (a tiny model built from the SFT rows by init-tiny) or a model folder.")] = FULL_BASE,
+        "model pretrain-base`), scratch (a tiny model built from the SFT rows by init-tiny), circuit (the same with "
+        "init-tiny --copy-circuit: a GPT-2 whose copying heads are set by hand) or a model folder.")] = FULL_BASE,
     eval_tasks: Annotated[int, typer.Option(
         min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
     unseen_share: Annotated[float, typer.Option(

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from .._errors import CoworkenvError
-from ..trainer import REPORTERS, TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
+from ..trainer import REPORTERS, CircuitConfig, TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
 from ..workspace import PromptStyle
 from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
@@ -145,19 +145,36 @@ def init_tiny_command(
         "runs/export/sft.jsonl"),
     out: Annotated[Path, typer.Option(help="Where the model folder goes.")] = Path("runs/models/tiny"),
     vocab_size: Annotated[int, typer.Option(min=300, help="BPE vocabulary size (before entity tokens).")] = 2048,
-    hidden_size: Annotated[int, typer.Option(min=16, help="Width of the model (its hidden state).")] = 128,
-    intermediate_size: Annotated[int, typer.Option(min=16, help="Width of each layer's feed-forward block.")] = 512,
+    hidden_size: Annotated[int | None, typer.Option(min=16, help="Width of the model (its hidden state); default "
+                                                    "128, with --copy-circuit 192.")] = None,
+    intermediate_size: Annotated[int | None, typer.Option(min=16, help="Width of each layer's feed-forward block; "
+                                                          "default 4 x the hidden size.")] = None,
     layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 2,
     heads: Annotated[int, typer.Option(min=1, help="Attention heads.")] = 4,
     kv_heads: Annotated[int, typer.Option(min=1, help="Key/value heads (grouped-query attention; divides --heads).")] = 2,
     head_dim: Annotated[int, typer.Option(min=8, help="Width of each attention head.")] = 32,
     seed: Annotated[int, typer.Option(help="Seed of the random initial weights.")] = 0,
+    copy_circuit: Annotated[bool, typer.Option(
+        "--copy-circuit", help="A GPT-2 whose copying heads are set by hand (training holds them) instead of a "
+        "Qwen3; --heads and --kv-heads then follow from --hidden-size (heads of --head-dim).")] = False,
     base: Annotated[Path | None, typer.Option(
         help="Instead of a tiny model, prepare this local checkpoint folder (e.g. a Qwen3-0.6B download).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """A tiny Qwen3 with a BPE tokenizer trained on the corpus and the ChatML/Hermes chat template."""
-    if base is None and heads % kv_heads:
+    """A tiny Qwen3 (or with --copy-circuit a GPT-2 that copies) with a BPE tokenizer trained on the corpus
+    and the ChatML/Hermes chat template."""
+    if base is not None and copy_circuit:
+        raise fail("--copy-circuit builds a tiny model; it does not apply to --base")
+    width = hidden_size or (CircuitConfig.hidden_size if copy_circuit else TinyConfig.hidden_size)
+    circuit = None
+    if copy_circuit:
+        circuit = CircuitConfig(hidden_size=width, intermediate_size=intermediate_size or 4 * width,
+                                num_hidden_layers=layers, head_dim=head_dim, seed=seed)
+        try:
+            circuit.check()
+        except ValueError as exc:
+            raise fail(f"--copy-circuit: {exc}") from None
+    elif base is None and heads % kv_heads:
         raise fail(f"--heads ({heads}) must be a multiple of --kv-heads ({kv_heads})")
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out} is a file; give a folder for the model")
@@ -167,12 +184,12 @@ def init_tiny_command(
             with spinner(f"preparing {base}") as stage:
                 path = init_model(out, base=base, on_stage=stage)
         else:
-            config = TinyConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+            config = TinyConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=intermediate_size or 4 * width,
                                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                                 head_dim=head_dim, seed=seed)
             rows = read_rows(data)
             with spinner(f"building a tiny model from {len(rows):,} rows of {data}") as stage:
-                path = init_tiny_model(rows, out, config, on_stage=stage)
+                path = init_tiny_model(rows, out, config, circuit=circuit, on_stage=stage)
     except RUN_ERRORS as exc:
         raise fail(_reason(exc)) from None
     meta = json.loads((path / "coworkenv_model.json").read_text())
@@ -228,6 +245,9 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of the run (da
 MinutesOpt = Annotated[float | None, typer.Option(
     "--max-minutes", min=0.0, help="Stop at the end of the first step past this many minutes of "
     "training (checkpointed and saved as at --steps; --steps still caps the run).")]
+HoldOpt = Annotated[bool, typer.Option(
+    "--hold-circuit/--free-circuit", help="With a base built by `model init-tiny --copy-circuit`: keep its copying "
+    "heads as built (the default), or let training change them too.")]
 ReportOpt = Annotated[list[str] | None, typer.Option(
     "--report-to", metavar="NAME", help="Report the logs to: none (the default), all (every tracker installed), or "
     f"a tracker transformers supports: {', '.join(REPORTERS)} (repeatable or comma-separated; tensorboard writes "
@@ -316,6 +336,7 @@ def train_sft_command(
         help="Add this many variants of each row with the values its assistant copies (out of the instruction "
         "or a tool result) swapped for other values of the data, everywhere in the row: a model trained from "
         "scratch cannot answer them from what it recalls of the training values, only by copying.")] = 0,
+    hold_circuit: HoldOpt = True,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
     as_json: JsonOpt = False,
@@ -325,7 +346,7 @@ def train_sft_command(
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
            resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
-           value_swaps=value_swaps, max_minutes=max_minutes, report_to=report_to or [])
+           value_swaps=value_swaps, hold_circuit=hold_circuit, max_minutes=max_minutes, report_to=report_to or [])
 
 
 @train_app.command("dpo")
@@ -346,6 +367,7 @@ def train_dpo_command(
     capability: CapOpt = None,
     resume: ResumeOpt = True,
     seed: SeedOpt = 0,
+    hold_circuit: HoldOpt = True,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
     as_json: JsonOpt = False,
@@ -354,7 +376,8 @@ def train_dpo_command(
     _train("dpo", as_json=as_json, store=store, model=str(model), data=str(data), out_dir=str(out), max_steps=steps,
            batch_size=batch_size, learning_rate=lr, beta=beta, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r,
-           capabilities=capability or [], resume=resume, seed=seed, max_minutes=max_minutes, report_to=report_to or [])
+           capabilities=capability or [], resume=resume, seed=seed, hold_circuit=hold_circuit, max_minutes=max_minutes,
+           report_to=report_to or [])
 
 
 def _train_rl(kind: RLKind, *, as_json: bool, store: Path, sandbox: str, **options) -> None:

@@ -101,7 +101,8 @@ class FullSettings(BaseModel):
     generator: Generator = "all"  # the tasks' source, of training and held-out tasks
     style: PromptStyle = "minimal"  # the agent view of training and evaluation (see coworkenv.agents._prompting)
     # the model fine-tuned: "pretrained" (the committed PocketWorker base), "scratch" (init-tiny on the SFT rows,
-    # of vocab_size, hidden_size and layers) or a model folder
+    # of vocab_size, hidden_size and layers), "circuit" (init-tiny --copy-circuit on the SFT rows: a GPT-2 whose
+    # copying heads are set by hand and held in training, of vocab_size and layers) or a model folder
     base: str = FULL_BASE
     vocab_size: int = 2048
     hidden_size: int = 128
@@ -127,7 +128,8 @@ class FullSettings(BaseModel):
 
     @property
     def scratch(self) -> bool:
-        return self.base == "scratch"
+        """The base is built from the SFT rows here (init-tiny), not read from a folder."""
+        return self.base in ("scratch", "circuit")
 
     def sft_learning_rate(self) -> float:
         return self.learning_rate if self.learning_rate is not None else (1e-2 if self.scratch else FULL_LR)
@@ -204,7 +206,17 @@ def compare_paths(reports: dict[str, EvalReport]) -> dict[str, Any]:
 async def run_full(directory: Path, n: int, seed: int, error_rate: float, settings: FullSettings,
                    progress: Progress) -> dict:
     """synth → collect → gate → export → init-tiny → train sft → serve → eval (base and trained)."""
-    from ..trainer import TinyConfig, TrainSettings, export_sft, init_tiny_model, read_rows, resolve_base, train_sft, weights_hash
+    from ..trainer import (
+        CircuitConfig,
+        TinyConfig,
+        TrainSettings,
+        export_sft,
+        init_tiny_model,
+        read_rows,
+        resolve_base,
+        train_sft,
+        weights_hash,
+    )
     from ._eval import combination, task_ids_in, training_task_ids, unseen_combinations
 
     started = time.perf_counter()
@@ -223,14 +235,16 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     train_tasks = task_ids_in(data)  # what the model is trained on: the split of each held-out task follows
     trained_combinations = {combination(store.task_spec(task_id)) for task_id in set(train_tasks)}
     kept_out = [task for task in trainable if combination(task) not in trained_combinations]
-    base_dir = directory / "models" / "tiny" if settings.scratch else resolve_base(settings.base)
+    base_dir = directory / "models" / ("circuit" if settings.base == "circuit" else "tiny") if settings.scratch \
+        else resolve_base(settings.base)
     with _stage(progress, "init-tiny" if settings.scratch else "base", timings):
         if settings.scratch and not (base_dir / "config.json").exists():
+            circuit = CircuitConfig(num_hidden_layers=settings.layers, seed=seed) if settings.base == "circuit" else None
             init_tiny_model(read_rows(data), base_dir, TinyConfig(
                 vocab_size=settings.vocab_size, hidden_size=settings.hidden_size,
                 intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
                 num_attention_heads=max(1, settings.hidden_size // 32),
-                num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed))
+                num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed), circuit=circuit)
     with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),

@@ -13,6 +13,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._chat_template import CHAT_TEMPLATE
+    from ._circuit import CircuitConfig, circuit_gpt2, circuit_layout, hold_circuit
     from ._export import (
         SKIP_REASONS,
         Skipped,
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_chat_template": ("CHAT_TEMPLATE",),
+    "_circuit": ("CircuitConfig", "circuit_gpt2", "circuit_layout", "hold_circuit"),
     "_swaps": ("common_words", "copied_words", "swapped_rows"),
     "_export": ("SKIP_REASONS", "Skipped", "dpo_rows", "dpo_skipped", "export_dpo", "export_rl", "export_sft",
                 "rl_rows", "sft_rows", "sft_skipped"),

@@ -27,10 +27,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import CoworkenvError
 from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS, tojson
+
+if TYPE_CHECKING:
+    from ._circuit import CircuitConfig
 
 
 class TrainingUnavailable(CoworkenvError, RuntimeError):
@@ -184,8 +187,10 @@ def _no_stage(stage: str) -> None:
 
 
 def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config: TinyConfig | None = None, *,
-                    on_stage: StageHook = _no_stage) -> Path:
-    """Build and save a tiny Qwen3 PocketWorker base for the corpus ``rows``; return ``out_dir``."""
+                    circuit: CircuitConfig | None = None, on_stage: StageHook = _no_stage) -> Path:
+    """Build and save a tiny PocketWorker base for the corpus ``rows``; return ``out_dir``. A Qwen3 sized
+    by ``config``, or with ``circuit`` a GPT-2 with its copying circuit set (``config`` then gives the
+    tokenizer only)."""
     config = config or TinyConfig()
     texts = list(corpus_texts(rows))
     if not texts:
@@ -193,10 +198,19 @@ def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config:
     require_training()
     on_stage(f"training a {config.vocab_size:,}-token BPE tokenizer on {len(texts):,} texts")
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
-    on_stage(f"building a Qwen3 (hidden size {config.hidden_size}, layers: {config.num_hidden_layers})")
-    model = tiny_qwen3(config, tokenizer)
+    if circuit is not None:
+        from ._circuit import circuit_gpt2
+
+        on_stage(f"building a GPT-2 with a copying circuit (hidden size {circuit.hidden_size}, "
+                 f"layers: {circuit.num_hidden_layers})")
+        model = circuit_gpt2(circuit, tokenizer)
+        meta = {"kind": "tiny", "config": asdict(config), "copy_circuit": asdict(circuit)}
+    else:
+        on_stage(f"building a Qwen3 (hidden size {config.hidden_size}, layers: {config.num_hidden_layers})")
+        model = tiny_qwen3(config, tokenizer)
+        meta = {"kind": "tiny", "config": asdict(config)}
     on_stage(f"saving to {out_dir}")
-    return _save(out_dir, model, tokenizer, {"kind": "tiny", "config": asdict(config)})
+    return _save(out_dir, model, tokenizer, meta)
 
 
 def init_model(out_dir: str | Path, *, base: str | Path, on_stage: StageHook = _no_stage) -> Path:

@@ -179,7 +179,8 @@ def vllm_command(model: ServedModel, settings: VLLMSettings, port: int) -> list[
     """The command line that serves ``model`` on ``port``: in the dtype it was saved in and with its
     own context length unless the settings say otherwise, so that it answers as it does in process."""
     config = model_config(model.base_dir)
-    length = settings.max_model_len or config.get("max_position_embeddings") or 2048
+    # (GPT-2's config calls it n_positions)
+    length = settings.max_model_len or config.get("max_position_embeddings") or config.get("n_positions") or 2048
     dtype = settings.dtype if settings.dtype != "model" else (config.get("dtype") or config.get("torch_dtype"))
     command = [
         settings.python or sys.executable, "-m", "vllm.entrypoints.openai.api_server",

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
 from ._chat_template import tojson
+from ._circuit import hold_circuit
 from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
@@ -76,6 +77,9 @@ class TrainSettings(BaseModel):
     # SFT: the attention layers kept as the base has them (only embeddings, MLPs and norms train): a
     # base's copying heads, which a few hundred SFT steps on a few hundred rows erase (benchmarks/loop.md)
     freeze_attention: bool = False
+    # a base with a copying circuit (``model init-tiny --copy-circuit``): its weights held as built (a mask on
+    # their gradients), so that training learns around the circuit instead of erasing it (benchmarks/loop.md)
+    hold_circuit: bool = True
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
     # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
@@ -440,12 +444,15 @@ def _run(store: Store | None, kind: Literal["sft", "dpo"], settings: TrainSettin
     return recorded_run(store, record, lambda: build(rows), on_progress=on_progress)
 
 
-def load_model(path: str):
-    """A model folder's model (float32) and tokenizer, for training."""
+def load_model(path: str, *, hold: bool = True):
+    """A model folder's model (float32) and tokenizer, for training; a copying circuit the model carries
+    is held (``hold_circuit``) unless ``hold`` is False."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype="float32")
+    if hold:
+        hold_circuit(model)
     return model, tokenizer
 
 
@@ -477,7 +484,7 @@ def train_sft(store: Store | None, settings: TrainSettings, *, on_progress: Prog
 def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
     from trl import SFTConfig, SFTTrainer  # pyright: ignore[reportPrivateImportUsage]
 
-    model, tokenizer = load_model(settings.model)
+    model, tokenizer = load_model(settings.model, hold=settings.hold_circuit)
     if settings.freeze_attention:
         for name, parameter in model.named_parameters():
             if ".self_attn." in name:
@@ -514,7 +521,7 @@ def train_dpo(store: Store | None, settings: TrainSettings, *, on_progress: Prog
     def build(rows):
         from trl import DPOConfig, DPOTrainer  # pyright: ignore[reportPrivateImportUsage]
 
-        model, tokenizer = load_model(settings.model)
+        model, tokenizer = load_model(settings.model, hold=settings.hold_circuit)
         config = DPOConfig(**_common_args(settings), beta=settings.beta)
         trainer = DPOTrainer(model=model, args=config, train_dataset=dpo_dataset(rows), processing_class=tokenizer,
                              peft_config=_lora_config(settings.lora_r, settings.lora_alpha) if settings.lora else None)

@@ -1,0 +1,250 @@
+"""A PocketWorker base whose copying circuit is written into its weights, and training that keeps it.
+
+A tiny model trained on a CPU does not form the two heads that copy a span out of its context (a
+previous-token head and an induction head; benchmarks/loop.md), and fine-tuning erases the ones a
+copying stage forms. ``circuit_gpt2`` writes them into a standard GPT-2 instead (learned absolute
+positions, so a head can match content with no rotary rotation in its scores; transformers and vLLM
+load it), and ``hold_circuit`` makes training leave those weights as they are. The residual stream is
+laid out as (with the default head of 32 and eight position sinusoids):
+
+    0:31 E    each token's fixed random unit code (the tied unembedding reads it back)
+    31        1 at the first position only (the gate's key)
+    32:64 P   the code of the token one position back     (written by layer 0, head 0)
+    64:96 P2  the code of the token two positions back    (written by layer 0, head 1)
+    96:112    eight sinusoids of the position              (the position embeddings)
+    112:      free: everything the model learns
+
+Layer 0's heads 0 and 1 attend by position alone (their queries and keys are the sinusoids, the keys
+rotated by one or two positions' angle). Layer 1's head 0 is the induction head: its query is
+E(i) + w P(i), its key P(j) + w P2(j) - s E(j), so it attends to the position after the last earlier
+occurrence of the current token (most where the token before matches too), not to a position whose
+own token is the current one (a written token matching itself is how a copy loops), and writes that
+position's code into E: the next token's logit. A trainable part of its query scores the first
+position, whose value is cancelled: the gate by which training can turn copying off where it is
+wrong. The reserved parts are ``reserved_scale`` times larger than the free ones, so LayerNorm,
+which divides by the whole residual's size, hardly sees the free dimensions grow in training (at
+scale 1 they blunted every circuit head to a third of its sharpness within 1,800 steps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._chat_template import EOS, IM_END, IM_START
+from ._model import require_training
+
+CONFIG_KEY = "coworkenv_circuit"  # in the model's config.json: the layout training holds
+# angles of the position sinusoids: a search over sets of 8 kept the cos-sums at any other offset up
+# to 4,096 at least 2.3 below the peak (powers of two nearly repeat at 402)
+OMEGAS = (2.43971, 1.60282, 1.49438, 1.30277, 0.15607, 0.10577, 0.01391, 0.01327)
+
+
+@dataclass(frozen=True)
+class CircuitConfig:
+    """A GPT-2 with the copying circuit: its size, and the circuit's gains."""
+
+    hidden_size: int = 192
+    intermediate_size: int = 768
+    num_hidden_layers: int = 2
+    head_dim: int = 32
+    max_position_embeddings: int = 4096
+    omegas: tuple[float, ...] = field(default=OMEGAS)
+    position_gain: float = 7.0  # sharpness of the previous-token heads (score margin ~0.41 x gain^2)
+    match_gain: float = 15.0  # sharpness of the induction head's content match
+    previous_weight: float = 0.7  # how much the token before the current one counts in that match
+    self_penalty: float = 1.0  # the key's -E(j)
+    copy_gain: float = 4.0  # the induction head's write into E
+    reserved_scale: float = 8.0  # the reserved parts' size against the free ones
+    # the induction head's gate: a key only the first position has (the conversation's <|im_start|>, whose
+    # value is cancelled), scored by a trainable part of the query, so that training can turn copying off
+    # where it is wrong without erasing the circuit
+    sink_gain: float = 15.0
+    # the norms' initial weight on the free dimensions (those start r times smaller than the reserved parts
+    # after each norm; at r, the free parts grew a thousandfold in 100 steps and drowned the circuit)
+    free_gain: float = 1.0
+    seed: int = 0
+
+    @property
+    def reserved(self) -> int:
+        """The residual dimensions the circuit owns: E, P, P2 and the sinusoids."""
+        return 3 * self.head_dim + 2 * len(self.omegas)
+
+    def check(self) -> None:
+        if self.hidden_size % self.head_dim:
+            raise ValueError(f"the hidden size ({self.hidden_size}) must be a multiple of the head size ({self.head_dim})")
+        if self.hidden_size - self.reserved < self.head_dim:
+            least = -(-(self.reserved + self.head_dim) // self.head_dim) * self.head_dim
+            raise ValueError(f"the hidden size ({self.hidden_size}) leaves fewer than {self.head_dim} dimensions "
+                             f"free beside the circuit's {self.reserved}: give at least {least}")
+        if self.hidden_size // self.head_dim < 3:
+            raise ValueError(f"the circuit needs 3 heads of {self.head_dim}: a hidden size of at least {3 * self.head_dim}")
+        if self.num_hidden_layers < 2:
+            raise ValueError("the circuit needs 2 layers at least (the previous-token heads, then the induction head)")
+
+    def layout(self) -> dict[str, Any]:
+        """What ``hold_circuit`` reads back from a saved model's config: the reserved dimensions, the heads
+        held in each layer, and the query columns of the held heads that train (the gate)."""
+        return {"head_dim": self.head_dim, "reserved": self.reserved, "held_heads": [[0, 1], [0]],
+                "trained_query_columns": [[], [self.head_dim - 1]], "recipe": asdict(self)}
+
+
+def circuit_gpt2(config: CircuitConfig, tokenizer):
+    """A GPT-2 causal LM for ``tokenizer`` with the copying circuit set and the rest random."""
+    config.check()
+    require_training()
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(config.seed)
+    model_config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=config.max_position_embeddings, n_embd=config.hidden_size,
+        n_layer=config.num_hidden_layers, n_head=config.hidden_size // config.head_dim,
+        n_inner=config.intermediate_size, activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, tie_word_embeddings=True, eos_token_id=tokenizer.convert_tokens_to_ids(IM_END),
+        bos_token_id=None, pad_token_id=tokenizer.convert_tokens_to_ids(EOS))
+    setattr(model_config, CONFIG_KEY, config.layout())
+    model = GPT2LMHeadModel(model_config)
+    model.generation_config.eos_token_id = model_config.eos_token_id
+    model.generation_config.pad_token_id = model_config.pad_token_id
+    with torch.no_grad():
+        _set_circuit(model, config, tokenizer.convert_tokens_to_ids(IM_START))
+    return model
+
+
+def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
+    import torch
+
+    body, r, h, width = model.transformer, c.reserved_scale, c.head_dim, c.hidden_size
+    e, p, p2, pos, reserved = 0, h, 2 * h, 3 * h, c.reserved
+    code = h - 1  # each token's code takes E's first h-1 dimensions; the last marks the first position
+    n = len(c.omegas)
+    codes = torch.randn(body.wte.weight.shape[0], code)
+    body.wte.weight[:, e:e + code] = r * codes / codes.norm(dim=1, keepdim=True)
+    body.wte.weight[:, e + code:reserved] = 0
+    body.wpe.weight.zero_()
+    body.wpe.weight[0, e + code] = r
+    position = torch.arange(body.wpe.weight.shape[0], dtype=torch.float32)
+    for f, omega in enumerate(c.omegas):
+        body.wpe.weight[:, pos + 2 * f] = r * torch.cos(omega * position) / math.sqrt(n)
+        body.wpe.weight[:, pos + 2 * f + 1] = r * torch.sin(omega * position) / math.sqrt(n)
+    for norm in [m for block in body.h for m in (block.ln_1, block.ln_2)] + [body.ln_f]:
+        norm.weight.fill_(1.0)
+        norm.weight[reserved:] = c.free_gain
+        norm.bias.zero_()
+    body.ln_f.weight[e:e + h] = 1.0 / r  # the tied unembedding reads E at unit strength
+    free = float((body.wte.weight[:, reserved:] ** 2).sum(1).mean())
+    # LayerNorm divides by the residual's RMS; these undo it for the parts present (each of norm r),
+    # so that each reaches the heads at unit norm
+    scale0 = math.sqrt((2.0 * r * r + free) / width) / r  # E + positions
+    scale1 = math.sqrt((4.0 * r * r + free) / width) / r  # E + P + P2 + positions
+    first, second = body.h[0].attn, body.h[1].attn
+    for head, offset in ((0, 1), (1, 2)):
+        q, k, v = _head_slices(head, h, width)
+        _clear(first, head, h, (q, k, v))
+        gain = c.position_gain * scale0 * math.sqrt(n)
+        for f, omega in enumerate(c.omegas):
+            cos_row, sin_row = pos + 2 * f, pos + 2 * f + 1
+            first.c_attn.weight[cos_row, q.start + 2 * f] = gain
+            first.c_attn.weight[sin_row, q.start + 2 * f + 1] = gain
+            cos, sin = math.cos(offset * omega), math.sin(offset * omega)  # the key: position + offset
+            first.c_attn.weight[cos_row, k.start + 2 * f] = gain * cos
+            first.c_attn.weight[sin_row, k.start + 2 * f] = -gain * sin
+            first.c_attn.weight[cos_row, k.start + 2 * f + 1] = gain * sin
+            first.c_attn.weight[sin_row, k.start + 2 * f + 1] = gain * cos
+        for d in range(code):
+            first.c_attn.weight[e + d, v.start + d] = scale0
+            first.c_proj.weight[head * h + d, offset * h + d] = r  # into P (offset 1) or P2 (offset 2)
+    q, k, v = _head_slices(0, h, width)
+    _clear(second, 0, h, (q, k, v))
+    match = c.match_gain * scale1
+    for d in range(code):
+        second.c_attn.weight[e + d, q.start + d] = match
+        second.c_attn.weight[p + d, q.start + d] = c.previous_weight * match
+        second.c_attn.weight[p + d, k.start + d] = match
+        second.c_attn.weight[p2 + d, k.start + d] = c.previous_weight * match
+        second.c_attn.weight[e + d, k.start + d] = -c.self_penalty * match
+        second.c_attn.weight[e + d, v.start + d] = scale1
+        # the first position's value cancels its own token's code (the conversation's <|im_start|>)
+        second.c_attn.weight[e + code, v.start + d] = -scale1 * float(body.wte.weight[first_token, e + d]) / r
+        second.c_proj.weight[d, e + d] = c.copy_gain * r
+    # the gate: the first position's mark in the key; the query's part that scores it starts at zero and trains
+    second.c_attn.weight[e + code, k.start + code] = c.sink_gain * scale1
+    # nothing else writes into the reserved parts at the start (the free heads and MLPs)
+    first.c_proj.weight[2 * h:, :reserved] = 0
+    second.c_proj.weight[h:, :reserved] = 0
+    for block in body.h:
+        block.mlp.c_proj.weight[:, :reserved] = 0
+
+
+def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, slice]:
+    """The query, key and value columns of ``head`` in GPT-2's fused ``c_attn`` (x @ W)."""
+    start = head * head_dim
+    return (slice(start, start + head_dim), slice(width + start, width + start + head_dim),
+            slice(2 * width + start, 2 * width + start + head_dim))
+
+
+def _clear(attention, head: int, head_dim: int, parts) -> None:
+    for part in parts:
+        attention.c_attn.weight[:, part] = 0
+        attention.c_attn.bias[part] = 0
+    attention.c_proj.weight[head * head_dim:(head + 1) * head_dim, :] = 0
+
+
+def circuit_layout(model) -> dict[str, Any] | None:
+    """The circuit a model carries (from its config), or None for a model without one."""
+    layout = getattr(model.config, CONFIG_KEY, None)
+    return layout if isinstance(layout, dict) and getattr(model.config, "model_type", "") == "gpt2" else None
+
+
+def held_masks(model) -> dict[Any, Any]:
+    """For each parameter the circuit lives in: 1 where training may change it, 0 where not. Empty for a
+    model without a circuit."""
+    import torch
+
+    layout = circuit_layout(model)
+    if layout is None:
+        return {}
+    h, reserved, width = int(layout["head_dim"]), int(layout["reserved"]), model.config.n_embd
+    body = model.transformer
+    masks: dict[Any, Any] = {}
+
+    def hold(parameter, *index) -> None:
+        mask = masks.setdefault(parameter, torch.ones_like(parameter))
+        mask[index] = 0
+
+    hold(body.wte.weight, slice(None), slice(0, reserved))
+    hold(body.wpe.weight, slice(None), slice(0, reserved))
+    hold(body.ln_f.weight, slice(0, reserved))  # the strength at which the tied unembedding reads the copy
+    hold(body.ln_f.bias, slice(0, reserved))
+    for layer, heads in enumerate(layout["held_heads"]):
+        block = body.h[layer]
+        for head in heads:
+            for part in _head_slices(head, h, width):
+                hold(block.attn.c_attn.weight, slice(None), part)
+                hold(block.attn.c_attn.bias, part)
+            hold(block.attn.c_proj.weight, slice(head * h, (head + 1) * h), slice(None))
+        for column in layout.get("trained_query_columns", [[]] * len(body.h))[layer]:
+            masks[block.attn.c_attn.weight][:, column] = 1
+            masks[block.attn.c_attn.bias][column] = 1
+        hold(block.ln_1.weight, slice(0, reserved))
+        hold(block.ln_1.bias, slice(0, reserved))
+        if layer == 0:  # what layer 0 writes is what layer 1's induction head reads
+            hold(block.attn.c_proj.weight, slice(None), slice(0, reserved))
+            hold(block.attn.c_proj.bias, slice(0, reserved))
+            hold(block.mlp.c_proj.weight, slice(None), slice(0, reserved))
+            hold(block.mlp.c_proj.bias, slice(0, reserved))
+    return masks
+
+
+def hold_circuit(model) -> int:
+    """Make training leave ``model``'s copying circuit as it is (a mask on the gradients of the weights
+    it lives in; the trainers use no weight decay, so a zero gradient leaves a weight unchanged).
+    Returns the number of weights held: 0 for a model without a circuit."""
+    held = 0
+    for parameter, mask in held_masks(model).items():
+        if parameter.requires_grad:
+            parameter.register_hook(lambda grad, mask=mask: grad * mask)
+            held += int((mask == 0).sum())
+    return held

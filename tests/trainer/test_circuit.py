@@ -1,0 +1,171 @@
+"""A base whose copying circuit is set by hand (``model init-tiny --copy-circuit``): it copies before
+any training, real TRL steps leave the circuit as built while the rest learns, and vLLM serves it
+exactly as it runs in process."""
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("trl", reason="needs the 'train' extra")
+
+import httpx
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from typer.testing import CliRunner
+
+from coworkenv.cli import app
+from coworkenv.trainer import (
+    CircuitConfig,
+    TinyConfig,
+    TrainSettings,
+    circuit_layout,
+    copy_rate,
+    init_tiny_model,
+    train_dpo,
+    train_sft,
+)
+from coworkenv.trainer._circuit import held_masks
+from coworkenv.trainer._serve import VLLMSettings, vllm_server
+
+runner = CliRunner()
+TOKENIZER = TinyConfig(vocab_size=500)
+
+
+@pytest.fixture(scope="module")
+def circuit_base(tmp_path_factory, chat_rows):
+    return init_tiny_model(chat_rows, tmp_path_factory.mktemp("circuit") / "base", TOKENIZER,
+                           circuit=CircuitConfig(hidden_size=160, intermediate_size=256))
+
+
+def _load(path):
+    return AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval(), AutoTokenizer.from_pretrained(path)
+
+
+def test_the_base_copies_a_repeated_span_before_any_training(circuit_base, chat_rows, tmp_path):
+    model, tokenizer = _load(circuit_base)
+    assert circuit_layout(model) == json.loads((circuit_base / "config.json").read_text())["coworkenv_circuit"]
+    meta = json.loads((circuit_base / "coworkenv_model.json").read_text())
+    assert meta["copy_circuit"]["hidden_size"] == 160 and model.config.model_type == "gpt2"
+    # far above chance (1/500) at every length, where the same tokenizer's untrained Qwen3 guesses
+    for length in (64, 256, 1024):
+        assert copy_rate(model, tokenizer, seq_len=length, sequences=8) > 0.6, length
+    plain = init_tiny_model(chat_rows, tmp_path / "plain", TOKENIZER)
+    assert copy_rate(*_load(plain), seq_len=256, sequences=8) < 0.05
+    assert circuit_layout(_load(plain)[0]) is None and held_masks(_load(plain)[0]) == {}
+
+
+def test_the_gate_turns_copying_off_and_writes_nothing_in_its_place(circuit_base):
+    """The trainable part of the induction head's query scores the first position (the conversation's
+    <|im_start|>), whose value is cancelled: opened fully, the head copies nothing and adds nothing."""
+    model, tokenizer = _load(circuit_base)
+    start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    generator = torch.Generator().manual_seed(1)
+    span = torch.randint(20, len(tokenizer), (4, 40), generator=generator)
+    ids = torch.cat([torch.full((4, 1), start), torch.randint(20, len(tokenizer), (4, 30), generator=generator),
+                     span, span], 1)
+    target = ids[:, 72:]
+
+    def copied() -> float:
+        with torch.no_grad():
+            return float((model(ids).logits[:, 71:-1].argmax(-1) == target).float().mean())
+
+    assert copied() > 0.8
+    gate = json.loads((circuit_base / "config.json").read_text())["coworkenv_circuit"]["trained_query_columns"][1][0]
+    attention = model.transformer.h[1].attn
+    with torch.no_grad():
+        attention.c_attn.bias[gate] = 1e3
+        assert copied() < 0.05
+        # the induction head's value at the first position, from what layer 1 reads there: next to nothing (what
+        # LayerNorm's mean leaves) against the code any other position writes
+        residual = model(ids, output_hidden_states=True).hidden_states[1]
+        head = model.config.n_embd // model.config.n_head
+        value = attention.c_attn(model.transformer.h[1].ln_1(residual))[..., 2 * model.config.n_embd:][..., :head]
+        norms = value.norm(dim=-1)
+        assert float(norms[:, 0].max()) < 0.25 * float(norms[:, 1:].min())
+
+
+def _held_and_free(before, after, masks_of):
+    """The largest change of a held weight, and whether any free weight moved."""
+    held_change, free_moved = 0.0, False
+    for name, parameter in masks_of.items():
+        delta = (after[name] - before[name]).abs()
+        held_change = max(held_change, float((delta * (parameter == 0)).max()))
+        free_moved |= bool((delta * parameter).max() > 0)
+    return held_change, free_moved
+
+
+def _masks_by_name(path):
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {names[id(p)]: mask for p, mask in held_masks(model).items()}
+
+
+def _state(path):
+    return {k: v.detach().clone() for k, v in AutoModelForCausalLM.from_pretrained(path, dtype="float32").state_dict().items()}
+
+
+@pytest.mark.slow
+def test_training_learns_around_the_circuit_and_leaves_it_as_built(circuit_base, chat_rows, tmp_path, store):
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
+    masks = _masks_by_name(circuit_base)
+    before = _state(circuit_base)
+    held = train_sft(store, TrainSettings(model=str(circuit_base), data=str(data), out_dir=str(tmp_path / "held"),
+                                          max_steps=4, batch_size=2, learning_rate=1e-2))
+    held_change, free_moved = _held_and_free(before, _state(held.model_dir), masks)
+    assert held_change == 0.0 and free_moved
+    model, tokenizer = _load(held.model_dir)
+    assert copy_rate(model, tokenizer, seq_len=256, sequences=8) > 0.5
+    # the same run with the circuit released changes it; DPO holds it as SFT does
+    free = train_sft(store, TrainSettings(model=str(circuit_base), data=str(data), out_dir=str(tmp_path / "free"),
+                                          max_steps=4, batch_size=2, learning_rate=1e-2, hold_circuit=False))
+    assert _held_and_free(before, _state(free.model_dir), masks)[0] > 0
+    pairs = tmp_path / "dpo.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": row["messages"][:2], "chosen": row["messages"][2:], "tools": row["tools"],
+                                         "rejected": [{"role": "assistant", "content": "Done."}]}) + "\n"
+                             for row in chat_rows))
+    dpo = train_dpo(store, TrainSettings(model=str(held.model_dir), data=str(pairs), out_dir=str(tmp_path / "dpo"),
+                                         max_steps=2, batch_size=2, learning_rate=1e-2))
+    assert _held_and_free(before, _state(dpo.model_dir), masks)[0] == 0.0
+
+
+def test_a_circuit_too_narrow_or_on_a_checkpoint_is_refused_by_name(tmp_path, chat_rows):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
+    narrow = runner.invoke(app, ["model", "init-tiny", "--data", str(data), "--out", str(tmp_path / "m"),
+                                 "--copy-circuit", "--hidden-size", "128"])
+    assert narrow.exit_code == 2, narrow.output
+    assert "--copy-circuit" in narrow.output and "at least 160" in narrow.output
+    on_base = runner.invoke(app, ["model", "init-tiny", "--copy-circuit", "--base", str(tmp_path)])
+    assert on_base.exit_code == 2 and "--base" in on_base.output
+    assert not (tmp_path / "m").exists()
+    built = runner.invoke(app, ["model", "init-tiny", "--data", str(data), "--out", str(tmp_path / "m"),
+                                "--copy-circuit", "--vocab-size", "400", "--json"])
+    assert built.exit_code == 0, built.output
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["n_embd"] == 192  # the circuit's default width
+
+
+@pytest.mark.slow
+def test_vllm_serves_the_circuit_as_it_runs_in_process(circuit_base, vllm_interpreter):
+    """GPT-2 is among vLLM's architectures: greedy continuations of repeated random spans are the same
+    tokens served as in process, and the server takes the model's full context (n_positions)."""
+    model, tokenizer = _load(circuit_base)
+    rng = random.Random(3)
+    prompts = []
+    for _ in range(4):
+        def tokens(n):
+            return [rng.randrange(20, len(tokenizer)) for _ in range(n)]
+
+        span = tokens(24)
+        prompts.append(tokens(30) + span + tokens(10) + span[:4])
+    settings = VLLMSettings(python=vllm_interpreter, optimization_level=0)
+    with vllm_server(circuit_base, "circuit", settings=settings) as url:
+        served_len = httpx.get(f"{url}/models", timeout=10).json()["data"][0]["max_model_len"]
+        for prompt in prompts:
+            with torch.no_grad():
+                local = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False)[0][len(prompt):]
+            reply = httpx.post(f"{url}/completions", timeout=60, json={
+                "model": "circuit", "prompt": prompt, "max_tokens": 12, "temperature": 0, "return_token_ids": True})
+            assert reply.json()["choices"][0]["token_ids"] == local.tolist()
+    assert served_len == model.config.n_positions == 4096
