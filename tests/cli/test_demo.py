@@ -32,12 +32,13 @@ def test_full_demo_names_bad_settings(tmp_path):
 @pytest.mark.slow
 @pytest.mark.bwrap
 def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_path, vllm_interpreter):
-    """A small --full run: where vLLM is installed, the trained model is played on both serving
-    paths, and the two are reported side by side, trial by trial."""
+    """A small --full run from a base with the copying circuit (a GPT-2; tests/trainer/test_serve.py serves the
+    Qwen3 path): where vLLM is installed, the trained model is played on both serving paths, and the two are
+    reported side by side, trial by trial."""
     result = subprocess.run(
         [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(tmp_path / "d"), "-n", "8", "--steps", "5",
          "--eval-tasks", "3", "--capability", "lookup", "--app", "mail", "--app", "calendar", "--app", "files",
-         "--vllm-python", vllm_interpreter, "--json"],
+         "--base", "circuit", "--vllm-python", vllm_interpreter, "--json"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)
@@ -50,6 +51,9 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
         [sys.executable, "-m", "coworkenv", "runs", "list", "--kind", "eval", "--store",
          str(tmp_path / "d" / "coworkenv.db"), "--json"], capture_output=True, text=True, check=True).stdout)}
     assert any(m.startswith("openai:trained@") for m in runs) and any(m.startswith("hf:") for m in runs)
+    config = json.loads((tmp_path / "d" / "models" / "circuit" / "config.json").read_text())
+    assert config["model_type"] == "gpt2" and "coworkenv_circuit" in config
+    assert summary["base_model"].endswith("circuit")
     # training and held-out tasks alike on workspaces of the three apps asked for
     store = Store(tmp_path / "d" / "coworkenv.db")
     apps = {json.dumps(sorted(a.name for a in w.spec.apps)) for w in store.workspaces()}
