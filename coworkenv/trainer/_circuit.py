@@ -21,7 +21,8 @@ occurrence of the current token (most where the token before matches too), not t
 own token is the current one (a written token matching itself is how a copy loops), and writes that
 position's code into E: the next token's logit. A trainable part of its query scores the first
 position, whose value is cancelled: the gate by which training can turn copying off where it is
-wrong. The reserved parts are ``reserved_scale`` times larger than the free ones, so LayerNorm,
+wrong. Layer 1's pointer heads (``pointer_heads``) write the code of wherever they attend into E
+as the induction head does, but where they attend is learnt. The reserved parts are ``reserved_scale`` times larger than the free ones, so LayerNorm,
 which divides by the whole residual's size, hardly sees the free dimensions grow in training (at
 scale 1 they blunted every circuit head to a third of its sharpness within 1,800 steps).
 """
@@ -64,6 +65,10 @@ class CircuitConfig:
     # the norms' initial weight on the free dimensions (those start r times smaller than the reserved parts
     # after each norm; at r, the free parts grew a thousandfold in 100 steps and drowned the circuit)
     free_gain: float = 1.0
+    # pointer heads: layer 1's heads 1..n write the token code of wherever they attend into E, as the
+    # induction head does, but where they attend is learnt (their queries and keys train from random):
+    # training only has to find the place of a value's first token, not learn to copy it
+    pointer_heads: int = 1
     seed: int = 0
 
     @property
@@ -80,6 +85,9 @@ class CircuitConfig:
                              f"free beside the circuit's {self.reserved}: give at least {least}")
         if self.hidden_size // self.head_dim < 3:
             raise ValueError(f"the circuit needs 3 heads of {self.head_dim}: a hidden size of at least {3 * self.head_dim}")
+        if self.hidden_size // self.head_dim < 1 + self.pointer_heads:
+            raise ValueError(f"{self.pointer_heads} pointer heads and the induction head need {1 + self.pointer_heads} "
+                             f"heads of {self.head_dim} in layer 1")
         if self.num_hidden_layers < 2:
             raise ValueError("the circuit needs 2 layers at least (the previous-token heads, then the induction head)")
 
@@ -87,7 +95,8 @@ class CircuitConfig:
         """What ``hold_circuit`` reads back from a saved model's config: the reserved dimensions, the heads
         held in each layer, and the query columns of the held heads that train (the gate)."""
         return {"head_dim": self.head_dim, "reserved": self.reserved, "held_heads": [[0, 1], [0]],
-                "trained_query_columns": [[], [self.head_dim - 1]], "recipe": asdict(self)}
+                "trained_query_columns": [[], [self.head_dim - 1]],
+                "pointer_heads": [[], list(range(1, 1 + self.pointer_heads))], "recipe": asdict(self)}
 
 
 def circuit_gpt2(config: CircuitConfig, tokenizer):
@@ -176,6 +185,14 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     second.c_proj.weight[h:, :reserved] = 0
     for block in body.h:
         block.mlp.c_proj.weight[:, :reserved] = 0
+    for head in range(1, 1 + c.pointer_heads):  # the same write as the induction head's; query and key stay random
+        _, _, v = _head_slices(head, h, width)
+        second.c_attn.weight[:, v] = 0
+        second.c_attn.bias[v] = 0
+        second.c_proj.weight[head * h:(head + 1) * h, :] = 0
+        for d in range(code):
+            second.c_attn.weight[e + d, v.start + d] = scale1
+            second.c_proj.weight[head * h + d, e + d] = c.copy_gain * r
 
 
 def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, slice]:
@@ -224,6 +241,10 @@ def held_masks(model) -> dict[Any, Any]:
             for part in _head_slices(head, h, width):
                 hold(block.attn.c_attn.weight, slice(None), part)
                 hold(block.attn.c_attn.bias, part)
+            hold(block.attn.c_proj.weight, slice(head * h, (head + 1) * h), slice(None))
+        for head in layout.get("pointer_heads", [[]] * len(body.h))[layer]:  # what they write, not where they look
+            hold(block.attn.c_attn.weight, slice(None), _head_slices(head, h, width)[2])
+            hold(block.attn.c_attn.bias, _head_slices(head, h, width)[2])
             hold(block.attn.c_proj.weight, slice(head * h, (head + 1) * h), slice(None))
         for column in layout.get("trained_query_columns", [[]] * len(body.h))[layer]:
             masks[block.attn.c_attn.weight][:, column] = 1

@@ -113,8 +113,15 @@ def test_training_learns_around_the_circuit_and_leaves_it_as_built(circuit_base,
     before = _state(circuit_base)
     held = train_sft(store, TrainSettings(model=str(circuit_base), data=str(data), out_dir=str(tmp_path / "held"),
                                           max_steps=4, batch_size=2, learning_rate=1e-2))
-    held_change, free_moved = _held_and_free(before, _state(held.model_dir), masks)
+    after = _state(held.model_dir)
+    held_change, free_moved = _held_and_free(before, after, masks)
     assert held_change == 0.0 and free_moved
+    # the pointer head (layer 1, head 1) learns where to look, and writes as it was built
+    width, head = 160, 32
+    weights = "transformer.h.1.attn.c_attn.weight"
+    assert not torch.equal(before[weights][:, head:2 * head], after[weights][:, head:2 * head])  # its query
+    assert torch.equal(before[weights][:, 2 * width + head:2 * width + 2 * head],
+                       after[weights][:, 2 * width + head:2 * width + 2 * head])  # its value
     model, tokenizer = _load(held.model_dir)
     assert copy_rate(model, tokenizer, seq_len=256, sequences=8) > 0.5
     # the same run with the circuit released changes it; DPO holds it as SFT does
