@@ -22,9 +22,10 @@ own token is the current one (a written token matching itself is how a copy loop
 position's code into E: the next token's logit. A trainable part of its query scores the first
 position, whose value is cancelled: the gate by which training can turn copying off where it is
 wrong. Layer 1's pointer heads (``pointer_heads``) write the code of wherever they attend into E
-as the induction head does, but where they attend is learnt. The reserved parts are ``reserved_scale`` times larger than the free ones, so LayerNorm,
-which divides by the whole residual's size, hardly sees the free dimensions grow in training (at
-scale 1 they blunted every circuit head to a third of its sharpness within 1,800 steps).
+as the induction head does, but where they attend is learnt. The reserved parts are
+``reserved_scale`` times larger than the free ones, so LayerNorm, which divides by the whole
+residual's size, hardly sees the free dimensions grow in training (at scale 1 they blunted the
+induction head to 0.58 of its attention on the right position within 1,800 steps).
 """
 
 from __future__ import annotations
