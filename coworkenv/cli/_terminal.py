@@ -7,6 +7,8 @@ order, usage lines that name arguments plainly, Ctrl-C answered with one line, a
 
 from __future__ import annotations
 
+import gc
+import sys
 from typing import Any
 
 import typer
@@ -46,6 +48,22 @@ def _plain_arguments(command: Any) -> None:
         _plain_arguments(sub)
 
 
+def _drop_closed_loop_leftovers(interrupt: BaseException) -> None:
+    """After Ctrl-C has stopped an event loop: the subprocess transports its tasks held (a sandbox, an
+    MCP server) are collected once the interrupt's frames go, and each one's ``__del__`` then finds
+    the loop closed and prints a traceback below the one line the interrupt gets. They are collected
+    here, with that one error (and only that) left unprinted, now and until the process exits."""
+    shown = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"):
+            shown(unraisable)
+
+    sys.unraisablehook = hook
+    interrupt.__traceback__ = None
+    gc.collect()
+
+
 class CoworkGroup(TyperGroup):
     """The top-level command. Besides ordering and usage lines, it answers Ctrl-C (which stops
     a command between two things it stores) with one line and exit status 130; a command that is
@@ -76,7 +94,8 @@ class CoworkGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            _drop_closed_loop_leftovers(exc)
             what = f"coworkenv {self._invoked}".strip()
             resume = " (resume with the same command)" if self._invoked in RESUMABLE else ""
             err.print(f"interrupted: {what} stopped; what it stored is kept{resume}", highlight=False,
