@@ -166,9 +166,10 @@ def init_tiny_command(
     if base is not None and copy_circuit:
         raise fail("--copy-circuit builds a tiny model; it does not apply to --base")
     width = hidden_size or (CircuitConfig.hidden_size if copy_circuit else TinyConfig.hidden_size)
+    ffn = intermediate_size or 4 * width
     circuit = None
     if copy_circuit:
-        circuit = CircuitConfig(hidden_size=width, intermediate_size=intermediate_size or 4 * width,
+        circuit = CircuitConfig(hidden_size=width, intermediate_size=ffn,
                                 num_hidden_layers=layers, head_dim=head_dim, seed=seed)
         try:
             circuit.check()
@@ -184,7 +185,7 @@ def init_tiny_command(
             with spinner(f"preparing {base}") as stage:
                 path = init_model(out, base=base, on_stage=stage)
         else:
-            config = TinyConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=intermediate_size or 4 * width,
+            config = TinyConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=ffn,
                                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                                 head_dim=head_dim, seed=seed)
             rows = read_rows(data)

@@ -84,8 +84,6 @@ class CircuitConfig:
             least = -(-(self.reserved + self.head_dim) // self.head_dim) * self.head_dim
             raise ValueError(f"the hidden size ({self.hidden_size}) leaves fewer than {self.head_dim} dimensions "
                              f"free beside the circuit's {self.reserved}: give at least {least}")
-        if self.hidden_size // self.head_dim < 3:
-            raise ValueError(f"the circuit needs 3 heads of {self.head_dim}: a hidden size of at least {3 * self.head_dim}")
         if self.hidden_size // self.head_dim < 1 + self.pointer_heads:
             raise ValueError(f"{self.pointer_heads} pointer heads and the induction head need {1 + self.pointer_heads} "
                              f"heads of {self.head_dim} in layer 1")
@@ -151,8 +149,7 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     scale1 = math.sqrt((4.0 * r * r + free) / width) / r  # E + P + P2 + positions
     first, second = body.h[0].attn, body.h[1].attn
     for head, offset in ((0, 1), (1, 2)):
-        q, k, v = _head_slices(head, h, width)
-        _clear(first, head, h, (q, k, v))
+        q, k, v = _clear(first, head, h, width)
         gain = c.position_gain * scale0 * math.sqrt(n)
         for f, omega in enumerate(c.omegas):
             cos_row, sin_row = pos + 2 * f, pos + 2 * f + 1
@@ -166,8 +163,8 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
         for d in range(code):
             first.c_attn.weight[e + d, v.start + d] = scale0
             first.c_proj.weight[head * h + d, offset * h + d] = r  # into P (offset 1) or P2 (offset 2)
-    q, k, v = _head_slices(0, h, width)
-    _clear(second, 0, h, (q, k, v))
+    q, k, v = _clear(second, 0, h, width)
+    _write_attended_token(second, 0, code, scale1, c.copy_gain * r)
     match = c.match_gain * scale1
     for d in range(code):
         second.c_attn.weight[e + d, q.start + d] = match
@@ -175,10 +172,8 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
         second.c_attn.weight[p + d, k.start + d] = match
         second.c_attn.weight[p2 + d, k.start + d] = c.previous_weight * match
         second.c_attn.weight[e + d, k.start + d] = -c.self_penalty * match
-        second.c_attn.weight[e + d, v.start + d] = scale1
         # the first position's value cancels its own token's code (the conversation's <|im_start|>)
         second.c_attn.weight[e + code, v.start + d] = -scale1 * float(body.wte.weight[first_token, e + d]) / r
-        second.c_proj.weight[d, e + d] = c.copy_gain * r
     # the gate: the first position's mark in the key; the query's part that scores it starts at zero and trains
     second.c_attn.weight[e + code, k.start + code] = c.sink_gain * scale1
     # nothing else writes into the reserved parts at the start (the free heads and MLPs)
@@ -187,13 +182,8 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     for block in body.h:
         block.mlp.c_proj.weight[:, :reserved] = 0
     for head in range(1, 1 + c.pointer_heads):  # the same write as the induction head's; query and key stay random
-        _, _, v = _head_slices(head, h, width)
-        second.c_attn.weight[:, v] = 0
-        second.c_attn.bias[v] = 0
-        second.c_proj.weight[head * h:(head + 1) * h, :] = 0
-        for d in range(code):
-            second.c_attn.weight[e + d, v.start + d] = scale1
-            second.c_proj.weight[head * h + d, e + d] = c.copy_gain * r
+        _clear(second, head, h, width, parts=(2,))
+        _write_attended_token(second, head, code, scale1, c.copy_gain * r)
 
 
 def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, slice]:
@@ -203,11 +193,24 @@ def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, sl
             slice(2 * width + start, 2 * width + start + head_dim))
 
 
-def _clear(attention, head: int, head_dim: int, parts) -> None:
+def _clear(attention, head: int, head_dim: int, width: int, parts: tuple[int, ...] = (0, 1, 2)) -> tuple[slice, ...]:
+    """Zero ``head``'s output and the given parts of its input (0 query, 1 key, 2 value); return its slices."""
+    slices = _head_slices(head, head_dim, width)
     for part in parts:
-        attention.c_attn.weight[:, part] = 0
-        attention.c_attn.bias[part] = 0
+        attention.c_attn.weight[:, slices[part]] = 0
+        attention.c_attn.bias[slices[part]] = 0
     attention.c_proj.weight[head * head_dim:(head + 1) * head_dim, :] = 0
+    return slices
+
+
+def _write_attended_token(attention, head: int, code: int, scale: float, gain: float) -> None:
+    """``head`` reads the token code (E, the first ``code`` dimensions) of the position it attends to,
+    undoing the norm (``scale``), and writes it into E at ``gain``: that token's next-token logit."""
+    head_dim = attention.head_dim
+    v = _head_slices(head, head_dim, attention.embed_dim)[2]
+    for d in range(code):  # E starts at dimension 0
+        attention.c_attn.weight[d, v.start + d] = scale
+        attention.c_proj.weight[head * head_dim + d, d] = gain
 
 
 def circuit_layout(model) -> dict[str, Any] | None:
@@ -243,11 +246,12 @@ def held_masks(model) -> dict[Any, Any]:
                 hold(block.attn.c_attn.weight, slice(None), part)
                 hold(block.attn.c_attn.bias, part)
             hold(block.attn.c_proj.weight, slice(head * h, (head + 1) * h), slice(None))
-        for head in layout.get("pointer_heads", [[]] * len(body.h))[layer]:  # what they write, not where they look
-            hold(block.attn.c_attn.weight, slice(None), _head_slices(head, h, width)[2])
-            hold(block.attn.c_attn.bias, _head_slices(head, h, width)[2])
+        for head in layout["pointer_heads"][layer]:  # what they write, not where they look
+            value = _head_slices(head, h, width)[2]
+            hold(block.attn.c_attn.weight, slice(None), value)
+            hold(block.attn.c_attn.bias, value)
             hold(block.attn.c_proj.weight, slice(head * h, (head + 1) * h), slice(None))
-        for column in layout.get("trained_query_columns", [[]] * len(body.h))[layer]:
+        for column in layout["trained_query_columns"][layer]:
             masks[block.attn.c_attn.weight][:, column] = 1
             masks[block.attn.c_attn.bias][column] = 1
         hold(block.ln_1.weight, slice(0, reserved))
