@@ -123,3 +123,35 @@ def test_full_demo_says_when_and_why_it_skips_the_served_path(tmp_path):
             in " ".join(result.stderr.split()))
     serving = json.loads(result.stdout)["serving"]
     assert serving["skipped"] == why and set(serving["pass_rate"]) == {"local"}
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_full_demo_fine_tunes_a_base_pretrained_by_the_project_and_evaluates_it(tmp_path):
+    """The pretrain → SFT → evaluate path at tiny size: a base from ``pretrain_base`` (seconds of exercises
+    over workspaces no task uses), fine-tuned by ``demo --full --base FOLDER`` with the exercises replayed
+    among the task rows, then both models evaluated on held-out tasks; the summary names the base by its
+    weights' hash, which the pretraining recorded, and the training leaves it as it was."""
+    from coworkenv.trainer import PretrainSettings, pretrain_base, weights_hash
+
+    base = pretrain_base(PretrainSettings(out_dir=str(tmp_path / "pretrain"), seeds=1, exercises_per_seed=20,
+                                          tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
+                                          kv_heads=1, head_dim=32, intermediate_size=64, seq_len=256, batch_size=2,
+                                          steps=4, copy_steps=2, copy_seq_len=32, copy_batch_size=2, warmup_steps=1))
+    recorded = json.loads((base / "coworkenv_model.json").read_text())
+    result = subprocess.run(
+        [sys.executable, "-m", "coworkenv", "demo", "--full", "--dir", str(tmp_path / "d"), "-n", "6", "--steps", "2",
+         "--eval-tasks", "2", "--capability", "lookup", "--app", "mail", "--base", str(base), "--serve", "local",
+         "--json"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["base_model"] == str(base)
+    assert summary["base_weights_sha256"] == recorded["weights_sha256"] == weights_hash(base)  # untouched by SFT
+    assert weights_hash(summary["trained_model"]) != recorded["weights_sha256"]
+    # the exercises replayed: half as many as the task rows, on top of them
+    assert summary["trained_rows"] == summary["sft_rows"] + round(summary["sft_rows"] * 0.5)
+    assert summary["overall"]["tasks"] == 2 and 0 <= summary["overall"]["base"] <= 1
+    evaluated = {r["model"] for r in json.loads(subprocess.run(
+        [sys.executable, "-m", "coworkenv", "runs", "list", "--kind", "eval", "--store",
+         str(tmp_path / "d" / "coworkenv.db"), "--json"], capture_output=True, text=True, check=True).stdout)}
+    assert evaluated == {f"hf:{base}", f"hf:{summary['trained_model']}"}
