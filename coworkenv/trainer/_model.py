@@ -117,16 +117,25 @@ def entity_tokens(texts: Iterable[str], min_count: int = 2) -> list[str]:
     return [name for name, n in counts.most_common() if n >= min_count]
 
 
+# How text is cut into pieces before BPE: GPT-2's pattern, with JSON's separators between a key and a
+# string value (and between one value and the next key) kept whole. GPT-2's cuts ``": "`` into ``":``
+# and `` "``, which puts a field's name three tokens before its value; kept whole, it is two, where
+# the copying circuit's keys see it (the token two back, ``_circuit``), and rows are ~15% shorter.
+JSON_SEPARATORS = r'": "|", "|": \{"|": \["|\}, \{"'
+GPT2_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
 def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_count: int = 2):
     """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``."""
     require_training()
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        pre_tokenizers.Split(Regex(f"{JSON_SEPARATORS}|{GPT2_PIECES}"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
     special = [EOS, IM_START, IM_END]

@@ -65,6 +65,19 @@ def test_tokenizer_splits_digits_and_keeps_entities_whole(tokenizer):
         assert len(tokenizer.tokenize(token)) == 1
 
 
+def test_a_json_field_name_is_two_tokens_before_its_value(tokenizer):
+    """``": "`` is one token, so the copying circuit's key at a value's first token sees (the end of)
+    the field's name two tokens back; the text comes back byte for byte."""
+    text = '{"messages": [{"id": "m07", "subject": "Coffee this week?"}], "count": 1}, {"x": ["a"]}'
+    pieces = tokenizer.tokenize(text)
+    for name, value in (("id", "m07"), ("subject", "C")):
+        at = pieces.index(value) if value in pieces else next(i for i, p in enumerate(pieces) if p.startswith(value))
+        before, separator = (tokenizer.convert_tokens_to_string([p]) for p in pieces[at - 2:at])
+        assert separator == '": "' and name.endswith(before)  # (the name's last piece, at this vocabulary)
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+    assert tokenizer.decode(tokenizer("a  b\n\n c's \"d\": 12")["input_ids"]) == "a  b\n\n c's \"d\": 12"
+
+
 def test_init_tiny_model_saves_a_loadable_small_qwen3(tmp_path, chat_rows, chat_tools):
     out = init_tiny_model(chat_rows, tmp_path / "tiny", TinyConfig(vocab_size=600))
     model = AutoModelForCausalLM.from_pretrained(out)
