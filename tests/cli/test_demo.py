@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
-from coworkenv.loop import combination
+from coworkenv.loop import FULL_REPLAY, combination
 from coworkenv.store import Store
 
 runner = CliRunner()
@@ -47,9 +47,7 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
     assert serving["pass_rate"]["local"] == summary["overall"]["trained"]  # the table shows the in-process path
     assert serving["agreement"] == 1 - len(serving["disagreements"]) / 3
     assert {"eval trained (local)", "eval trained (vllm)"} <= set(summary["stage_seconds"])
-    runs = {r["model"] for r in json.loads(subprocess.run(
-        [sys.executable, "-m", "coworkenv", "runs", "list", "--kind", "eval", "--store",
-         str(tmp_path / "d" / "coworkenv.db"), "--json"], capture_output=True, text=True, check=True).stdout)}
+    runs = _evaluated_models(tmp_path / "d")
     assert any(m.startswith("openai:trained@") for m in runs) and any(m.startswith("hf:") for m in runs)
     config = json.loads((tmp_path / "d" / "models" / "circuit" / "config.json").read_text())
     assert config["model_type"] == "gpt2" and "coworkenv_circuit" in config
@@ -59,6 +57,13 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
     apps = {json.dumps(sorted(a.name for a in w.spec.apps)) for w in store.workspaces()}
     assert apps == {json.dumps(["calendar", "files", "mail"])}
     assert store.tasks(status="heldout") and store.tasks(status="admitted")
+
+
+def _evaluated_models(directory) -> set[str]:
+    """The models of the evaluation runs in ``directory``'s store, as ``runs list`` names them."""
+    listed = subprocess.run([sys.executable, "-m", "coworkenv", "runs", "list", "--kind", "eval", "--store",
+                             str(directory / "coworkenv.db"), "--json"], capture_output=True, text=True, check=True)
+    return {run["model"] for run in json.loads(listed.stdout)}
 
 
 def _small_full_demo(directory, unseen_share: str, *extra: str) -> str:
@@ -148,10 +153,7 @@ def test_full_demo_fine_tunes_a_base_pretrained_by_the_project_and_evaluates_it(
     assert summary["base_model"] == str(base)
     assert summary["base_weights_sha256"] == recorded["weights_sha256"] == weights_hash(base)  # untouched by SFT
     assert weights_hash(summary["trained_model"]) != recorded["weights_sha256"]
-    # the exercises replayed: half as many as the task rows, on top of them
-    assert summary["trained_rows"] == summary["sft_rows"] + round(summary["sft_rows"] * 0.5)
+    # the exercises replayed (FULL_REPLAY per task row, from a pretrained base), on top of the task rows
+    assert summary["trained_rows"] == summary["sft_rows"] + round(summary["sft_rows"] * FULL_REPLAY)
     assert summary["overall"]["tasks"] == 2 and 0 <= summary["overall"]["base"] <= 1
-    evaluated = {r["model"] for r in json.loads(subprocess.run(
-        [sys.executable, "-m", "coworkenv", "runs", "list", "--kind", "eval", "--store",
-         str(tmp_path / "d" / "coworkenv.db"), "--json"], capture_output=True, text=True, check=True).stdout)}
-    assert evaluated == {f"hf:{base}", f"hf:{summary['trained_model']}"}
+    assert _evaluated_models(tmp_path / "d") == {f"hf:{base}", f"hf:{summary['trained_model']}"}

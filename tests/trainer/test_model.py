@@ -71,7 +71,7 @@ def test_a_json_field_name_is_two_tokens_before_its_value(tokenizer):
     text = '{"messages": [{"id": "m07", "subject": "Coffee this week?"}], "count": 1}, {"x": ["a"]}'
     pieces = tokenizer.tokenize(text)
     for name, value in (("id", "m07"), ("subject", "C")):
-        at = pieces.index(value) if value in pieces else next(i for i, p in enumerate(pieces) if p.startswith(value))
+        at = next(i for i, p in enumerate(pieces) if p.startswith(value))  # the value's first piece
         before, separator = (tokenizer.convert_tokens_to_string([p]) for p in pieces[at - 2:at])
         assert separator == '": "' and name.endswith(before)  # (the name's last piece, at this vocabulary)
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
