@@ -26,6 +26,7 @@ from ..loop import (
     FULL_EVAL_TASKS,
     FULL_STEPS,
     FULL_TASKS,
+    FULL_TOOL_LINES,
     FULL_UNSEEN_SHARE,
     FULL_VALUE_SWAPS,
     SPLITS,
@@ -58,6 +59,9 @@ def demo_command(
         help="--full: the PocketWorker base fine-tuned: pretrained (the project's pretrained base, see `coworkenv "
         "model pretrain-base`), scratch (a tiny model built from the SFT rows by init-tiny), circuit (the same with "
         "init-tiny --copy-circuit: a GPT-2 whose copying heads are set by hand) or a model folder.")] = FULL_BASE,
+    tool_lines: Annotated[Literal["json", "signatures"], typer.Option(
+        help="--full with --base scratch or circuit: how the base's chat template lists the tools, a JSON object "
+        "or a signature (name(param*, ...)) a line.")] = FULL_TOOL_LINES,
     eval_tasks: Annotated[int, typer.Option(
         min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
     unseen_share: Annotated[float, typer.Option(
@@ -93,7 +97,7 @@ def demo_command(
         try:
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
-                train_steps=steps or FULL_STEPS, base=base,
+                train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines,
                 eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None

@@ -154,6 +154,9 @@ def init_tiny_command(
     kv_heads: Annotated[int, typer.Option(min=1, help="Key/value heads (grouped-query attention; divides --heads).")] = 2,
     head_dim: Annotated[int, typer.Option(min=8, help="Width of each attention head.")] = 32,
     seed: Annotated[int, typer.Option(help="Seed of the random initial weights.")] = 0,
+    tool_lines: Annotated[Literal["json", "signatures"], typer.Option(
+        help="How the chat template lists the tools: a JSON object a line, or a signature (name(param*, "
+        "other:integer)), a fifth of the tokens.")] = "json",
     copy_circuit: Annotated[bool, typer.Option(
         "--copy-circuit", help="A GPT-2 whose copying heads are set by hand (training holds them) instead of a "
         "Qwen3; --heads and --kv-heads then follow from --hidden-size (heads of --head-dim).")] = False,
@@ -187,7 +190,7 @@ def init_tiny_command(
         else:
             config = TinyConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=ffn,
                                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                                head_dim=head_dim, seed=seed)
+                                head_dim=head_dim, seed=seed, tool_lines=tool_lines)
             rows = read_rows(data)
             with spinner(f"building a tiny model from {len(rows):,} rows of {data}") as stage:
                 path = init_tiny_model(rows, out, config, circuit=circuit, on_stage=stage)
@@ -260,8 +263,12 @@ def pretrain_base_command(
     out: Annotated[Path, typer.Option(help="The run folder: tokenizer/, data/, checkpoint.pt, then model/.")] = Path(
         "runs/models/pretrain"),
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps on the exercises.")] = 3000,
-    copy_steps: Annotated[int, typer.Option(min=0, help="Steps of random-token copying before the exercises (the "
-                                            "model forms the head that copies; 0: none).")] = 8000,
+    copy_steps: Annotated[int | None, typer.Option(min=0, help="Steps of random-token copying before the exercises "
+                                                   "(the model forms the head that copies; 0: none). Default 8000, "
+                                                   "none with --copy-circuit.")] = None,
+    copy_circuit: Annotated[bool, typer.Option(
+        "--copy-circuit", help="A GPT-2 whose copying heads are set by hand and held (as `model init-tiny "
+        "--copy-circuit` builds) instead of a Qwen3: it copies from the start, so it has no copying stage.")] = False,
     seeds: Annotated[int, typer.Option(min=1, help="Pretraining workspaces (seeds from 1,000,000 on).")] = 600,
     hidden_size: Annotated[int, typer.Option(min=16, help="Width of the model (its hidden state).")] = 192,
     layers: Annotated[int, typer.Option(min=1, help="Transformer layers.")] = 3,
@@ -278,7 +285,8 @@ def pretrain_base_command(
     from ..trainer import PretrainSettings, pretrain_base
 
     try:
-        settings = PretrainSettings(out_dir=str(out), steps=steps, copy_steps=copy_steps, seeds=seeds,
+        settings = PretrainSettings(out_dir=str(out), steps=steps, copy_circuit=copy_circuit, seeds=seeds,
+                                    **({} if copy_steps is None else {"copy_steps": copy_steps}),
                                     hidden_size=hidden_size, layers=layers, heads=max(1, hidden_size // 32),
                                     intermediate_size=4 * hidden_size,
                                     threads=threads, seed=seed, max_minutes=max_minutes)

@@ -15,5 +15,6 @@ FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying va
 FULL_VALUE_SWAPS = 0  # value-swapped variants of each SFT row; one did not make the tiny model copy (benchmarks/loop.md)
 FULL_STEPS = 2400  # SFT steps (what they cost on a 2-core CPU: benchmarks/loop.md)
 FULL_BASE = "scratch"  # init-tiny; "pretrained": the PocketWorker base once one is committed (coworkenv model pretrain-base)
+FULL_TOOL_LINES = "signatures"  # how an init-tiny base's template lists the tools: a signature a line, not JSON
 FULL_LR = 2e-3  # SFT learning rate from the pretrained base (from scratch: 1e-2)
 FULL_REPLAY = 0.5  # pretraining exercises mixed into SFT, per task row (the base keeps copying while it learns tools)

@@ -31,6 +31,7 @@ from ._defaults import (
     FULL_LR,
     FULL_REPLAY,
     FULL_STEPS,
+    FULL_TOOL_LINES,
     FULL_UNSEEN_SHARE,
     FULL_VALUE_SWAPS,
 )
@@ -106,6 +107,7 @@ class FullSettings(BaseModel):
     base: str = FULL_BASE
     vocab_size: int = 2048
     hidden_size: int = 128
+    tool_lines: Literal["json", "signatures"] = FULL_TOOL_LINES  # the tool list of a base built here (init-tiny)
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
@@ -244,7 +246,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                 vocab_size=settings.vocab_size, hidden_size=settings.hidden_size,
                 intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
                 num_attention_heads=max(1, settings.hidden_size // 32),
-                num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed), circuit=circuit)
+                num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed,
+                tool_lines=settings.tool_lines), circuit=circuit)
     with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),

@@ -97,6 +97,23 @@ def _template(tool_line: str) -> str:
 
 CHAT_TEMPLATE = _template(_JSON_TOOL)
 POCKET_CHAT_TEMPLATE = _template(_SIGNATURE)
+TOOL_LINES = {"json": CHAT_TEMPLATE, "signatures": POCKET_CHAT_TEMPLATE}  # how a template lists the tools
+
+
+def signature(tool: dict[str, Any]) -> str:
+    """``tool`` (an OpenAI tool or its ``function``) as ``POCKET_CHAT_TEMPLATE`` lists it, newline excluded."""
+    fn = tool.get("function", tool)
+    params = fn.get("parameters") or {}
+    required = params.get("required") or []
+    parts = []
+    for name, schema in (params.get("properties") or {}).items():
+        kind = ""
+        if "enum" in schema:
+            kind = ":" + "|".join(str(v) for v in schema["enum"])
+        elif schema.get("type", "string") != "string":
+            kind = f":{schema['type']}"
+        parts.append(f"{name}{'*' if name in required else ''}{kind}")
+    return f"{fn['name']}({', '.join(parts)})"
 
 
 def tojson(value: Any) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CoworkenvError
-from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_TOKENS, tojson
+from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_LINES, TOOL_TOKENS, signature, tojson
 
 if TYPE_CHECKING:
     from ._circuit import CircuitConfig
@@ -72,6 +72,7 @@ class TinyConfig:
     max_position_embeddings: int = 4096
     entity_min_count: int = 2  # a date, time or record id seen this often becomes one token
     seed: int = 0
+    tool_lines: str = "json"  # how the chat template lists the tools: "json" objects or "signatures"
 
 
 # Values that become whole tokens: only those of the small, closed sets every workspace draws from
@@ -87,8 +88,9 @@ ENTITY_PATTERNS = (
 )
 
 
-def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """The text pieces a model sees in SFT/DPO rows: contents, tool calls, tool schemas.
+def corpus_texts(rows: Iterable[dict[str, Any]], tool_lines: str = "json") -> Iterator[str]:
+    """The text pieces a model sees in SFT/DPO rows: contents, tool calls, tools as the chat template
+    lists them (``tool_lines``: JSON objects or signatures).
 
     Pieces are yielded as often as the model sees them (a tool list once per row), so that BPE
     merges follow what training sequences are made of.
@@ -96,7 +98,7 @@ def corpus_texts(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     for row in rows:
         yield "system\nuser\nassistant\n"  # the role names of the chat template
         for tool in row.get("tools") or []:
-            yield tojson(tool.get("function", tool))
+            yield signature(tool) if tool_lines == "signatures" else tojson(tool.get("function", tool))
         messages = [*(row.get("messages") or row.get("prompt") or []), *(row.get("chosen") or []),
                     *(row.get("rejected") or [])]
         for message in messages:
@@ -125,8 +127,9 @@ JSON_SEPARATORS = r'": "|", "|": \{"|": \["|\}, \{"'
 GPT2_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_count: int = 2):
-    """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``."""
+def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_count: int = 2,
+                    chat_template: str = CHAT_TEMPLATE):
+    """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``, with ``chat_template``."""
     require_training()
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -151,7 +154,7 @@ def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_coun
         tokenizer_object=tok, eos_token=IM_END, pad_token=EOS, bos_token=None, unk_token=None,
         additional_special_tokens=[IM_START],
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.model_max_length = 4096
     return fast
 
@@ -201,12 +204,15 @@ def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config:
     by ``config``, or with ``circuit`` a GPT-2 with its copying circuit set (``config`` then gives the
     tokenizer only)."""
     config = config or TinyConfig()
-    texts = list(corpus_texts(rows))
+    if config.tool_lines not in TOOL_LINES:
+        raise TrainingError(f"tool lines {config.tool_lines!r}: choose one of {', '.join(TOOL_LINES)}")
+    texts = list(corpus_texts(rows, config.tool_lines))
     if not texts:
         raise TrainingError("the corpus is empty: export SFT rows first (coworkenv export sft)")
     require_training()
     on_stage(f"training a {config.vocab_size:,}-token BPE tokenizer on {len(texts):,} texts")
-    tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count)
+    tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count,
+                                chat_template=TOOL_LINES[config.tool_lines])
     if circuit is not None:
         from ._circuit import circuit_gpt2
 

@@ -41,11 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from ..workspace import app_spec, listed_apps
-from ._chat_template import EOS, IM_END, IM_START, POCKET_CHAT_TEMPLATE, TOOL_TOKENS
-from ._model import ENTITY_PATTERNS, TrainingError, parameter_count, require_training
+from ._chat_template import EOS, IM_END, POCKET_CHAT_TEMPLATE, signature
+from ._circuit import held_masks, hold_circuit
+from ._model import TrainingError, parameter_count, require_training, train_tokenizer
 from ._pretrain_data import PRETRAIN_SEED_FROM, Sample, exercises, render
 
 POCKETWORKER_BASE = Path(__file__).resolve().parents[1] / "assets" / "pocketworker-base"
@@ -82,7 +83,34 @@ class PretrainSettings(BaseModel):
     save_every: int = Field(default=100, ge=1)
     threads: int = Field(default=2, ge=1)  # part of the recipe: the arithmetic's order depends on it
     seed: int = 0
+    # a GPT-2 whose copying heads are set by hand and held (``_circuit``) instead of a Qwen3: it copies from
+    # the first step, so it has no copying stage; its heads follow from hidden_size / head_dim
+    copy_circuit: bool = False
     max_minutes: float | None = Field(default=None, gt=0)  # stop (checkpointed) at the first step past this
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_copying_stage_for_the_circuit(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("copy_circuit"):
+            if data.get("copy_steps") is None:
+                data = {**data, "copy_steps": 0}
+            elif data["copy_steps"]:
+                raise ValueError("copy_steps: a base with the copying circuit copies from the start; the copying "
+                                 "stage is for a Qwen3 base (give 0)")
+        return data
+
+    @model_validator(mode="after")
+    def _circuit_fits(self) -> PretrainSettings:
+        if self.copy_circuit:
+            self.circuit().check()  # a ValueError naming the size that does not fit
+        return self
+
+    def circuit(self):
+        """The ``CircuitConfig`` of a circuit recipe."""
+        from ._circuit import CircuitConfig
+
+        return CircuitConfig(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                             num_hidden_layers=self.layers, head_dim=self.head_dim, seed=self.seed)
 
     def data_seeds(self) -> range:
         return range(PRETRAIN_SEED_FROM, PRETRAIN_SEED_FROM + self.seeds)
@@ -110,44 +138,17 @@ def _quiet(progress: PretrainProgress) -> None:
 
 def tool_signatures() -> list[str]:
     """Every app's tools as the pocket template lists them (the tokenizer learns their pieces)."""
-    lines = []
-    for app in sorted(listed_apps()):
-        for tool in app_spec(app).tools:
-            props = tool.input_schema.get("properties", {})
-            required = set(tool.input_schema.get("required", []))
-            params = ", ".join(f"{name}{'*' if name in required else ''}" for name in props)
-            lines.append(f"{tool.name}({params})")
-    return lines
+    return [signature({"name": tool.name, "parameters": tool.input_schema})
+            for app in sorted(listed_apps()) for tool in app_spec(app).tools]
 
 
 def _train_tokenizer(settings: PretrainSettings, out: Path):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
+    """init-tiny's tokenizer (``train_tokenizer``: digits one by one, JSON's separators whole, dates, times
+    and record ids whole) on the first workspaces' exercises and the tool signatures, with the pocket template."""
     texts = ["system\nuser\nassistant\n", *tool_signatures()]
     for seed in settings.data_seeds()[:settings.tokenizer_seeds]:
         texts += [render(sample) for _, sample in exercises(seed, settings.exercises_per_seed)]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=settings.vocab_size, min_frequency=2, special_tokens=[EOS, IM_START, IM_END],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    entities: dict[str, int] = {}
-    for text in texts:
-        for pattern in ENTITY_PATTERNS:
-            for found in pattern.findall(text):
-                entities[found] = entities.get(found, 0) + 1
-    whole = sorted((e for e, n in entities.items() if n >= 2), key=lambda e: (-entities[e], e))
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False, single_word=True) for t in whole])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=IM_END, pad_token=EOS, bos_token=None,
-                                   unk_token=None, additional_special_tokens=[IM_START])
-    fast.chat_template = POCKET_CHAT_TEMPLATE
-    fast.model_max_length = 4096
+    fast = train_tokenizer(texts, vocab_size=settings.vocab_size, chat_template=POCKET_CHAT_TEMPLATE)
     fast.save_pretrained(out)
     return fast
 
@@ -293,6 +294,10 @@ def _model(settings: PretrainSettings, tokenizer):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    if settings.copy_circuit:
+        from ._circuit import circuit_gpt2
+
+        return circuit_gpt2(settings.circuit(), tokenizer)
     torch.manual_seed(settings.seed)
     config = Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size,
@@ -363,8 +368,10 @@ def pretrain_base(settings: PretrainSettings, *, on_progress: ProgressHook = _qu
     data_hash = _digest(ids, mask)
 
     model = _model(settings, tokenizer)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    other = [p for n, p in model.named_parameters() if p.ndim < 2]
+    held = held_masks(model)  # the circuit's weights: no gradient, and no decay either (AdamW's would shrink them)
+    hold_circuit(model)
+    decay = [p for p in model.parameters() if p.ndim >= 2 and p not in held]
+    other = [p for p in model.parameters() if p.ndim < 2 or p in held]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
                                    {"params": other, "weight_decay": 0.0}],
                                   lr=settings.learning_rate, betas=(0.9, 0.95), eps=1e-8, foreach=False)

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from coworkenv.cli import app
 from coworkenv.loop import FULL_REPLAY, combination
 from coworkenv.store import Store
+from coworkenv.trainer._chat_template import POCKET_CHAT_TEMPLATE
 
 runner = CliRunner()
 
@@ -51,6 +52,8 @@ def test_full_demo_evaluates_the_trained_model_in_process_and_through_vllm(tmp_p
     assert any(m.startswith("openai:trained@") for m in runs) and any(m.startswith("hf:") for m in runs)
     config = json.loads((tmp_path / "d" / "models" / "circuit" / "config.json").read_text())
     assert config["model_type"] == "gpt2" and "coworkenv_circuit" in config
+    # tools listed as signatures (the default), rendered by vLLM from the request's tools as in training
+    assert (tmp_path / "d" / "models" / "circuit" / "chat_template.jinja").read_text() == POCKET_CHAT_TEMPLATE
     assert summary["base_model"].endswith("circuit")
     # training and held-out tasks alike on workspaces of the three apps asked for
     store = Store(tmp_path / "d" / "coworkenv.db")

@@ -10,6 +10,7 @@ pytest.importorskip("transformers", reason="needs the 'train' extra")
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer
+from coworkenv.trainer._chat_template import signature
 from coworkenv.trainer._model import corpus_texts
 
 
@@ -92,6 +93,26 @@ def test_init_tiny_model_saves_a_loadable_small_qwen3(tmp_path, chat_rows, chat_
     assert generated.shape[1] == prompt["input_ids"].shape[1] + 5 or tok.eos_token_id in generated[0].tolist()
     meta = json.loads((out / "coworkenv_model.json").read_text())
     assert meta["kind"] == "tiny" and meta["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_a_tiny_base_can_list_its_tools_as_the_signatures_its_tokenizer_was_trained_on(tmp_path, chat_rows,
+                                                                                      chat_tools, tokenizer):
+    tools = [*chat_tools, {"type": "function", "function": {"name": "tasks_update_task", "parameters": {
+        "type": "object", "required": ["id"], "properties": {
+            "id": {"type": "string"}, "status": {"type": "string", "enum": ["open", "done"]},
+            "priority": {"type": "integer"}}}}}]
+    out = init_tiny_model(chat_rows, tmp_path / "tiny", TinyConfig(vocab_size=600, tool_lines="signatures"))
+    tok = AutoTokenizer.from_pretrained(out)
+    text = tok.apply_chat_template(chat_rows[0]["messages"], tools=tools, tokenize=False)
+    listed = re.search(r"<tools>\n(.*?)</tools>", text, re.S).group(1).splitlines()
+    assert listed == ["calendar_create_event(title*, date*, attendees:array)", "mail_read_message(id)",
+                      "tasks_update_task(id*, status:open|done, priority:integer)"]
+    assert listed == [signature(tool) for tool in tools]  # what the tokenizer was trained on
+    as_json = tokenizer.apply_chat_template(chat_rows[0]["messages"], tools=tools, tokenize=False)
+    assert len(tok(text)["input_ids"]) < 0.8 * len(tokenizer(as_json)["input_ids"])  # the JSON-lines base's
+    assert json.loads((out / "coworkenv_model.json").read_text())["config"]["tool_lines"] == "signatures"
+    with pytest.raises(ValueError, match="tool lines 'yaml': choose one of json, signatures"):
+        init_tiny_model(chat_rows, tmp_path / "other", TinyConfig(tool_lines="yaml"))
 
 
 def test_empty_corpus_is_refused(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ from coworkenv.trainer._pretrain_data import (
 
 pytest.importorskip("torch")
 
-TINY = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
+TINY: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
             kv_heads=1, head_dim=32, intermediate_size=64, seq_len=384, batch_size=2, steps=24, save_every=7,
             warmup_steps=3, copy_steps=9, copy_seq_len=32, copy_batch_size=4)
 
@@ -153,3 +154,40 @@ def test_a_pretraining_run_resumes_where_it_stopped_and_rebuilds_bit_for_bit(tmp
     assert meta["losses"][-1]["loss"] == json.loads((whole / "coworkenv_model.json").read_text())["losses"][-1]["loss"]
     with pytest.raises(ValueError, match="another recipe"):
         pretrain_base(PretrainSettings(out_dir=str(broken), **{**TINY, "steps": 30}))
+
+
+def test_a_base_with_the_copying_circuit_pretrains_on_the_exercises_and_keeps_its_circuit(tmp_path):
+    """--copy-circuit: a GPT-2 whose copying heads are set by hand, pretrained without a copying stage (it
+    copies from the first step); the circuit's weights come out exactly as built, the rest has learned."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.trainer._circuit import circuit_gpt2, held_masks
+    from coworkenv.trainer._pretrain import copy_rate
+
+    recipe: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=96, head_dim=16,
+                  layers=2, intermediate_size=128, seq_len=256, batch_size=4, steps=20, warmup_steps=2,
+                  copy_circuit=True)
+    settings = PretrainSettings(out_dir=str(tmp_path / "run"), **recipe)
+    assert settings.copy_steps == 0
+    path = pretrain_base(settings)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert model.config.model_type == "gpt2" and "coworkenv_circuit" in model.config.to_dict()
+    built = circuit_gpt2(settings.circuit(), tokenizer)
+    trained = dict(model.named_parameters())
+    masks = held_masks(built)
+    assert masks
+    for name, weights in built.named_parameters():
+        if weights in masks:
+            held = masks[weights] == 0
+            assert torch.equal(weights[held], trained[name][held]), name  # neither gradient nor weight decay
+    free = "transformer.h.1.mlp.c_fc.weight"
+    assert not torch.equal(dict(built.named_parameters())[free], trained[free])
+    assert copy_rate(model.eval(), tokenizer) > 0.5  # copies a repeated random span, untaught
+    meta = json.loads((path / "coworkenv_model.json").read_text())
+    assert meta["steps"] == 20 and meta["recipe"]["copy_circuit"] and meta["recipe"]["copy_steps"] == 0
+    with pytest.raises(ValueError, match="copies from the start"):
+        PretrainSettings(out_dir=str(tmp_path / "other"), **{**recipe, "copy_steps": 10})
+    with pytest.raises(ValueError, match="must be a multiple of the head size"):
+        PretrainSettings(out_dir=str(tmp_path / "other"), **{**recipe, "hidden_size": 100})
