@@ -45,7 +45,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from ..workspace import app_spec, listed_apps
 from ._chat_template import EOS, IM_END, POCKET_CHAT_TEMPLATE, signature
-from ._circuit import held_masks, hold_circuit
+from ._circuit import CircuitConfig, circuit_gpt2, held_masks, hold_circuit
 from ._model import TrainingError, parameter_count, require_training, train_tokenizer
 from ._pretrain_data import PRETRAIN_SEED_FROM, Sample, exercises, render
 
@@ -105,10 +105,8 @@ class PretrainSettings(BaseModel):
             self.circuit().check()  # a ValueError naming the size that does not fit
         return self
 
-    def circuit(self):
+    def circuit(self) -> CircuitConfig:
         """The ``CircuitConfig`` of a circuit recipe."""
-        from ._circuit import CircuitConfig
-
         return CircuitConfig(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
                              num_hidden_layers=self.layers, head_dim=self.head_dim, seed=self.seed)
 
@@ -295,8 +293,6 @@ def _model(settings: PretrainSettings, tokenizer):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     if settings.copy_circuit:
-        from ._circuit import circuit_gpt2
-
         return circuit_gpt2(settings.circuit(), tokenizer)
     torch.manual_seed(settings.seed)
     config = Qwen3Config(
