@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -44,8 +45,12 @@ def _start(*args: str) -> tuple[subprocess.Popen, "queue.Queue[str | None]"]:
 def _interrupt(process: subprocess.Popen, lines: "queue.Queue[str | None]", seen: list[str]) -> list[str]:
     """Ctrl-C to the process's group (what a terminal sends); its stderr to the end."""
     os.killpg(process.pid, signal.SIGINT)
+    deadline = time.monotonic() + 180  # a command that goes on after Ctrl-C fails the test, it does not hang it
     while (line := lines.get(timeout=120)) is not None:
         seen.append(line)
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail("still running 180 s after Ctrl-C: " + "".join(seen[-5:]))
     process.wait(timeout=60)
     return seen
 
