@@ -27,9 +27,12 @@ runner = CliRunner()
 def _start(*args: str) -> tuple[subprocess.Popen, "queue.Queue[str | None]"]:
     """``coworkenv ARGS`` in a session of its own (as a terminal's foreground job is), its stderr lines
     read into a queue as they come (None at the end)."""
+    # Ctrl-C's default action restored: a shell starts a background job with SIGINT ignored, and a test
+    # suite run so would pass that on to the command
     process = subprocess.Popen([sys.executable, "-m", "coworkenv", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               env={**os.environ, "COLUMNS": "200"})
+                               env={**os.environ, "COLUMNS": "200"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
