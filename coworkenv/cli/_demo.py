@@ -32,6 +32,7 @@ from ..loop import (
     SPLITS,
 )
 from ..sandbox import BwrapSandbox, SandboxUnavailable
+from ..trainer._chat_template import ToolLines
 from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, err, fail, open_store, out, progress
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def demo_command(
         help="--full: the PocketWorker base fine-tuned: pretrained (the project's pretrained base, see `coworkenv "
         "model pretrain-base`), scratch (a tiny model built from the SFT rows by init-tiny), circuit (the same with "
         "init-tiny --copy-circuit: a GPT-2 whose copying heads are set by hand) or a model folder.")] = FULL_BASE,
-    tool_lines: Annotated[Literal["json", "signatures"], typer.Option(
+    tool_lines: Annotated[ToolLines, typer.Option(
         help="--full with --base scratch or circuit: how the base's chat template lists the tools, a JSON object "
         "or a signature (name(param*, ...)) a line.")] = FULL_TOOL_LINES,
     eval_tasks: Annotated[int, typer.Option(

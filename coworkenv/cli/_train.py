@@ -24,6 +24,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
 from .._errors import CoworkenvError
 from ..trainer import REPORTERS, CircuitConfig, TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
+from ..trainer._chat_template import ToolLines
 from ..workspace import PromptStyle
 from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
@@ -154,7 +155,7 @@ def init_tiny_command(
     kv_heads: Annotated[int, typer.Option(min=1, help="Key/value heads (grouped-query attention; divides --heads).")] = 2,
     head_dim: Annotated[int, typer.Option(min=8, help="Width of each attention head.")] = 32,
     seed: Annotated[int, typer.Option(help="Seed of the random initial weights.")] = 0,
-    tool_lines: Annotated[Literal["json", "signatures"], typer.Option(
+    tool_lines: Annotated[ToolLines, typer.Option(
         help="How the chat template lists the tools: a JSON object a line, or a signature (name(param*, "
         "other:integer)), a fifth of the tokens.")] = "json",
     copy_circuit: Annotated[bool, typer.Option(

@@ -20,6 +20,7 @@ from ..gate import GRADER_VERSION, run_gate
 from ..server import running_http_server
 from ..store import Store
 from ..synth import GENERATED, Generator, synthesize
+from ..trainer._chat_template import ToolLines
 from ..view import write_report
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
@@ -107,7 +108,7 @@ class FullSettings(BaseModel):
     base: str = FULL_BASE
     vocab_size: int = 2048
     hidden_size: int = 128
-    tool_lines: Literal["json", "signatures"] = FULL_TOOL_LINES  # the tool list of a base built here (init-tiny)
+    tool_lines: ToolLines = FULL_TOOL_LINES  # the tool list of a base built here (init-tiny)
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)

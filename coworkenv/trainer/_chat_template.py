@@ -23,7 +23,7 @@ transformers renders with ``trim_blocks`` (which would drop it).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 IM_START, IM_END, EOS = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
@@ -97,7 +97,8 @@ def _template(tool_line: str) -> str:
 
 CHAT_TEMPLATE = _template(_JSON_TOOL)
 POCKET_CHAT_TEMPLATE = _template(_SIGNATURE)
-TOOL_LINES = {"json": CHAT_TEMPLATE, "signatures": POCKET_CHAT_TEMPLATE}  # how a template lists the tools
+ToolLines = Literal["json", "signatures"]  # how a template lists the tools
+TOOL_LINES: dict[str, str] = {"json": CHAT_TEMPLATE, "signatures": POCKET_CHAT_TEMPLATE}  # each way's template
 
 
 def signature(tool: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CoworkenvError
-from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_LINES, TOOL_TOKENS, signature, tojson
+from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_LINES, TOOL_TOKENS, ToolLines, signature, tojson
 
 if TYPE_CHECKING:
     from ._circuit import CircuitConfig
@@ -72,7 +72,7 @@ class TinyConfig:
     max_position_embeddings: int = 4096
     entity_min_count: int = 2  # a date, time or record id seen this often becomes one token
     seed: int = 0
-    tool_lines: str = "json"  # how the chat template lists the tools: "json" objects or "signatures"
+    tool_lines: ToolLines = "json"  # how the chat template lists the tools: "json" objects or "signatures"
 
 
 # Values that become whole tokens: only those of the small, closed sets every workspace draws from
@@ -88,7 +88,7 @@ ENTITY_PATTERNS = (
 )
 
 
-def corpus_texts(rows: Iterable[dict[str, Any]], tool_lines: str = "json") -> Iterator[str]:
+def corpus_texts(rows: Iterable[dict[str, Any]], tool_lines: ToolLines = "json") -> Iterator[str]:
     """The text pieces a model sees in SFT/DPO rows: contents, tool calls, tools as the chat template
     lists them (``tool_lines``: JSON objects or signatures).
 

@@ -26,9 +26,9 @@ from coworkenv.trainer._pretrain_data import (
 
 pytest.importorskip("torch")
 
-TINY: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32, layers=1, heads=1,
-            kv_heads=1, head_dim=32, intermediate_size=64, seq_len=384, batch_size=2, steps=24, save_every=7,
-            warmup_steps=3, copy_steps=9, copy_seq_len=32, copy_batch_size=4)
+TINY: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=32,
+                            layers=1, heads=1, kv_heads=1, head_dim=32, intermediate_size=64, seq_len=384, batch_size=2,
+                            steps=24, save_every=7, warmup_steps=3, copy_steps=9, copy_seq_len=32, copy_batch_size=4)
 
 
 def test_exercises_copy_values_the_records_hold_and_never_show_a_tool_call():
@@ -165,9 +165,9 @@ def test_a_base_with_the_copying_circuit_pretrains_on_the_exercises_and_keeps_it
     from coworkenv.trainer._circuit import circuit_gpt2, held_masks
     from coworkenv.trainer._pretrain import copy_rate
 
-    recipe: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=96, head_dim=16,
-                  layers=2, intermediate_size=128, seq_len=256, batch_size=4, steps=20, warmup_steps=2,
-                  copy_circuit=True)
+    recipe: dict[str, Any] = dict(seeds=2, exercises_per_seed=30, tokenizer_seeds=1, vocab_size=600, hidden_size=96,
+                                  head_dim=16, layers=2, intermediate_size=128, seq_len=256, batch_size=4, steps=20,
+                                  warmup_steps=2, copy_circuit=True)
     settings = PretrainSettings(out_dir=str(tmp_path / "run"), **recipe)
     assert settings.copy_steps == 0
     path = pretrain_base(settings)
