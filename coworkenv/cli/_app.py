@@ -31,6 +31,7 @@ from ._common import (
     CapabilityOpt,
     GeneratorOpt,
     JsonOpt,
+    PerWorkspaceOpt,
     RayOpt,
     SandboxOpt,
     StoreOpt,
@@ -130,6 +131,7 @@ def synth(
     workers: Annotated[int, typer.Option(
         min=1, max=64, help="Calibrate in this many processes of this machine (one task at a time each) while "
         "generation goes on; worth it with more than two cores.")] = 1,
+    per_workspace: PerWorkspaceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks deterministically from a seed and admit those that calibrate and that no hack
@@ -154,7 +156,7 @@ def synth(
         with progress() as bar:
             job = bar.add_task("calibrating tasks", total=n)
             options: dict[str, Any] = dict(capabilities=capabilities, profile=measured, apps=apps, generator=generator,
-                                           on_task=lambda *_: bar.advance(job))
+                                           per_workspace=per_workspace, on_task=lambda *_: bar.advance(job))
             try:
                 if ray is None:
                     return await synthesize(host, n, seed, concurrency=concurrency, workers=workers, **options)

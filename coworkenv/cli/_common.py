@@ -77,6 +77,10 @@ AppOpt = Annotated[list[str] | None, typer.Option(
     "--app", metavar="APP", help="Workspaces of these apps only (repeatable; default: every app).")]
 GeneratorOpt = Annotated[Generator, typer.Option(
     help="Hand-written templates, shapes composed over any app's tools, or all of them.")]
+PerWorkspaceOpt = Annotated[int | None, typer.Option(
+    min=1, show_default=False, help="Tasks of each capability per workspace (1: every task on workspace data few "
+    "other tasks share, so that a model trained on them reads values instead of recalling them).  [default: a "
+    "round of the capability's templates, at least 12]")]
 
 _quiet = False
 

@@ -24,6 +24,7 @@ from ..loop import (
     FULL_BASE,
     FULL_CAPABILITIES,
     FULL_EVAL_TASKS,
+    FULL_PER_WORKSPACE,
     FULL_STEPS,
     FULL_TASKS,
     FULL_TOOL_LINES,
@@ -33,7 +34,7 @@ from ..loop import (
 )
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ..trainer._chat_template import ToolLines
-from ._common import AppOpt, GeneratorOpt, JsonOpt, check_apps, emit, err, fail, open_store, out, progress
+from ._common import AppOpt, GeneratorOpt, JsonOpt, PerWorkspaceOpt, check_apps, emit, err, fail, open_store, out, progress
 
 if TYPE_CHECKING:
     from ..loop import FullSettings
@@ -55,6 +56,7 @@ def demo_command(
         f"{', '.join(FULL_CAPABILITIES)}).")] = None,
     app_name: AppOpt = None,
     generator: GeneratorOpt = "all",
+    per_workspace: PerWorkspaceOpt = FULL_PER_WORKSPACE,
     steps: Annotated[int | None, typer.Option(min=1, help=f"--full: SFT steps (default {FULL_STEPS}).")] = None,
     base: Annotated[str, typer.Option(
         help="--full: the PocketWorker base fine-tuned: pretrained (the project's pretrained base, see `coworkenv "
@@ -98,7 +100,7 @@ def demo_command(
         try:
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
-                train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines,
+                train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines, per_workspace=per_workspace,
                 eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, serve=serve, vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
@@ -119,7 +121,7 @@ def demo_command(
     with progress() as bar:
         if settings is None:
             summary = asyncio.run(run_demo(directory, n or DEMO_TASKS, seed, error_rate, bar, apps=apps,
-                                           generator=generator))
+                                           generator=generator, per_workspace=per_workspace))
         else:
             summary = asyncio.run(run_full(directory, n or FULL_TASKS, seed, error_rate, settings, bar))
     def human() -> None:

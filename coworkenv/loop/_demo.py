@@ -30,6 +30,7 @@ from ._defaults import (
     FULL_CAPABILITIES,
     FULL_EVAL_TASKS,
     FULL_LR,
+    FULL_PER_WORKSPACE,
     FULL_REPLAY,
     FULL_STEPS,
     FULL_TOOL_LINES,
@@ -42,7 +43,8 @@ from ._eval import EvalReport
 
 async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progress: Progress,
                    capabilities: tuple[str, ...] = GENERATED, concurrency: int = 4,
-                   apps: tuple[str, ...] | None = None, generator: Generator = "all") -> dict:
+                   apps: tuple[str, ...] | None = None, generator: Generator = "all",
+                   per_workspace: int | None = None) -> dict:
     """Run the loop into ``directory`` (resumable: what the store holds is kept and reused).
 
     Up to ``concurrency`` tasks calibrate, and up to as many teacher episodes run, at once.
@@ -57,7 +59,8 @@ async def run_demo(directory: Path, n: int, seed: int, error_rate: float, progre
     try:
         job = progress.add_task("synthesize + calibrate", total=n)
         synth = await synthesize(host, n, seed, capabilities=capabilities, concurrency=concurrency, apps=apps,
-                                 generator=generator, on_task=lambda *_: progress.advance(job))
+                                 generator=generator, per_workspace=per_workspace,
+                                 on_task=lambda *_: progress.advance(job))
         job = progress.add_task("collect (oracle teacher)", total=synth.admitted)
         settings = TeacherSettings(provider="oracle", concurrency=concurrency,
                                    provider_settings=ProviderSettings(error_rate=error_rate, seed=seed))
@@ -115,6 +118,8 @@ class FullSettings(BaseModel):
     # variants of each training row with the values it copies swapped (``swapped_rows``), so that recalling
     # the training rows' values does not pay and copying does (benchmarks/loop.md: not enough for the tiny model)
     value_swaps: int = Field(default=FULL_VALUE_SWAPS, ge=0)
+    # each capability's training tasks per workspace (``generate``'s ``per_workspace``; None: a round of its templates)
+    per_workspace: int | None = Field(default=FULL_PER_WORKSPACE, ge=1)
     batch_size: int = Field(default=8, ge=1)
     learning_rate: float | None = None  # None: FULL_LR from a pretrained base, 1e-2 from scratch (benchmarks/loop.md)
     replay: float | None = Field(default=None, ge=0)  # None: FULL_REPLAY from a pretrained base, 0 from scratch
@@ -226,7 +231,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
     timings: dict[str, float] = {}
     with _stage(progress, "synth → collect → gate → export", timings):
         collected = await run_demo(directory, n, seed, error_rate, progress, capabilities=settings.capabilities,
-                                   apps=settings.apps, generator=settings.generator)
+                                   apps=settings.apps, generator=settings.generator,
+                                   per_workspace=settings.per_workspace)
     store = Store(directory / "coworkenv.db")
     data = directory / "export" / f"sft.{settings.style}.jsonl"
     run_dir = directory / "train" / "sft"

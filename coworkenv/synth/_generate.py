@@ -94,7 +94,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
              hardened: bool = True, apps: tuple[str, ...] | None = None, generator: Generator = "all",
              initial_state: Callable[[Workspace], Path] | None = None,
              on_task: Callable[[Task, Workspace], None] | None = None,
-             probes: dict[str, dict[str, Probe | None]] | None = None) -> Generation:
+             probes: dict[str, dict[str, Probe | None]] | None = None,
+             per_workspace: int | None = None) -> Generation:
     """``n`` tasks over ``capabilities``; the same seed (and weights) gives the same tasks.
 
     Without ``weights`` the capabilities take turns; with them, each capability gets its share of
@@ -103,7 +104,9 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
     share is spent passes its turn, while another of that capability's is not). Within a
     capability, templates take turns; each full round of a capability's templates (at least
     ``TURNS_PER_WORKSPACE`` turns) moves on to a new workspace (seed, seed+1, …), so tasks stay
-    distinct as ``n`` grows. A template with nothing
+    distinct as ``n`` grows; ``per_workspace`` sets that number of turns instead (1: each workspace
+    gives each capability one turn, so the records a task is about recur in few other tasks and a
+    model trained on them cannot recall values in place of reading them). A template with nothing
     to work on in a workspace passes its turn to the next, and so does a near-duplicate (same shape,
     same records: ``signature``). ``apps``: the workspaces' apps (all registered apps by default).
     ``generator``: the hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of
@@ -124,6 +127,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
         raise ValueError(f"no generator for capabilities {unknown}; synthesis generates {', '.join(GENERATED)}")
     if n < 0:
         raise ValueError("the number of tasks must be zero or more")
+    if per_workspace is not None and per_workspace < 1:
+        raise ValueError(f"tasks per workspace must be 1 or more, not {per_workspace}")
     order = _order(n, capabilities, weights)
     quotas = {c: allocate(order.count(c), difficulty_weights[c]) for c in capabilities
               if difficulty_weights and difficulty_weights.get(c)}
@@ -140,7 +145,8 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
                 for attempt in range(tries):  # a template with nothing to work on passes its turn on
                     k = counters[capability]
                     counters[capability] += 1
-                    round_, which = k // max(len(templates), TURNS_PER_WORKSPACE), k % len(templates)
+                    turns = per_workspace or max(len(templates), TURNS_PER_WORKSPACE)
+                    round_, which = k // turns, k % len(templates)
                     name, template = templates[which]
                     ws_seed = seed + round_
                     if ws_seed not in workspaces:

@@ -57,7 +57,7 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
                      concurrency: int = 1, profile: Profile | None = None,
                      apps: tuple[str, ...] | None = None, generator: Generator = "all",
                      calibrate: Callable[[Task], Awaitable[Calibration]] | None = None,
-                     workers: int = 1, apart: bool | None = None) -> SynthSummary:
+                     workers: int = 1, apart: bool | None = None, per_workspace: int | None = None) -> SynthSummary:
     """Generate ``n`` tasks from ``seed``, store them, calibrate each one not yet calibrated.
 
     With a ``profile`` (from ``eval``) the budget goes to capabilities and, within them, to
@@ -75,6 +75,8 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     ``apart``: with ``workers`` 1, generate in a process of its own (``generate_apart``), each task
     calibrated here as soon as it is made; by default for runs of ``GENERATE_APART`` tasks or more
     (the process's start, ~1.5 s, costs more than it saves on fewer). The same tasks either way.
+    ``per_workspace``: each capability's tasks per workspace (``generate``; by default a round of its
+    templates, at least ``TURNS_PER_WORKSPACE``).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
@@ -83,7 +85,8 @@ async def synthesize(host: EpisodeHost, n: int, seed: int, *, capabilities: tupl
     store = host.store
     weights = capability_weights(profile, capabilities) if profile is not None else None
     options: dict[str, Any] = dict(weights=weights, difficulty_weights=difficulty_weights(profile, capabilities),
-                                   apps=apps, generator=generator, initial_state=host.initial_state)
+                                   apps=apps, generator=generator, initial_state=host.initial_state,
+                                   per_workspace=per_workspace)
     summary = SynthSummary()
     admitted: list[Task] = []
     stored: set[str] = set()

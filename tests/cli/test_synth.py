@@ -76,3 +76,25 @@ def test_a_budget_not_met_says_which_capabilities_ran_out_and_why(tmp_path):
     said = next(line for line in lines if "not generated" in line)
     assert said.strip().startswith(f"not generated {missing}: ") and "found nothing new to make" in said
     assert all(f"{capability} {count}" in said for capability, count in summary["not_generated"].items())
+
+
+@pytest.mark.bwrap
+def test_per_workspace_spreads_the_tasks_over_more_workspaces(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    flags = ["-n", "4", "--capability", "lookup", "--concurrency", "2"]
+    spread = runner.invoke(app, ["synth", "--store", "spread.db", *flags, "--per-workspace", "1"])
+    assert spread.exit_code == 0, spread.output
+    grouped = runner.invoke(app, ["synth", "--store", "grouped.db", *flags])
+    assert grouped.exit_code == 0, grouped.output
+
+    def workspaces(path: str) -> set[str]:
+        store = Store(tmp_path / path)
+        try:
+            return {row.workspace_id for row in store.tasks()}
+        finally:
+            store.close()
+
+    assert len(workspaces("spread.db")) == 4 and len(workspaces("grouped.db")) == 1
+    refused = runner.invoke(app, ["synth", "--store", "never.db", *flags, "--per-workspace", "0"])
+    assert refused.exit_code == 2 and "--per-workspace" in refused.output
+    assert not (tmp_path / "never.db").exists()

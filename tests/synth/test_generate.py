@@ -38,6 +38,22 @@ def test_rounds_move_to_new_workspaces():
     assert len({t.workspace_id for t in tasks}) == 2
 
 
+def test_per_workspace_sets_how_many_tasks_of_a_capability_share_a_workspace():
+    capabilities = ("lookup", "single_write")
+    workspaces, tasks = generate_tasks(8, seed=20, capabilities=capabilities, per_workspace=1)
+    assert len(tasks) == 8
+    # one task of each capability a workspace (a template that passes its turn moves on to the next one)
+    per_workspace = Counter((t.workspace_id, t.capability) for t in tasks)
+    assert set(per_workspace.values()) == {1}
+    assert len(workspaces) >= 4
+    _, twice = generate_tasks(8, seed=20, capabilities=capabilities, per_workspace=2)
+    assert max(Counter((t.workspace_id, t.capability) for t in twice).values()) == 2
+    _, default = generate_tasks(8, seed=20, capabilities=capabilities)
+    assert len({t.workspace_id for t in default}) == 1  # a round of templates: all on the first workspace
+    with pytest.raises(ValueError, match="tasks per workspace must be 1 or more, not 0"):
+        generate_tasks(2, seed=20, per_workspace=0)
+
+
 def test_unknown_capability_is_named():
     with pytest.raises(ValueError, match="clarification"):
         generate_tasks(3, seed=0, capabilities=("lookup", "clarification"))
