@@ -12,7 +12,8 @@ FULL_CAPABILITIES = ("lookup", "single_write", "multi_step", "multi_turn")
 FULL_EVAL_TASKS = 48  # held-out tasks of new seeds: 12 per capability
 FULL_UNSEEN_SHARE = 0.2  # of each capability's combinations, kept out of training for the unseen-combinations split
 FULL_TASKS = 1000  # distinct tasks: few enough passes over each that copying values pays, not memorising them
-# each capability's tasks per workspace of the training data (None: a round of its templates, ~12)
+# each capability's training tasks per workspace (None: a round of its templates, ~12; 1 changed nothing
+# measurable for the tiny model, benchmarks/loop.md)
 FULL_PER_WORKSPACE: int | None = None
 FULL_VALUE_SWAPS = 0  # value-swapped variants of each SFT row; one did not make the tiny model copy (benchmarks/loop.md)
 FULL_STEPS = 2400  # SFT steps (what they cost on a 2-core CPU: benchmarks/loop.md)
