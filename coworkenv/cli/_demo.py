@@ -24,7 +24,6 @@ from ..loop import (
     FULL_BASE,
     FULL_CAPABILITIES,
     FULL_EVAL_TASKS,
-    FULL_PER_WORKSPACE,
     FULL_STEPS,
     FULL_TASKS,
     FULL_TOOL_LINES,
@@ -32,6 +31,7 @@ from ..loop import (
     FULL_VALUE_SWAPS,
     SPLITS,
 )
+from ..loop._defaults import FULL_PER_WORKSPACE  # not re-exported by coworkenv.loop: its names are never None
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ..trainer._chat_template import ToolLines
 from ._common import AppOpt, GeneratorOpt, JsonOpt, PerWorkspaceOpt, check_apps, emit, err, fail, open_store, out, progress
