@@ -29,6 +29,7 @@ from ..episodes import EpisodeHost, EpisodeSettings
 from ..sandbox import BACKENDS, BackendName, SandboxUnavailable
 from ..store import Store
 from ..synth import GENERATED, Generator
+from ..synth._generate import TURNS_PER_WORKSPACE
 
 PIPE_WIDTH = 100_000  # characters a line may have when the output is not a terminal: tables are not cut
 
@@ -78,9 +79,8 @@ AppOpt = Annotated[list[str] | None, typer.Option(
 GeneratorOpt = Annotated[Generator, typer.Option(
     help="Hand-written templates, shapes composed over any app's tools, or all of them.")]
 PerWorkspaceOpt = Annotated[int | None, typer.Option(
-    min=1, show_default=False, help="Tasks of each capability per workspace (1: every task on workspace data few "
-    "other tasks share, so that a model trained on them reads values instead of recalling them).  [default: a "
-    "round of the capability's templates, at least 12]")]
+    min=1, show_default=False, help="Tasks of each capability per workspace (1: each task on workspace data that few "
+    f"other tasks share).  [default: a round of the capability's templates, at least {TURNS_PER_WORKSPACE}]")]
 
 _quiet = False
 
