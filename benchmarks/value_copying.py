@@ -69,7 +69,7 @@ def _char_kinds(text: str, messages: list[dict[str, Any]]) -> dict[int, tuple[st
             for at in _occurrences(text, f'"{function["name"]}"', start, end)[:1]:
                 kinds.update({i: ("name", -1) for i in range(at + 1, at + 1 + len(function["name"]))})
             arguments = function["arguments"]
-            for value in (json.loads(arguments) if isinstance(arguments, str) else arguments).values():
+            for value in json.loads(arguments).values():  # a JSON string, as sft_dataset renders it
                 if not isinstance(value, str) or not value:
                     continue
                 group = "value_" + _value_source(value, instruction, results, replies)
@@ -109,7 +109,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
                 continue
             if value_start >= 0:
                 value_right[(group, value_start)] = value_right.get((group, value_start), True) and bool(right[t - 1])
-                group += "_first" if start <= value_start < end or start == value_start else "_rest"
+                group += "_first" if start <= value_start < end else "_rest"
             counts = tokens[group]
             counts[0] += 1
             counts[1] += float(losses[t - 1])

@@ -105,10 +105,10 @@ def generate(n: int, seed: int, capabilities: tuple[str, ...] = GENERATED, *,
     capability, templates take turns; each full round of a capability's templates (at least
     ``TURNS_PER_WORKSPACE`` turns) moves on to a new workspace (seed, seed+1, …), so tasks stay
     distinct as ``n`` grows; ``per_workspace`` sets that number of turns instead (1: each workspace
-    gives each capability one turn, so the records a task is about recur in few other tasks and a
-    model trained on them cannot recall values in place of reading them). A template with nothing
-    to work on in a workspace passes its turn to the next, and so does a near-duplicate (same shape,
-    same records: ``signature``). ``apps``: the workspaces' apps (all registered apps by default).
+    gives each capability one turn, so the records a task is about recur in few other tasks). A
+    template with nothing to work on in a workspace passes its turn to the next, and so does a
+    near-duplicate (same shape, same records: ``signature``). ``apps``: the workspaces' apps (all
+    registered apps by default).
     ``generator``: the hand-written ``templates``, the ``composed`` shapes (any app), or ``all`` of
     them. Each task is ``harden``-ed (a guard that nothing else changes, the candidates its answer
     must not list) unless ``hardened`` is False. ``initial_state``: where a workspace's initial state
