@@ -70,6 +70,12 @@ class CircuitConfig:
     # induction head does, but where they attend is learnt (their queries and keys train from random):
     # training only has to find the place of a value's first token, not learn to copy it
     pointer_heads: int = 1
+    # the layer of the pointer heads: 1 (None), beside the induction head, where their queries and keys see
+    # what layer 0 wrote only; or a later one, whose queries and keys can use what the free heads of the
+    # layers between gathered (a record's name beside its field, for a value found by another), at the
+    # cost of those layers' compute. A later layer reads the attended token's code from P of the position
+    # after it (E holds the induction head's prediction there), so a pointer head attends one further on
+    pointer_layer: int | None = None
     seed: int = 0
 
     @property
@@ -84,18 +90,40 @@ class CircuitConfig:
             least = -(-(self.reserved + self.head_dim) // self.head_dim) * self.head_dim
             raise ValueError(f"the hidden size ({self.hidden_size}) leaves fewer than {self.head_dim} dimensions "
                              f"free beside the circuit's {self.reserved}: give at least {least}")
-        if self.hidden_size // self.head_dim < 1 + self.pointer_heads:
-            raise ValueError(f"{self.pointer_heads} pointer heads and the induction head need {1 + self.pointer_heads} "
-                             f"heads of {self.head_dim} in layer 1")
         if self.num_hidden_layers < 2:
             raise ValueError("the circuit needs 2 layers at least (the previous-token heads, then the induction head)")
+        if self.pointer_layer is not None and not 1 <= self.pointer_layer < self.num_hidden_layers:
+            raise ValueError(f"the pointer heads' layer ({self.pointer_layer}) must be one of the layers after the "
+                             f"first: 1 to {self.num_hidden_layers - 1}")
+        shared = self.pointers_at == 1
+        if self.hidden_size // self.head_dim < 1 + self.pointer_heads * shared:
+            raise ValueError(f"{self.pointer_heads} pointer heads and the induction head need {1 + self.pointer_heads} "
+                             f"heads of {self.head_dim} in layer 1")
+        if self.hidden_size // self.head_dim < self.pointer_heads:
+            raise ValueError(f"{self.pointer_heads} pointer heads need {self.pointer_heads} heads of "
+                             f"{self.head_dim} in layer {self.pointers_at}")
+
+    @property
+    def pointers_at(self) -> int:
+        """The layer of the pointer heads."""
+        return 1 if self.pointer_layer is None else self.pointer_layer
+
+    @property
+    def pointer_head_ids(self) -> list[int]:
+        """The pointer heads' indices in their layer (after the induction head in layer 1, from 0 elsewhere)."""
+        first = 1 if self.pointers_at == 1 else 0
+        return list(range(first, first + self.pointer_heads))
 
     def layout(self) -> dict[str, Any]:
         """What ``hold_circuit`` reads back from a saved model's config: the reserved dimensions, the heads
         held in each layer, and the query columns of the held heads that train (the gate)."""
-        return {"head_dim": self.head_dim, "reserved": self.reserved, "held_heads": [[0, 1], [0]],
-                "trained_query_columns": [[], [self.head_dim - 1]],
-                "pointer_heads": [[], list(range(1, 1 + self.pointer_heads))], "recipe": asdict(self)}
+        layers = self.num_hidden_layers
+        pointers: list[list[int]] = [[] for _ in range(layers)]
+        pointers[self.pointers_at] = self.pointer_head_ids
+        return {"head_dim": self.head_dim, "reserved": self.reserved,
+                "held_heads": [[0, 1], [0]] + [[] for _ in range(layers - 2)],
+                "trained_query_columns": [[], [self.head_dim - 1]] + [[] for _ in range(layers - 2)],
+                "pointer_heads": pointers, "recipe": asdict(self)}
 
 
 def circuit_gpt2(config: CircuitConfig, tokenizer):
@@ -179,11 +207,18 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     # nothing else writes into the reserved parts at the start (the free heads and MLPs)
     first.c_proj.weight[2 * h:, :reserved] = 0
     second.c_proj.weight[h:, :reserved] = 0
+    for block in body.h[2:]:
+        block.attn.c_proj.weight[:, :reserved] = 0
     for block in body.h:
         block.mlp.c_proj.weight[:, :reserved] = 0
-    for head in range(1, 1 + c.pointer_heads):  # the same write as the induction head's; query and key stay random
-        _clear(second, head, h, width, parts=(2,))
-        _write_attended_token(second, head, code, scale1, c.copy_gain * r)
+    # the pointer heads: the same write as the induction head's; query and key stay random. In layer 1 they
+    # read the attended position's own code (E); later, E holds the induction head's prediction as well, so
+    # they read P, the code of the token before the attended position
+    pointers = body.h[c.pointers_at].attn
+    source, scale = (e, scale1) if c.pointers_at == 1 else (p, _later_scale(c, free))
+    for head in c.pointer_head_ids:
+        _clear(pointers, head, h, width, parts=(2,))
+        _write_attended_token(pointers, head, code, scale, c.copy_gain * r, source=source)
 
 
 def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, slice]:
@@ -203,13 +238,22 @@ def _clear(attention, head: int, head_dim: int, width: int, parts: tuple[int, ..
     return slices
 
 
-def _write_attended_token(attention, head: int, code: int, scale: float, gain: float) -> None:
-    """``head`` reads the token code (E, the first ``code`` dimensions) of the position it attends to,
-    undoing the norm (``scale``), and writes it into E at ``gain``: that token's next-token logit."""
+def _later_scale(c: CircuitConfig, free: float) -> float:
+    """What undoes the norm for a layer after the induction head's: E then holds the token's code and,
+    where the head copies, the copied token's code at ``copy_gain`` (taken as half the time, in size)."""
+    r, width = c.reserved_scale, c.hidden_size
+    e_squared = r * r * (1.0 + 0.5 * c.copy_gain ** 2)
+    return math.sqrt((e_squared + 3.0 * r * r + free) / width) / r
+
+
+def _write_attended_token(attention, head: int, code: int, scale: float, gain: float, source: int = 0) -> None:
+    """``head`` reads a token code (``code`` dimensions from ``source``: E, the position's own token, or P,
+    the token before it) of the position it attends to, undoing the norm (``scale``), and writes it into
+    E at ``gain``: that token's next-token logit."""
     head_dim = attention.head_dim
     v = _head_slices(head, head_dim, attention.embed_dim)[2]
     for d in range(code):  # E starts at dimension 0
-        attention.c_attn.weight[d, v.start + d] = scale
+        attention.c_attn.weight[source + d, v.start + d] = scale
         attention.c_proj.weight[head * head_dim + d, d] = gain
 
 

@@ -85,6 +85,45 @@ def test_the_gate_turns_copying_off_and_writes_nothing_in_its_place(circuit_base
         assert float(norms[:, 0].max()) < 0.25 * float(norms[:, 1:].min())
 
 
+
+def _pointer_writes(model, layer: int, head: int, ids) -> torch.Tensor:
+    """For each position j of ``ids``: the token whose code ``head`` of ``layer`` writes into E (the logit it
+    raises) were it to attend to j alone."""
+    with torch.no_grad():
+        residual = model(ids, output_hidden_states=True).hidden_states[layer]
+        attention, width, size = model.transformer.h[layer].attn, model.config.n_embd, 32
+        value = attention.c_attn(model.transformer.h[layer].ln_1(residual))[..., 2 * width + head * size:][..., :size]
+        write = value @ attention.c_proj.weight[head * size:(head + 1) * size]
+        return (write[..., :size - 1] @ model.transformer.wte.weight[:, :size - 1].T).argmax(-1)
+
+
+def test_pointer_heads_in_a_later_layer_write_the_token_before_where_they_look(tmp_path, chat_rows):
+    """With ``pointer_layer``, the pointer heads sit in a layer after the induction head (their queries and
+    keys see what the free layers between gathered): attending to a position, one writes the logit of the
+    token before it (E holds the induction head's prediction by then, P the token before); the induction
+    head still copies, and the pointer heads' writes are held as in layer 1."""
+    base = init_tiny_model(chat_rows, tmp_path / "late", TOKENIZER,
+                           circuit=CircuitConfig(hidden_size=160, intermediate_size=256, num_hidden_layers=3,
+                                                 pointer_layer=2, pointer_heads=2))
+    model, tokenizer = _load(base)
+    layout = circuit_layout(model)
+    assert layout["pointer_heads"] == [[], [], [0, 1]] and layout["held_heads"] == [[0, 1], [0], []]
+    assert copy_rate(model, tokenizer, seq_len=256, sequences=8) > 0.6
+    ids = torch.randint(20, len(tokenizer), (2, 50), generator=torch.Generator().manual_seed(4))
+    for head in (0, 1):
+        assert torch.equal(_pointer_writes(model, 2, head, ids)[:, 1:], ids[:, :-1])
+    late_model, _ = _load(base)
+    masks = held_masks(late_model)
+    value = late_model.transformer.h[2].attn.c_attn.weight
+    assert float(masks[value][:, 2 * 160:2 * 160 + 64].sum()) == 0  # both heads' values held
+    assert float(masks[value][:, :64].sum()) > 0  # their queries train
+    early = init_tiny_model(chat_rows, tmp_path / "early", TOKENIZER,
+                            circuit=CircuitConfig(hidden_size=160, intermediate_size=256))
+    assert torch.equal(_pointer_writes(_load(early)[0], 1, 1, ids), ids)  # in layer 1: the token it attends to
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match="pointer heads' layer"):
+            CircuitConfig(num_hidden_layers=3, pointer_layer=bad).check()
+
 def _held_and_free(before, after, masks_of):
     """The largest change of a held weight, and whether any free weight moved."""
     held_change, free_moved = 0.0, False
