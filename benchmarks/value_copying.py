@@ -8,16 +8,19 @@ The tokens are grouped by what they are:
 
 - `name`: a tool call's tool name;
 - `value_instruction_*`, `value_result_*`, `value_user_*`, `value_other_*`: a string argument's
-  value, by where the value is found (the task's instruction, a tool result, a later user turn,
-  nowhere: composed by the teacher), split into its first token (where to copy from) and the rest
-  (copying on);
+  value, by where the value is found before the call (the task's instruction, a tool result, a later
+  user turn, nowhere: composed by the teacher, e.g. an address made from a name), split into its
+  first token (where to copy from) and the rest (copying on);
 - `answer`: the text of a final answer; `structure`: everything else the assistant writes.
 
 For each group: the mean loss and how often the argmax is the right token; for each kind of value,
 the share of values whose every token the argmax gets right. On rows of workspaces the model never
 saw (split the rows by workspace before training), those shares say how well it copies values
 rather than recalls them, which decides most held-out passes (a task passes when every value of
-its calls is right), at a cost of seconds instead of a full evaluation (benchmarks/loop.md).
+its calls is right), at a cost of seconds instead of a full evaluation (benchmarks/loop.md). For the
+wrong tokens of a value's rest: the share that are ambiguous, where the predicted token follows the
+same two tokens at another place of the context (`msg2` then `1` instead of `7`), which a head that
+matches the last two tokens cannot tell apart without knowing where the copy came from.
 """
 
 from __future__ import annotations
@@ -52,11 +55,14 @@ def _char_kinds(text: str, messages: list[dict[str, Any]]) -> dict[int, tuple[st
     """For each character of the assistant's turns in ``text``: its group and, for a value, where the
     value starts (so that its first token can be told from the rest)."""
     instruction = next(m["content"] for m in messages if m["role"] == "user")
-    results = " ".join(m["content"] for m in messages if m["role"] == "tool")
-    replies = " ".join(m["content"] for m in messages if m["role"] == "user")[len(instruction):]
+    results, replies = "", ""  # what the assistant has seen so far: a value found only later is composed
     kinds: dict[int, tuple[str, int]] = {}
     position = 0
     for message in messages:
+        if message["role"] == "tool":
+            results += " " + message["content"]
+        elif message["role"] == "user" and message["content"] is not instruction:
+            replies += " " + message["content"]
         if message["role"] != "assistant":
             continue
         start = text.find(ASSISTANT, position) + len(ASSISTANT)
@@ -79,6 +85,15 @@ def _char_kinds(text: str, messages: list[dict[str, Any]]) -> dict[int, tuple[st
     return kinds
 
 
+def _ambiguous(ids: list[int], t: int, predicted: int) -> bool:
+    """Whether a wrong prediction at ``t`` (of token ``ids[t]``) continues the same two tokens elsewhere in the
+    context: the pair before it, ``ids[t-2:t]``, is followed by ``predicted`` at an earlier place, so an
+    induction head matching those two tokens had both continuations to choose from (``msg2`` then ``7`` or
+    ``1``); only knowing where the copy came from tells them apart."""
+    pair = ids[t - 2:t]
+    return any(ids[i:i + 2] == pair and ids[i + 2] == predicted for i in range(t - 3))
+
+
 def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -89,6 +104,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype="float32").eval()
     tokens: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])  # count, summed loss, argmax right
     values: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # values, all tokens right
+    ambiguous: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # wrong "rest" tokens, of them ambiguous
     shown: dict[str, int] = defaultdict(int)
     for example in sft_dataset(rows):  # the messages as training renders them (arguments as JSON text)
         messages = example["messages"]
@@ -114,6 +130,9 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
             counts[0] += 1
             counts[1] += float(losses[t - 1])
             counts[2] += int(right[t - 1])
+            if group.endswith("_rest") and not right[t - 1]:
+                ambiguous[group][0] += 1
+                ambiguous[group][1] += int(_ambiguous(ids, t, int(logits[t - 1].argmax())))
             if show and not right[t - 1] and shown[group] < show:
                 shown[group] += 1
                 context = tokenizer.decode(ids[max(0, t - 10):t])
@@ -127,6 +146,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
         "tokens": {group: {"tokens": int(n), "loss": round(loss / n, 3), "argmax_right": round(ok / n, 3)}
                    for group, (n, loss, ok) in sorted(tokens.items())},
         "values": {group: {"values": n, "all_tokens_right": round(ok / n, 3)} for group, (n, ok) in sorted(values.items())},
+        "rest_errors": {group: {"wrong": n, "ambiguous": round(a / n, 3)} for group, (n, a) in sorted(ambiguous.items())},
     }
 
 
@@ -154,6 +174,9 @@ def main() -> None:
               f"argmax right {figures['argmax_right']:.3f}")
     for group, figures in result["values"].items():
         print(f"  {group:24s} {figures['values']:6d} values  every token right {figures['all_tokens_right']:.3f}")
+    for group, figures in result["rest_errors"].items():
+        print(f"  {group:24s} {figures['wrong']:6d} wrong   ambiguous (another place continues the same two "
+              f"tokens so) {figures['ambiguous']:.3f}")
 
 
 if __name__ == "__main__":
