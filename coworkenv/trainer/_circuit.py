@@ -22,7 +22,8 @@ own token is the current one (a written token matching itself is how a copy loop
 position's code into E: the next token's logit. A trainable part of its query scores the first
 position, whose value is cancelled: the gate by which training can turn copying off where it is
 wrong. Layer 1's pointer heads (``pointer_heads``) write the code of wherever they attend into E
-as the induction head does, but where they attend is learnt. The reserved parts are
+as the induction head does, but where they attend is learnt (``pointer_layer`` moves them to a
+later layer, where they read P instead, since E holds the induction head's prediction there). The reserved parts are
 ``reserved_scale`` times larger than the free ones, so LayerNorm, which divides by the whole
 residual's size, hardly sees the free dimensions grow in training (at scale 1 they blunted the
 induction head to 0.58 of its attention on the right position within 1,800 steps).
