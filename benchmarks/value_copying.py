@@ -54,14 +54,15 @@ def _value_source(value: str, instruction: str, results: str, replies: str) -> s
 def _char_kinds(text: str, messages: list[dict[str, Any]]) -> dict[int, tuple[str, int]]:
     """For each character of the assistant's turns in ``text``: its group and, for a value, where the
     value starts (so that its first token can be told from the rest)."""
-    instruction = next(m["content"] for m in messages if m["role"] == "user")
+    task = next(m for m in messages if m["role"] == "user")
+    instruction = task["content"]
     results, replies = "", ""  # what the assistant has seen so far: a value found only later is composed
     kinds: dict[int, tuple[str, int]] = {}
     position = 0
     for message in messages:
         if message["role"] == "tool":
             results += " " + message["content"]
-        elif message["role"] == "user" and message["content"] is not instruction:
+        elif message["role"] == "user" and message is not task:
             replies += " " + message["content"]
         if message["role"] != "assistant":
             continue
@@ -116,7 +117,8 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
             logits = model(torch.tensor([ids])).logits[0, :-1]
         target = torch.tensor(ids[1:])
         losses = torch.nn.functional.cross_entropy(logits, target, reduction="none")
-        right = logits.argmax(-1) == target
+        predicted = logits.argmax(-1)
+        right = predicted == target
         value_right: dict[tuple[str, int], bool] = {}
         for t in range(1, len(ids)):
             start, end = offsets[t]
@@ -132,12 +134,12 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
             counts[2] += int(right[t - 1])
             if group.endswith("_rest") and not right[t - 1]:
                 ambiguous[group][0] += 1
-                ambiguous[group][1] += int(_ambiguous(ids, t, int(logits[t - 1].argmax())))
+                ambiguous[group][1] += int(_ambiguous(ids, t, int(predicted[t - 1])))
             if show and not right[t - 1] and shown[group] < show:
                 shown[group] += 1
                 context = tokenizer.decode(ids[max(0, t - 10):t])
                 print(f"[{group}] …{context!r} → wanted {tokenizer.decode([ids[t]])!r}, "
-                      f"predicted {tokenizer.decode([int(logits[t - 1].argmax())])!r}")
+                      f"predicted {tokenizer.decode([int(predicted[t - 1])])!r}")
         for (group, _), ok in value_right.items():
             values[group][0] += 1
             values[group][1] += int(ok)

@@ -23,10 +23,10 @@ position's code into E: the next token's logit. A trainable part of its query sc
 position, whose value is cancelled: the gate by which training can turn copying off where it is
 wrong. Layer 1's pointer heads (``pointer_heads``) write the code of wherever they attend into E
 as the induction head does, but where they attend is learnt (``pointer_layer`` moves them to a
-later layer, where they read P instead, since E holds the induction head's prediction there). The reserved parts are
-``reserved_scale`` times larger than the free ones, so LayerNorm, which divides by the whole
-residual's size, hardly sees the free dimensions grow in training (at scale 1 they blunted the
-induction head to 0.58 of its attention on the right position within 1,800 steps).
+later layer, where they read P instead, since E holds the induction head's prediction there). The
+reserved parts are ``reserved_scale`` times larger than the free ones, so LayerNorm, which divides
+by the whole residual's size, hardly sees the free dimensions grow in training (at scale 1 they
+blunted the induction head to 0.58 of its attention on the right position within 1,800 steps).
 """
 
 from __future__ import annotations
@@ -96,13 +96,10 @@ class CircuitConfig:
         if self.pointer_layer is not None and not 1 <= self.pointer_layer < self.num_hidden_layers:
             raise ValueError(f"the pointer heads' layer ({self.pointer_layer}) must be one of the layers after the "
                              f"first: 1 to {self.num_hidden_layers - 1}")
-        shared = self.pointers_at == 1
-        if self.hidden_size // self.head_dim < 1 + self.pointer_heads * shared:
-            raise ValueError(f"{self.pointer_heads} pointer heads and the induction head need {1 + self.pointer_heads} "
-                             f"heads of {self.head_dim} in layer 1")
-        if self.hidden_size // self.head_dim < self.pointer_heads:
-            raise ValueError(f"{self.pointer_heads} pointer heads need {self.pointer_heads} heads of "
-                             f"{self.head_dim} in layer {self.pointers_at}")
+        beside = self.pointers_at == 1  # the induction head shares layer 1
+        if self.hidden_size // self.head_dim < beside + self.pointer_heads:
+            raise ValueError(f"{self.pointer_heads} pointer heads{' and the induction head' * beside} need "
+                             f"{beside + self.pointer_heads} heads of {self.head_dim} in layer {self.pointers_at}")
 
     @property
     def pointers_at(self) -> int:

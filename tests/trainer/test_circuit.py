@@ -85,7 +85,6 @@ def test_the_gate_turns_copying_off_and_writes_nothing_in_its_place(circuit_base
         assert float(norms[:, 0].max()) < 0.25 * float(norms[:, 1:].min())
 
 
-
 def _pointer_writes(model, layer: int, head: int, ids) -> torch.Tensor:
     """For each position j of ``ids``: the token whose code ``head`` of ``layer`` writes into E (the logit it
     raises) were it to attend to j alone."""
@@ -112,9 +111,8 @@ def test_pointer_heads_in_a_later_layer_write_the_token_before_where_they_look(t
     ids = torch.randint(20, len(tokenizer), (2, 50), generator=torch.Generator().manual_seed(4))
     for head in (0, 1):
         assert torch.equal(_pointer_writes(model, 2, head, ids)[:, 1:], ids[:, :-1])
-    late_model, _ = _load(base)
-    masks = held_masks(late_model)
-    value = late_model.transformer.h[2].attn.c_attn.weight
+    masks = held_masks(model)
+    value = model.transformer.h[2].attn.c_attn.weight
     assert float(masks[value][:, 2 * 160:2 * 160 + 64].sum()) == 0  # both heads' values held
     assert float(masks[value][:, :64].sum()) > 0  # their queries train
     early = init_tiny_model(chat_rows, tmp_path / "early", TOKENIZER,
@@ -123,6 +121,7 @@ def test_pointer_heads_in_a_later_layer_write_the_token_before_where_they_look(t
     for bad in (0, 3):
         with pytest.raises(ValueError, match="pointer heads' layer"):
             CircuitConfig(num_hidden_layers=3, pointer_layer=bad).check()
+
 
 def _held_and_free(before, after, masks_of):
     """The largest change of a held weight, and whether any free weight moved."""
