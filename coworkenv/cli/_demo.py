@@ -73,6 +73,9 @@ def demo_command(
     value_swaps: Annotated[int, typer.Option(
         min=0, help="--full: variants of each training row with the values it copies (from the instruction or a "
         "tool result) swapped for other values of the data, so that the model learns to copy them.")] = FULL_VALUE_SWAPS,
+    bf16: Annotated[bool | None, typer.Option(
+        "--bf16/--fp32", help="--full: SFT's matrix products in bfloat16 (weights stay fp32) or all in fp32 (default: "
+        "bfloat16 where the GPU or CPU multiplies it in hardware, such as AMX or AVX512-BF16).")] = None,
     serve: Annotated[Literal["auto", "local", "vllm"], typer.Option(
         help="--full: how models are served for evaluation: local (in process, hf:PATH), vllm (vLLM's OpenAI "
         "server, tool parser hermes) or auto (in process, and the trained model through vLLM too where vLLM is "
@@ -101,7 +104,8 @@ def demo_command(
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
                 train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines, per_workspace=per_workspace,
-                eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, serve=serve, vllm_python=vllm_python))
+                eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, bf16=bf16, serve=serve,
+                vllm_python=vllm_python))
         except ValidationError as exc:
             raise fail(f"{exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
         problem = _full_prerequisites(settings)

@@ -121,6 +121,8 @@ class FullSettings(BaseModel):
     # each capability's training tasks per workspace (``generate``'s ``per_workspace``; None: a round of its templates)
     per_workspace: int | None = Field(default=FULL_PER_WORKSPACE, ge=1)
     batch_size: int = Field(default=8, ge=1)
+    # SFT's matrix products in bfloat16 (weights stay fp32); None: where the machine has bf16 matrix units
+    bf16: bool | None = None
     learning_rate: float | None = None  # None: FULL_LR from a pretrained base, 1e-2 from scratch (benchmarks/loop.md)
     replay: float | None = Field(default=None, ge=0)  # None: FULL_REPLAY from a pretrained base, 0 from scratch
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
@@ -141,6 +143,11 @@ class FullSettings(BaseModel):
 
     def sft_learning_rate(self) -> float:
         return self.learning_rate if self.learning_rate is not None else (1e-2 if self.scratch else FULL_LR)
+
+    def sft_bf16(self) -> bool:
+        from ..trainer import bf16_is_fast
+
+        return self.bf16 if self.bf16 is not None else bf16_is_fast()
 
     def sft_replay(self) -> float:
         return self.replay if self.replay is not None else (0.0 if self.scratch else FULL_REPLAY)
@@ -260,7 +267,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
                                            max_steps=settings.train_steps, batch_size=settings.batch_size,
                                            learning_rate=settings.sft_learning_rate(), seed=seed,
-                                           replay=settings.sft_replay(),
+                                           replay=settings.sft_replay(), bf16=settings.sft_bf16(),
                                            assistant_only_loss=settings.assistant_only_loss,
                                            value_swaps=settings.value_swaps))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))

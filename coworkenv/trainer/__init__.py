@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         TrainProgress,
         TrainResult,
         TrainSettings,
+        bf16_is_fast,
         check_reporters,
         check_training,
         sft_token_ids,
@@ -115,7 +116,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_rl": ("GATE_REWARDS", "REWARD_COMPONENTS", "RLKind", "RLSettings", "RolloutBatch", "Rollouts", "check_rl_training",
             "gate_reward", "rl_dataset", "train_rl", "trl_rollout_func"),
     "_train": ("REPORTERS", "TrainProgress", "TrainResult", "TrainSettings", "check_reporters", "check_training",
-               "sft_token_ids", "train_dpo", "train_sft"),
+               "bf16_is_fast", "sft_token_ids", "train_dpo", "train_sft"),
     "_serve": (
         "VLLM_VENV", "ServedModel", "ServeError", "VLLMPython", "VLLMServer", "VLLMSettings", "check_vllm",
         "find_vllm_python", "resolve_model", "running_vllm_server", "vllm_server", "vllm_venv_places",

@@ -82,6 +82,8 @@ class TrainSettings(BaseModel):
     hold_circuit: bool = True
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
+    # mixed precision: matrix products in bfloat16 (torch.autocast), weights and optimizer in fp32
+    bf16: bool = False
     # SFT: TRL's chunked LM head, which never builds the full logits (memory on large vocabularies).
     # None: on for vocabularies of FUSED_HEAD_MIN_VOCAB tokens or more; a tiny model's logits are
     # small, and on a CPU the plain cross-entropy runs a step about 1.6x faster
@@ -239,6 +241,27 @@ def _last_checkpoint(checkpoints: Path) -> str | None:
     return str(found[-1]) if found else None
 
 
+def _accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def bf16_is_fast() -> bool:
+    """Whether this machine multiplies bfloat16 matrices in hardware: a CUDA GPU that supports it, or a CPU
+    with bf16 matrix instructions (AMX or AVX512-BF16, as Linux lists them in /proc/cpuinfo). Where it does,
+    ``TrainSettings(bf16=True)`` makes a step faster; elsewhere autocast would emulate bfloat16, slower."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(flag in flags.split() for flag in ("amx_bf16", "avx512_bf16"))
+
+
 def _common_args(settings: TrainSettings) -> dict[str, Any]:
     return dict(
         output_dir=str(Path(settings.out_dir) / "checkpoints"),
@@ -254,7 +277,8 @@ def _common_args(settings: TrainSettings) -> dict[str, Any]:
         save_total_limit=2,
         seed=settings.seed,
         max_length=settings.max_length,
-        bf16=False,  # fp32 on the CPU: tiny models, exact losses
+        bf16=settings.bf16,
+        use_cpu=settings.bf16 and not _accelerator(),  # transformers' bf16 on a CPU: torch.autocast("cpu")
         activation_checkpointing=False,  # (TRL defaults its deprecated alias gradient_checkpointing to True)
         report_to=[n for n in settings.report_to if n != "tensorboard"] or "none",  # tensorboard: _tensorboard
         dataloader_num_workers=0,

@@ -109,6 +109,21 @@ def test_sft_plain_and_fused_lm_head_give_the_same_loss(base, sft_data, tmp_path
     assert sorted(c["fused_lm_head"] for c in configs) == [False, False, True, True]
 
 
+def test_sft_in_bf16_takes_the_fp32_steps_to_bf16_precision_and_saves_fp32_weights(base, sft_data, tmp_path, store):
+    def run(name: str, bf16: bool):
+        settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / name), max_steps=2,
+                                 batch_size=4, logging_steps=1, warmup_steps=0, learning_rate=1e-2, bf16=bf16)
+        return train_sft(store, settings)
+
+    fp32, bf16 = run("fp32", False), run("bf16", True)
+    # autocast computes the products in bfloat16: the same batches give losses within its precision, not equal ones
+    fp32_losses, bf16_losses = ([x["loss"] for x in r.metrics["losses"]] for r in (fp32, bf16))
+    assert bf16_losses == pytest.approx(fp32_losses, rel=2e-2) and bf16_losses != fp32_losses
+    weights = _weights(bf16.model_dir)
+    assert _changed(_weights(base), weights) and all(w.dtype == torch.float32 for w in weights.values())
+    assert sorted(r.config["bf16"] for r in store.training_runs("sft")) == [False, True]
+
+
 def test_sft_with_frozen_attention_keeps_the_bases_attention_and_trains_the_rest(base, sft_data, tmp_path, store):
     settings = TrainSettings(model=str(base), data=str(sft_data), out_dir=str(tmp_path / "frozen"), max_steps=2,
                              batch_size=2, warmup_steps=0, learning_rate=1e-2, freeze_attention=True)
