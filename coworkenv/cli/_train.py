@@ -255,7 +255,7 @@ HoldOpt = Annotated[bool, typer.Option(
     "heads as built (the default), or let training change them too.")]
 Bf16Opt = Annotated[bool, typer.Option(
     "--bf16/--fp32", help="Matrix products in bfloat16 (torch.autocast; weights and optimizer stay fp32), or all in "
-    "fp32. On a CPU with bf16 matrix units a tiny model's step is about 1.6x faster (benchmarks/loop.md).")]
+    "fp32. On a CPU with bf16 matrix units a tiny model's step is faster (benchmarks/RESULTS.md).")]
 ReportOpt = Annotated[list[str] | None, typer.Option(
     "--report-to", metavar="NAME", help="Report the logs to: none (the default), all (every tracker installed), or "
     f"a tracker transformers supports: {', '.join(REPORTERS)} (repeatable or comma-separated; tensorboard writes "
