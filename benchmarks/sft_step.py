@@ -21,7 +21,15 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from coworkenv.trainer import CircuitConfig, TinyConfig, TrainSettings, bf16_is_fast, init_tiny_model, train_sft
+from coworkenv.trainer import (
+    CircuitConfig,
+    TinyConfig,
+    TrainSettings,
+    bf16_is_fast,
+    init_tiny_model,
+    read_rows,
+    train_sft,
+)
 from coworkenv.trainer._train import TrainProgress
 
 SKIPPED = 5
@@ -53,8 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
-            rows = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
-            model = init_tiny_model(rows, Path(tmp) / "base", TinyConfig(tool_lines="signatures"),
+            model = init_tiny_model(read_rows(args.data), Path(tmp) / "base", TinyConfig(tool_lines="signatures"),
                                     circuit=CircuitConfig())
         times: dict[str, list[float]] = {"fp32": [], "bf16": []}
         for repeat in range(args.repeats):

@@ -48,6 +48,7 @@ from ._train import (
     ProgressHook,
     RunRecord,
     TrainResult,
+    _cuda,
     _lora_config,
     check_reporters,
     file_hash,
@@ -297,12 +298,6 @@ def _config(settings: RLSettings, kind: RLKind):
         dataloader_pin_memory=False,
         disable_tqdm=True,
     )
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _curves(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -241,10 +241,10 @@ def _last_checkpoint(checkpoints: Path) -> str | None:
     return str(found[-1]) if found else None
 
 
-def _accelerator() -> bool:
+def _cuda() -> bool:
     import torch
 
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return torch.cuda.is_available()
 
 
 def bf16_is_fast() -> bool:
@@ -253,13 +253,13 @@ def bf16_is_fast() -> bool:
     ``TrainSettings(bf16=True)`` makes a step faster; elsewhere autocast would emulate bfloat16, slower."""
     import torch
 
-    if torch.cuda.is_available():
+    if _cuda():
         return torch.cuda.is_bf16_supported()
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        flags = set(Path("/proc/cpuinfo").read_text().split())
     except OSError:
         return False
-    return any(flag in flags.split() for flag in ("amx_bf16", "avx512_bf16"))
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
 
 
 def _common_args(settings: TrainSettings) -> dict[str, Any]:
@@ -278,7 +278,7 @@ def _common_args(settings: TrainSettings) -> dict[str, Any]:
         seed=settings.seed,
         max_length=settings.max_length,
         bf16=settings.bf16,
-        use_cpu=settings.bf16 and not _accelerator(),  # transformers' bf16 on a CPU: torch.autocast("cpu")
+        use_cpu=settings.bf16 and not _cuda(),  # transformers' bf16 on a CPU: torch.autocast("cpu")
         activation_checkpointing=False,  # (TRL defaults its deprecated alias gradient_checkpointing to True)
         report_to=[n for n in settings.report_to if n != "tensorboard"] or "none",  # tensorboard: _tensorboard
         dataloader_num_workers=0,
