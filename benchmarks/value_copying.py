@@ -14,9 +14,10 @@ The tokens are grouped by what they are:
 - `answer`: the text of a final answer; `structure`: everything else the assistant writes.
 
 For each group: the mean loss and how often the argmax is the right token; for each kind of value,
-the share of values whose every token the argmax gets right. On rows of workspaces the model never
-saw (split the rows by workspace before training), those shares say how well it copies values
-rather than recalls them, which decides most held-out passes (a task passes when every value of
+the share of values whose every token the argmax gets right, and the share that stand in the
+context before the call as the very tokens the call writes (what a copying head can copy at all).
+On rows of workspaces the model never saw (split the rows by workspace before training), those
+shares say how well it copies values rather than recalls them, which decides most held-out passes (a task passes when every value of
 its calls is right), at a cost of seconds instead of a full evaluation (benchmarks/loop.md). For the
 wrong tokens of a value's rest: the share that are ambiguous, where the predicted token follows the
 same two tokens at another place of the context (`msg2` then `1` instead of `7`), which a head that
@@ -104,7 +105,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype="float32").eval()
     tokens: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])  # count, summed loss, argmax right
-    values: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # values, all tokens right
+    values: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # values, all tokens right, in the context
     ambiguous: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # wrong "rest" tokens, of them ambiguous
     shown: dict[str, int] = defaultdict(int)
     for example in sft_dataset(rows):  # the messages as training renders them (arguments as JSON text)
@@ -120,6 +121,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
         predicted = logits.argmax(-1)
         right = predicted == target
         value_right: dict[tuple[str, int], bool] = {}
+        value_tokens: dict[tuple[str, int], list[int]] = {}  # each value's token positions
         for t in range(1, len(ids)):
             start, end = offsets[t]
             group, value_start = kinds.get(start, (None, -1))
@@ -127,6 +129,7 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
                 continue
             if value_start >= 0:
                 value_right[(group, value_start)] = value_right.get((group, value_start), True) and bool(right[t - 1])
+                value_tokens.setdefault((group, value_start), []).append(t)
                 group += "_first" if start <= value_start < end else "_rest"
             counts = tokens[group]
             counts[0] += 1
@@ -140,14 +143,18 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
                 context = tokenizer.decode(ids[max(0, t - 10):t])
                 print(f"[{group}] …{context!r} → wanted {tokenizer.decode([ids[t]])!r}, "
                       f"predicted {tokenizer.decode([int(predicted[t - 1])])!r}")
-        for (group, _), ok in value_right.items():
+        for (group, start), ok in value_right.items():
             values[group][0] += 1
             values[group][1] += int(ok)
+            at = value_tokens[(group, start)]
+            wanted = ids[at[0]:at[-1] + 1]
+            values[group][2] += int(any(ids[i:i + len(wanted)] == wanted for i in range(at[0] - len(wanted) + 1)))
     return {
         "rows": len(rows),
         "tokens": {group: {"tokens": int(n), "loss": round(loss / n, 3), "argmax_right": round(ok / n, 3)}
                    for group, (n, loss, ok) in sorted(tokens.items())},
-        "values": {group: {"values": n, "all_tokens_right": round(ok / n, 3)} for group, (n, ok) in sorted(values.items())},
+        "values": {group: {"values": n, "all_tokens_right": round(ok / n, 3), "in_context": round(seen / n, 3)}
+                   for group, (n, ok, seen) in sorted(values.items())},
         "rest_errors": {group: {"wrong": n, "ambiguous": round(a / n, 3)} for group, (n, a) in sorted(ambiguous.items())},
     }
 
@@ -175,7 +182,8 @@ def main() -> None:
         print(f"  {group:24s} {figures['tokens']:6d} tokens  loss {figures['loss']:6.3f}  "
               f"argmax right {figures['argmax_right']:.3f}")
     for group, figures in result["values"].items():
-        print(f"  {group:24s} {figures['values']:6d} values  every token right {figures['all_tokens_right']:.3f}")
+        print(f"  {group:24s} {figures['values']:6d} values  every token right {figures['all_tokens_right']:.3f}  "
+              f"in the context as these tokens {figures['in_context']:.3f}")
     for group, figures in result["rest_errors"].items():
         print(f"  {group:24s} {figures['wrong']:6d} wrong   ambiguous (another place continues the same two "
               f"tokens so) {figures['ambiguous']:.3f}")

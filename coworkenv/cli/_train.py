@@ -25,6 +25,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from .._errors import CoworkenvError
 from ..trainer import REPORTERS, CircuitConfig, TinyConfig, TrainSettings, init_model, init_tiny_model, read_rows
 from ..trainer._chat_template import ToolLines
+from ..trainer._model import Spaces
 from ..workspace import PromptStyle
 from ._common import FAILED, JsonOpt, SandboxOpt, emit, err, fail, is_quiet, open_host, open_store, spinner
 
@@ -158,6 +159,10 @@ def init_tiny_command(
     tool_lines: Annotated[ToolLines, typer.Option(
         help="How the chat template lists the tools: a JSON object a line, or a signature (name(param*, "
         "other:integer)), a fifth of the tokens.")] = "json",
+    spaces: Annotated[Spaces, typer.Option(
+        help="The tokenizer's cut before a word: the space a token of its own (separate), so that a value is the "
+        "same tokens in a sentence as in JSON, or GPT-2's, the space part of the word's first token (attached).")
+    ] = "separate",
     copy_circuit: Annotated[bool, typer.Option(
         "--copy-circuit", help="A GPT-2 whose copying heads are set by hand (training holds them) instead of a "
         "Qwen3; --heads and --kv-heads then follow from --hidden-size (heads of --head-dim).")] = False,
@@ -191,7 +196,7 @@ def init_tiny_command(
         else:
             config = TinyConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=ffn,
                                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                                head_dim=head_dim, seed=seed, tool_lines=tool_lines)
+                                head_dim=head_dim, seed=seed, tool_lines=tool_lines, spaces=spaces)
             rows = read_rows(data)
             with spinner(f"building a tiny model from {len(rows):,} rows of {data}") as stage:
                 path = init_tiny_model(rows, out, config, circuit=circuit, on_stage=stage)

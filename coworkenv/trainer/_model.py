@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import CoworkenvError
 from ._chat_template import CHAT_TEMPLATE, EOS, IM_END, IM_START, TOOL_LINES, TOOL_TOKENS, ToolLines, signature, tojson
@@ -58,6 +58,9 @@ def require_training() -> None:
         ) from None
 
 
+Spaces = Literal["separate", "attached"]  # how a tokenizer cuts the space before a word
+
+
 @dataclass(frozen=True)
 class TinyConfig:
     """The size of a tiny Qwen3 (the defaults give about 1.5 M parameters with a 2k vocabulary)."""
@@ -73,6 +76,7 @@ class TinyConfig:
     entity_min_count: int = 2  # a date, time or record id seen this often becomes one token
     seed: int = 0
     tool_lines: ToolLines = "json"  # how the chat template lists the tools: "json" objects or "signatures"
+    spaces: Spaces = "separate"  # a space before a word is a token of its own ("separate"), or its first byte ("attached")
 
 
 # Values that become whole tokens: only those of the small, closed sets every workspace draws from
@@ -125,11 +129,22 @@ def entity_tokens(texts: Iterable[str], min_count: int = 2) -> list[str]:
 # the copying circuit's keys see it (the token two back, ``_circuit``), and rows are ~15% shorter.
 JSON_SEPARATORS = r'": "|", "|": \{"|": \["|\}, \{"'
 GPT2_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# The same pieces with no space in front: a space is a piece (a token) of its own. GPT-2's pieces take the
+# space before a word, so a value is other tokens in a sentence than in JSON, after a quote (" Printer" is
+# `` P`` + ``rinter``, "Printer" one token): 43% of the values a call takes from its task's instruction
+# were not there as the tokens the call writes, and no copying head can copy a token that is not in
+# its context (benchmarks/loop.md). Rows are about 10% longer.
+WORD_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+PIECES: dict[str, str] = {"separate": WORD_PIECES, "attached": GPT2_PIECES}
 
 
 def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_count: int = 2,
-                    chat_template: str = CHAT_TEMPLATE):
-    """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``, with ``chat_template``."""
+                    chat_template: str = CHAT_TEMPLATE, spaces: Spaces = "separate"):
+    """A byte-level BPE tokenizer (``PreTrainedTokenizerFast``) trained on ``texts``, with ``chat_template``;
+    ``spaces``: whether the space before a word is a token of its own (``WORD_PIECES``) or part of the
+    word's first token (GPT-2's pieces)."""
+    if spaces not in PIECES:
+        raise TrainingError(f"spaces {spaces!r}: choose one of {', '.join(PIECES)}")
     require_training()
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -137,7 +152,7 @@ def train_tokenizer(texts: list[str], *, vocab_size: int = 2048, entity_min_coun
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.Split(Regex(f"{JSON_SEPARATORS}|{GPT2_PIECES}"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(f"{JSON_SEPARATORS}|{PIECES[spaces]}"), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
@@ -212,7 +227,7 @@ def init_tiny_model(rows: Iterable[dict[str, Any]], out_dir: str | Path, config:
     require_training()
     on_stage(f"training a {config.vocab_size:,}-token BPE tokenizer on {len(texts):,} texts")
     tokenizer = train_tokenizer(texts, vocab_size=config.vocab_size, entity_min_count=config.entity_min_count,
-                                chat_template=TOOL_LINES[config.tool_lines])
+                                chat_template=TOOL_LINES[config.tool_lines], spaces=config.spaces)
     if circuit is not None:
         from ._circuit import circuit_gpt2
 

@@ -9,7 +9,7 @@ pytest.importorskip("transformers", reason="needs the 'train' extra")
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from coworkenv.trainer import TinyConfig, init_tiny_model, train_tokenizer
+from coworkenv.trainer import TinyConfig, TrainingError, init_tiny_model, train_tokenizer
 from coworkenv.trainer._chat_template import signature
 from coworkenv.trainer._model import corpus_texts
 
@@ -118,3 +118,26 @@ def test_a_tiny_base_can_list_its_tools_as_the_signatures_its_tokenizer_was_trai
 def test_empty_corpus_is_refused(tmp_path):
     with pytest.raises(ValueError, match="corpus is empty"):
         init_tiny_model([], tmp_path / "tiny")
+
+
+def test_a_value_is_the_same_tokens_in_a_sentence_and_in_json(chat_rows):
+    """With the space before a word a token of its own (the default), a value a call copies out of its
+    instruction is there as the very tokens the call writes; with GPT-2's cut ("attached"), a word after
+    a space is other tokens than after JSON's quote, and nothing in the instruction can be copied."""
+    texts = list(corpus_texts(chat_rows))
+    value = "Printer paper"
+    instruction, call = "Order more Printer paper for the office", f'{{"item": "{value}"}}'
+
+    def contains(tokenizer, text: str) -> bool:
+        ids = tokenizer(call, add_special_tokens=False)["input_ids"]
+        start = len(tokenizer('{"item": "', add_special_tokens=False)["input_ids"])
+        wanted = ids[start:start + len(tokenizer(value, add_special_tokens=False)["input_ids"])]
+        hay = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return any(hay[i:i + len(wanted)] == wanted for i in range(len(hay)))
+
+    separate = train_tokenizer(texts + [instruction] * 5, vocab_size=600)
+    attached = train_tokenizer(texts + [instruction] * 5, vocab_size=600, spaces="attached")
+    assert contains(separate, instruction) and not contains(attached, instruction)
+    assert separate.decode(separate(instruction)["input_ids"]) == instruction
+    with pytest.raises(TrainingError, match="spaces 'none'"):
+        train_tokenizer(texts, spaces="none")  # pyright: ignore[reportArgumentType]
