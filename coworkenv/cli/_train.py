@@ -160,9 +160,9 @@ def init_tiny_command(
         help="How the chat template lists the tools: a JSON object a line, or a signature (name(param*, "
         "other:integer)), a fifth of the tokens.")] = "json",
     spaces: Annotated[Spaces, typer.Option(
-        help="The tokenizer's cut before a word: the space a token of its own (separate), so that a value is the "
-        "same tokens in a sentence as in JSON, or GPT-2's, the space part of the word's first token (attached).")
-    ] = "separate",
+        help="The tokenizer's cut before a word: GPT-2's, the space part of the word's first token (attached), or "
+        "the space a token of its own (separate), so that a value is the same tokens in a sentence as in JSON.")
+    ] = "attached",
     copy_circuit: Annotated[bool, typer.Option(
         "--copy-circuit", help="A GPT-2 whose copying heads are set by hand (training holds them) instead of a "
         "Qwen3; --heads and --kv-heads then follow from --hidden-size (heads of --head-dim).")] = False,

@@ -149,6 +149,7 @@ def test_init_tiny_refuses_bad_input_in_one_line(tmp_path):
     for args, expected in ((["--data", str(tmp_path / "none.jsonl")], "no dataset at"),
                            (["--out", str(tmp_path / "file")], "is a file"),
                            (["--heads", "3", "--kv-heads", "2"], "multiple of --kv-heads"),
+                           (["--spaces", "none"], "'none' is not one of 'separate', 'attached'"),
                            (["--base", str(tmp_path)], "not a model folder")):
         result = runner.invoke(app, ["model", "init-tiny", "--out", str(tmp_path / "tiny"), *args])
         assert result.exit_code == 2 and expected in result.stderr and "Traceback" not in result.output, args

@@ -121,9 +121,10 @@ def test_empty_corpus_is_refused(tmp_path):
 
 
 def test_a_value_is_the_same_tokens_in_a_sentence_and_in_json(chat_rows):
-    """With the space before a word a token of its own (the default), a value a call copies out of its
-    instruction is there as the very tokens the call writes; with GPT-2's cut ("attached"), a word after
-    a space is other tokens than after JSON's quote, and nothing in the instruction can be copied."""
+    """With the space before a word a token of its own ("separate"), a value a call copies out of its
+    instruction is there as the very tokens the call writes; with GPT-2's cut ("attached", the default),
+    a word after a space is other tokens than after JSON's quote, and nothing in the instruction can be
+    copied."""
     texts = list(corpus_texts(chat_rows))
     value = "Printer paper"
     instruction, call = "Order more Printer paper for the office", f'{{"item": "{value}"}}'
@@ -135,8 +136,8 @@ def test_a_value_is_the_same_tokens_in_a_sentence_and_in_json(chat_rows):
         hay = tokenizer(text, add_special_tokens=False)["input_ids"]
         return any(hay[i:i + len(wanted)] == wanted for i in range(len(hay)))
 
-    separate = train_tokenizer(texts + [instruction] * 5, vocab_size=600)
-    attached = train_tokenizer(texts + [instruction] * 5, vocab_size=600, spaces="attached")
+    separate = train_tokenizer(texts + [instruction] * 5, vocab_size=600, spaces="separate")
+    attached = train_tokenizer(texts + [instruction] * 5, vocab_size=600)
     assert contains(separate, instruction) and not contains(attached, instruction)
     assert separate.decode(separate(instruction)["input_ids"]) == instruction
     with pytest.raises(TrainingError, match="spaces 'none'"):
