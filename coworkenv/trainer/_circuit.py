@@ -77,6 +77,9 @@ class CircuitConfig:
     # cost of those layers' compute. A later layer reads the attended token's code from P of the position
     # after it (E holds the induction head's prediction there), so a pointer head attends one further on
     pointer_layer: int | None = None
+    # the pointer heads' write into E (None: ``copy_gain``, the induction head's). Training cannot change it,
+    # and the free weights' logits, which learn to recall values, outvote a pointer that writes weakly
+    pointer_gain: float | None = None
     seed: int = 0
 
     @property
@@ -91,6 +94,8 @@ class CircuitConfig:
             least = -(-(self.reserved + self.head_dim) // self.head_dim) * self.head_dim
             raise ValueError(f"the hidden size ({self.hidden_size}) leaves fewer than {self.head_dim} dimensions "
                              f"free beside the circuit's {self.reserved}: give at least {least}")
+        if self.pointer_gain is not None and self.pointer_gain <= 0:
+            raise ValueError(f"the pointer heads' gain ({self.pointer_gain}) must be above 0")
         if self.num_hidden_layers < 2:
             raise ValueError("the circuit needs 2 layers at least (the previous-token heads, then the induction head)")
         if self.pointer_layer is not None and not 1 <= self.pointer_layer < self.num_hidden_layers:
@@ -216,7 +221,8 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     source, scale = (e, scale1) if c.pointers_at == 1 else (p, _later_scale(c, free))
     for head in c.pointer_head_ids:
         _clear(pointers, head, h, width, parts=(2,))
-        _write_attended_token(pointers, head, code, scale, c.copy_gain * r, source=source)
+        gain = c.copy_gain if c.pointer_gain is None else c.pointer_gain
+        _write_attended_token(pointers, head, code, scale, gain * r, source=source)
 
 
 def _head_slices(head: int, head_dim: int, width: int) -> tuple[slice, slice, slice]:

@@ -118,6 +118,16 @@ def test_pointer_heads_in_a_later_layer_write_the_token_before_where_they_look(t
     early = init_tiny_model(chat_rows, tmp_path / "early", TOKENIZER,
                             circuit=CircuitConfig(hidden_size=160, intermediate_size=256))
     assert torch.equal(_pointer_writes(_load(early)[0], 1, 1, ids), ids)  # in layer 1: the token it attends to
+    louder = init_tiny_model(chat_rows, tmp_path / "louder", TOKENIZER,
+                             circuit=CircuitConfig(hidden_size=160, intermediate_size=256, pointer_gain=8.0))
+    model = _load(louder)[0]
+    assert torch.equal(_pointer_writes(model, 1, 1, ids), ids)
+    written = model.transformer.h[1].attn.c_proj.weight
+    default = _load(early)[0].transformer.h[1].attn.c_proj.weight
+    assert torch.allclose(written[32:64], 2 * default[32:64])  # the pointer's write, at 8 against copy_gain's 4
+    assert torch.equal(written[:32], default[:32])  # the induction head's as before
+    with pytest.raises(ValueError, match="gain"):
+        CircuitConfig(pointer_gain=0.0).check()
     for bad in (0, 3):
         with pytest.raises(ValueError, match="pointer heads' layer"):
             CircuitConfig(num_hidden_layers=3, pointer_layer=bad).check()
