@@ -131,10 +131,9 @@ JSON_SEPARATORS = r'": "|", "|": \{"|": \["|\}, \{"'
 GPT2_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # The same pieces with no space in front: a space is a piece (a token) of its own. GPT-2's pieces take the
 # space before a word, so a value is other tokens in a sentence than in JSON, after a quote (" Printer" is
-# `` P`` + ``rinter``, "Printer" one token): 26% of the values a call takes from its task's instruction
-# were not in its context as the tokens the call writes, so no copying head could copy them. Cut so,
-# 98% are; but the student trained on it passed fewer held-out tasks (16/192 against 24/192), and rows
-# are 10% longer (benchmarks/loop.md), so GPT-2's cut stays the default.
+# `` P`` + ``rinter``, "Printer" one token), and no copying head can copy it out of an instruction token by
+# token. Cut so, nearly every such value is in the context as a call writes it; but rows are longer and the
+# student trained on it passed fewer held-out tasks (benchmarks/loop.md), so GPT-2's cut stays the default.
 WORD_PIECES = r"""'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 PIECES: dict[str, str] = {"separate": WORD_PIECES, "attached": GPT2_PIECES}
 
