@@ -17,9 +17,9 @@ For each group: the mean loss and how often the argmax is the right token; for e
 the share of values whose every token the argmax gets right, and the share that stand in the
 context before the call as the very tokens the call writes (what a copying head can copy at all).
 On rows of workspaces the model never saw (split the rows by workspace before training), those
-shares say how well it copies values rather than recalls them, which decides most held-out passes (a task passes when every value of
-its calls is right), at a cost of seconds instead of a full evaluation (benchmarks/loop.md). For the
-wrong tokens of a value's rest: the share that are ambiguous, where the predicted token follows the
+shares say how well it copies values rather than recalls them, which decides most held-out passes
+(a task passes when every value of its calls is right), at a cost of seconds instead of a full
+evaluation (benchmarks/loop.md). For the wrong tokens of a value's rest: the share that are ambiguous, where the predicted token follows the
 same two tokens at another place of the context (`msg2` then `1` instead of `7`), which a head that
 matches the last two tokens cannot tell apart without knowing where the copy came from.
 """
@@ -120,7 +120,6 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
         losses = torch.nn.functional.cross_entropy(logits, target, reduction="none")
         predicted = logits.argmax(-1)
         right = predicted == target
-        value_right: dict[tuple[str, int], bool] = {}
         value_tokens: dict[tuple[str, int], list[int]] = {}  # each value's token positions
         for t in range(1, len(ids)):
             start, end = offsets[t]
@@ -128,7 +127,6 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
             if group is None:
                 continue
             if value_start >= 0:
-                value_right[(group, value_start)] = value_right.get((group, value_start), True) and bool(right[t - 1])
                 value_tokens.setdefault((group, value_start), []).append(t)
                 group += "_first" if start <= value_start < end else "_rest"
             counts = tokens[group]
@@ -143,10 +141,9 @@ def measure(model_dir: Path, rows: list[dict[str, Any]], *, show: int = 0) -> di
                 context = tokenizer.decode(ids[max(0, t - 10):t])
                 print(f"[{group}] …{context!r} → wanted {tokenizer.decode([ids[t]])!r}, "
                       f"predicted {tokenizer.decode([int(predicted[t - 1])])!r}")
-        for (group, start), ok in value_right.items():
+        for (group, _), at in value_tokens.items():
             values[group][0] += 1
-            values[group][1] += int(ok)
-            at = value_tokens[(group, start)]
+            values[group][1] += int(all(right[t - 1] for t in at))
             wanted = ids[at[0]:at[-1] + 1]
             values[group][2] += int(any(ids[i:i + len(wanted)] == wanted for i in range(at[0] - len(wanted) + 1)))
     return {

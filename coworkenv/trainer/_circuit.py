@@ -219,9 +219,9 @@ def _set_circuit(model, c: CircuitConfig, first_token: int) -> None:
     # they read P, the code of the token before the attended position
     pointers = body.h[c.pointers_at].attn
     source, scale = (e, scale1) if c.pointers_at == 1 else (p, _later_scale(c, free))
+    gain = c.copy_gain if c.pointer_gain is None else c.pointer_gain
     for head in c.pointer_head_ids:
         _clear(pointers, head, h, width, parts=(2,))
-        gain = c.copy_gain if c.pointer_gain is None else c.pointer_gain
         _write_attended_token(pointers, head, code, scale, gain * r, source=source)
 
 
