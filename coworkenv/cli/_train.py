@@ -355,6 +355,10 @@ def train_sft_command(
         "or a tool result) swapped for other values of the data, everywhere in the row: a model trained from "
         "scratch cannot answer them from what it recalls of the training values, only by copying.")] = 0,
     hold_circuit: HoldOpt = True,
+    pointer_loss: Annotated[float, typer.Option(
+        "--pointer-loss", min=0.0, help="With a base built by `model init-tiny --copy-circuit`: the weight of a loss "
+        "on where its pointer heads look (at the first token of each span the assistant copies out of its context, "
+        "the attention on that span's earlier places), beside the next-token loss. 0: none.")] = 0.0,
     bf16: Bf16Opt = False,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
@@ -365,8 +369,8 @@ def train_sft_command(
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
            resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
-           value_swaps=value_swaps, hold_circuit=hold_circuit, bf16=bf16, max_minutes=max_minutes,
-           report_to=report_to or [])
+           value_swaps=value_swaps, hold_circuit=hold_circuit, pointer_loss=pointer_loss, bf16=bf16,
+           max_minutes=max_minutes, report_to=report_to or [])
 
 
 @train_app.command("dpo")

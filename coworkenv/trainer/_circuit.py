@@ -322,3 +322,114 @@ def hold_circuit(model) -> int:
             parameter.register_hook(lambda grad, mask=mask: grad * mask)
             held += int((mask == 0).sum())
     return held
+
+
+def pointer_targets(ids: list[int], labelled: list[bool], content: list[bool]) -> list[tuple[int, list[int]]]:
+    """Where a pointer head must find a token in ``ids`` that the induction head cannot: each trained token t
+    (``labelled``) of ``content`` (a word piece, not punctuation or a special token) whose pair with the
+    token before never occurred earlier, while its pair with the token after did; with the places j of
+    those earlier pairs (``ids[j:j+2] == ids[t:t+2]``, wholly before t). Such a t starts a span copied
+    out of the context (a value's first token, a tool's name), which matching the token before cannot
+    find; any of its sources is right, since each holds the token to write."""
+    seen: dict[tuple[int, int], list[int]] = {}
+    found: list[tuple[int, list[int]]] = []
+    for t in range(1, len(ids) - 1):
+        if labelled[t] and content[ids[t]] and (ids[t - 1], ids[t]) not in seen:
+            sources = [j for j in seen.get((ids[t], ids[t + 1]), ()) if j + 1 < t]
+            if sources:
+                found.append((t, sources))
+        seen.setdefault((ids[t - 1], ids[t]), []).append(t - 1)
+    return found
+
+
+def content_tokens(tokenizer) -> list[bool]:
+    """For each token id of ``tokenizer``: whether it is a word piece (has a letter or digit and is not a
+    special token), the tokens ``pointer_targets`` may point at."""
+    special = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+    return [i not in special and any(c.isalnum() for c in tokenizer.decode([i])) for i in range(len(tokenizer))]
+
+
+class PointerLoss:
+    """A loss on where a circuit's pointer heads look: at each ``pointer_targets`` position, the negative log
+    of the attention a pointer head puts on the token's sources (its best head's, when it has several),
+    averaged over the batch's positions. The next-token loss trains the pointer's query and key only
+    through a value's first token, which is a few percent of the assistant's tokens and which recall
+    lowers as well (benchmarks/loop.md); this one tells them where the value is.
+
+    ``capture(model)`` hooks the input of the pointer heads' layer for one forward pass; ``__call__``
+    then computes the loss from it."""
+
+    def __init__(self, model, tokenizer) -> None:
+        layout = circuit_layout(model)
+        heads = layout["pointer_heads"] if layout is not None else []
+        layers = [layer for layer, ids in enumerate(heads) if ids]
+        if not layers:
+            raise ValueError("a pointer loss needs a base with pointer heads (`coworkenv model init-tiny "
+                             "--copy-circuit`); this model has none")
+        assert layout is not None
+        self.layer, self.heads, self.head_dim = layers[0], list(heads[layers[0]]), int(layout["head_dim"])
+        # a pointer head past layer 1 reads the code of the token before the one it attends to (P)
+        self.shift = 0 if self.layer == 1 else 1
+        self.content = content_tokens(tokenizer)
+        self._captured: list[Any] = []
+
+    def capture(self, model):
+        """A context manager: while it is open, the input of the pointer heads' attention is kept."""
+        import contextlib
+
+        block = _body(model).h[self.layer]
+        captured = self._captured
+
+        @contextlib.contextmanager
+        def hooked():
+            captured.clear()
+            handle = block.ln_1.register_forward_hook(lambda _module, _args, output: captured.append(output))
+            try:
+                yield
+            finally:
+                handle.remove()
+
+        return hooked()
+
+    def __call__(self, model, input_ids, labels):
+        """The loss for the forward pass just captured, or None where the batch has no position to train."""
+        import torch
+
+        if not self._captured:
+            return None
+        hidden = self._captured[-1]
+        self._captured.clear()
+        rows, queries, sources = [], [], []
+        for row, (ids, marks) in enumerate(zip(input_ids.tolist(), labels.tolist(), strict=True)):
+            labelled = [mark != -100 for mark in marks]
+            for t, found in pointer_targets(ids, labelled, self.content):
+                mask = torch.zeros(len(ids), dtype=torch.bool)
+                mask[[j + self.shift for j in found if j + self.shift < t]] = True
+                if mask.any():
+                    rows.append(row)
+                    queries.append(t - 1)
+                    sources.append(mask)
+        if not queries:
+            return None
+        attention = _body(model).h[self.layer].attn
+        width, h = hidden.shape[-1], self.head_dim
+        at_rows, at_queries = torch.tensor(rows), torch.tensor(queries)
+        wanted = torch.stack(sources).to(hidden.device)
+        length = hidden.shape[1]
+        causal = torch.arange(length, device=hidden.device)[None, :] <= at_queries.to(hidden.device)[:, None]
+        qkv = attention.c_attn(hidden)  # batch, positions, 3 x width
+        losses = []
+        for head in self.heads:
+            q_cols, k_cols, _ = _head_slices(head, h, width)
+            query = qkv[at_rows, at_queries, q_cols].float()  # targets, h
+            keys = qkv[:, :, k_cols][at_rows].float()  # targets, positions, h
+            scores = torch.einsum("nd,npd->np", query, keys) / math.sqrt(h)
+            logp = torch.log_softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+            losses.append(-torch.logsumexp(logp.masked_fill(~wanted, float("-inf")), dim=-1))
+        return torch.stack(losses).min(dim=0).values.mean()
+
+
+def _body(model):
+    """The GPT-2 body (``transformer``) of a model, a PEFT wrapper's included."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.transformer

@@ -35,7 +35,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from ..store import Store
 from ._chat_template import tojson
-from ._circuit import hold_circuit
+from ._circuit import CONFIG_KEY as CIRCUIT_KEY
+from ._circuit import PointerLoss, hold_circuit
 from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
@@ -80,6 +81,10 @@ class TrainSettings(BaseModel):
     # a base with a copying circuit (``model init-tiny --copy-circuit``): its weights held as built (a mask on
     # their gradients), so that training learns around the circuit instead of erasing it (benchmarks/loop.md)
     hold_circuit: bool = True
+    # SFT, with a base whose circuit has pointer heads: the weight of a loss on where they look (``PointerLoss``:
+    # at the first token of each span the assistant copies out of its context, the attention on that span's
+    # earlier places), beside the next-token loss. 0: none
+    pointer_loss: float = Field(default=0.0, ge=0)
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
     # mixed precision: matrix products in bfloat16 (torch.autocast), weights and optimizer in fp32
@@ -363,7 +368,8 @@ def _finish(trainer, out_dir: str, lora: bool, tokenizer) -> dict[str, Any]:
     history = [h for h in trainer.state.log_history if "loss" in h]
     return {
         "steps": trainer.state.global_step,
-        "losses": [{"step": h["step"], "loss": h["loss"]} for h in history],
+        "losses": [{"step": h["step"], "loss": h["loss"]} | ({"pointer_loss": h["pointer_loss"]} if "pointer_loss" in h
+                                                               else {}) for h in history],
         "first_loss": history[0]["loss"] if history else None,
         "final_loss": history[-1]["loss"] if history else None,
     }
@@ -379,6 +385,13 @@ def check_training(settings: TrainSettings) -> TrainSettings:
     if not (Path(settings.model) / "config.json").exists():
         raise FileNotFoundError(f"{settings.model} is not a model folder (no config.json);"
                                 " create one with `coworkenv model init-tiny`")
+    if settings.pointer_loss > 0:
+        config = json.loads((Path(settings.model) / "config.json").read_text(encoding="utf-8"))
+        if not any((config.get(CIRCUIT_KEY) or {}).get("pointer_heads") or ()):
+            raise ValueError(f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
+                             f"--copy-circuit`); {settings.model} has none")
+        if settings.fused_lm_head:
+            raise ValueError("--pointer-loss needs the plain LM head: drop --fused-lm-head")
     return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
 
 
@@ -480,19 +493,37 @@ def load_model(path: str, *, hold: bool = True):
     return model, tokenizer
 
 
-def _plain_loss_trainer():
+def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0):
     """``SFTTrainer`` with the model's own loss over its full logits (no fused LM head).
 
     The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
-    ``assistant_only_loss``) divided by their number in the batch.
+    ``assistant_only_loss``) divided by their number in the batch; plus ``weight`` times ``pointer``'s
+    loss on where the pointer heads look, where one is given.
     """
+    import contextlib
+
     from trl import SFTTrainer  # pyright: ignore[reportPrivateImportUsage]  # trl's lazy exports
+
+    pointer_losses: list[float] = []  # since the last log
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
-                            labels=inputs["labels"], num_items_in_batch=num_items_in_batch, use_cache=False)
-            return (outputs.loss, outputs) if return_outputs else outputs.loss
+            with pointer.capture(model) if pointer is not None else contextlib.nullcontext():
+                outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
+                                labels=inputs["labels"], num_items_in_batch=num_items_in_batch, use_cache=False)
+            loss = outputs.loss
+            if pointer is not None:
+                extra = pointer(model, inputs["input_ids"], inputs["labels"])
+                if extra is not None:
+                    pointer_losses.append(float(extra.detach()))
+                    loss = loss + weight * extra
+            return (loss, outputs) if return_outputs else loss
+
+        def log(self, logs, *args, **kwargs):
+            if pointer_losses and "loss" in logs:
+                logs["pointer_loss"] = round(sum(pointer_losses) / len(pointer_losses), 4)
+                pointer_losses.clear()
+            super().log(logs, *args, **kwargs)
 
     return PlainLossSFTTrainer
 
@@ -516,7 +547,9 @@ def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
     fused = settings.fused_lm_head
     if fused is None:
         fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
-    trainer_class = SFTTrainer if fused else _plain_loss_trainer()
+    pointer = PointerLoss(model, tokenizer) if settings.pointer_loss > 0 else None
+    fused = fused and pointer is None  # the pointer loss is added to the plain one
+    trainer_class = SFTTrainer if fused else _plain_loss_trainer(pointer, settings.pointer_loss)
     config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False,
                        train_sampling_strategy="group_by_length" if settings.group_by_length else "random")
     trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,

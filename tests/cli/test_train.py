@@ -114,7 +114,8 @@ def test_dpo_prints_json_on_stdout(data, tmp_path):
     assert "dpo step 2/2" in result.stderr  # progress still shows, on stderr
 
 
-@pytest.mark.parametrize("case", ["no data", "not a model", "unknown tracker", "tracker missing", "corrupt store"])
+@pytest.mark.parametrize("case", ["no data", "not a model", "unknown tracker", "tracker missing", "corrupt store",
+                                  "no pointer heads"])
 def test_bad_training_input_is_one_line_and_stores_nothing(data, tmp_path, monkeypatch, case):
     out, store = tmp_path / "run", tmp_path / "s.db"
     args = ["train", "sft", "--model", str(data / "tiny"), "--data", str(data / "sft.jsonl"), "--out", str(out),
@@ -123,13 +124,17 @@ def test_bad_training_input_is_one_line_and_stores_nothing(data, tmp_path, monke
                 "not a model": f"{tmp_path} is not a model folder (no config.json)",
                 "unknown tracker": "unknown --report-to 'tensorbored'; choose from: none, all,",
                 "tracker missing": "--report-to tensorboard needs the tensorboard package: pip install tensorboard",
-                "corrupt store": f"{store} is not a coworkenv store"}[case]
+                "corrupt store": f"{store} is not a coworkenv store",
+                "no pointer heads": f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
+                                    f"--copy-circuit`); {data / 'tiny'} has none"}[case]
     if case == "no data":
         args[args.index("--data") + 1] = str(tmp_path / "none.jsonl")
     elif case == "not a model":
         args[args.index("--model") + 1] = str(tmp_path)
     elif case == "unknown tracker":
         args += ["--report-to", "none,tensorbored"]
+    elif case == "no pointer heads":
+        args += ["--pointer-loss", "1"]
     elif case == "tracker missing":
         args += ["--report-to", "tensorboard"]
         for module in ("tensorboard", "tensorboardX"):  # as on a machine without them

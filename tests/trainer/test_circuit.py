@@ -25,7 +25,7 @@ from coworkenv.trainer import (
     train_dpo,
     train_sft,
 )
-from coworkenv.trainer._circuit import held_masks
+from coworkenv.trainer._circuit import PointerLoss, held_masks, pointer_targets
 from coworkenv.trainer._serve import VLLMSettings, vllm_server
 
 runner = CliRunner()
@@ -183,6 +183,57 @@ def test_training_learns_around_the_circuit_and_leaves_it_as_built(circuit_base,
     dpo = train_dpo(store, TrainSettings(model=str(held.model_dir), data=str(pairs), out_dir=str(tmp_path / "dpo"),
                                          max_steps=2, batch_size=2, learning_rate=1e-2))
     assert _held_and_free(before, _state(dpo.model_dir), masks)[0] == 0.0
+
+
+def test_pointer_targets_are_where_a_copied_span_starts_and_the_induction_head_cannot_find_it():
+    content = [True] * 10
+    #      0  1  2  3  4  5  6  7  8  9  10 11
+    ids = [0, 5, 6, 1, 5, 6, 2, 9, 5, 6, 7, 3]
+    trained = [False] * 7 + [True] * 5
+    # 8 starts a copy of (5, 6), found at 1 and 4; 9 continues it (the pair (5, 6) was seen: the induction head's);
+    # 4 starts one too, but is not trained; 10 and 11 are new
+    assert pointer_targets(ids, trained, content) == [(8, [1, 4])]
+    assert pointer_targets(ids, [True] * 12, content) == [(4, [1]), (8, [1, 4])]
+    content[5] = False  # punctuation or a special token: nothing to point at
+    assert pointer_targets(ids, trained, content) == []
+
+
+def _pointer_loss(model_dir, rows) -> float:
+    """The pointer loss of a model on ``rows`` (every token after the instruction trained), as training
+    computes it."""
+    model, tokenizer = _load(model_dir)
+    loss = PointerLoss(model, tokenizer)
+    values = []
+    for row in rows:
+        ids = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True)["input_ids"]
+        start = tokenizer.apply_chat_template(row["messages"][:2], tools=row["tools"], tokenize=True, return_dict=True)
+        labels = torch.tensor([[-100] * len(start["input_ids"]) + ids[len(start["input_ids"]):]])
+        with torch.no_grad():
+            with loss.capture(model):
+                model(torch.tensor([ids]))
+            value = loss(model, torch.tensor([ids]), labels)
+        assert value is not None
+        values.append(float(value))
+    return sum(values) / len(values)
+
+
+@pytest.mark.slow
+def test_a_pointer_loss_teaches_the_pointer_where_a_copied_value_is(circuit_base, chat_rows, tmp_path, store):
+    """Beside the next-token loss, the attention of the pointer head on the earlier places of what the
+    assistant copies (its instruction's date, a message id) rises; without it, the same steps hardly move it."""
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
+    settings = dict(model=str(circuit_base), data=str(data), max_steps=12, batch_size=4, learning_rate=1e-2,
+                    logging_steps=4)
+    taught = train_sft(store, TrainSettings(out_dir=str(tmp_path / "pointer"), pointer_loss=1.0, **settings))
+    plain = train_sft(store, TrainSettings(out_dir=str(tmp_path / "plain"), **settings))
+    logged = [entry["pointer_loss"] for entry in taught.metrics["losses"]]
+    assert len(logged) == len(taught.metrics["losses"]) and logged[-1] < logged[0]
+    assert all("pointer_loss" not in entry for entry in plain.metrics["losses"])
+    before = _pointer_loss(circuit_base, chat_rows)
+    after, without = _pointer_loss(taught.model_dir, chat_rows), _pointer_loss(plain.model_dir, chat_rows)
+    assert after < before - 1.0 and after < without - 0.5, (before, after, without)
+    assert _held_and_free(_state(circuit_base), _state(taught.model_dir), _masks_by_name(circuit_base))[0] == 0.0
 
 
 def test_a_circuit_too_narrow_or_on_a_checkpoint_is_refused_by_name(tmp_path, chat_rows):
