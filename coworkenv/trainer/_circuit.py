@@ -325,19 +325,27 @@ def hold_circuit(model) -> int:
 
 
 def pointer_targets(ids: list[int], labelled: list[bool], content: list[bool]) -> list[tuple[int, list[int]]]:
-    """Where a pointer head must find a token in ``ids`` that the induction head cannot: each trained token t
+    """Where a pointer head must look in ``ids``, with the places it should look at: each trained token t
     (``labelled``) of ``content`` (a word piece, not punctuation or a special token) whose pair with the
-    token before never occurred earlier, while its pair with the token after did; with the places j of
+    token before never occurred earlier, while its pair with the token after did, with the places j of
     those earlier pairs (``ids[j:j+2] == ids[t:t+2]``, wholly before t). Such a t starts a span copied
     out of the context (a value's first token, a tool's name), which matching the token before cannot
-    find; any of its sources is right, since each holds the token to write."""
+    find; any of its sources is right, since each holds the token to write. Then each trained token
+    after t as long as the copy goes on, with the places after those sources that hold it: a pointer
+    that stays on the first token while the induction head copies the rest would write that token
+    again (without these, values' first tokens came out better and their rest worse: benchmarks/loop.md)."""
     seen: dict[tuple[int, int], list[int]] = {}
     found: list[tuple[int, list[int]]] = []
     for t in range(1, len(ids) - 1):
         if labelled[t] and content[ids[t]] and (ids[t - 1], ids[t]) not in seen:
             sources = [j for j in seen.get((ids[t], ids[t + 1]), ()) if j + 1 < t]
-            if sources:
-                found.append((t, sources))
+            at = t
+            while sources:
+                found.append((at, sources))
+                at += 1
+                if at == len(ids) or not labelled[at]:
+                    break
+                sources = [j + 1 for j in sources if ids[j + 1] == ids[at]]
         seen.setdefault((ids[t - 1], ids[t]), []).append(t - 1)
     return found
 

@@ -498,7 +498,8 @@ def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0)
 
     The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
     ``assistant_only_loss``) divided by their number in the batch; plus ``weight`` times ``pointer``'s
-    loss on where the pointer heads look, where one is given.
+    loss on where the pointer heads look, where one is given (logged as ``pointer_loss``; the logged
+    ``loss`` is the sum trained on).
     """
     import contextlib
 
@@ -516,7 +517,9 @@ def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0)
                 extra = pointer(model, inputs["input_ids"], inputs["labels"])
                 if extra is not None:
                     pointer_losses.append(float(extra.detach()))
-                    loss = loss + weight * extra
+                    # the next-token loss is divided by the tokens of all accumulated batches, not by their number
+                    accumulated = self.args.gradient_accumulation_steps if num_items_in_batch is not None else 1
+                    loss = loss + weight * extra / accumulated
             return (loss, outputs) if return_outputs else loss
 
         def log(self, logs, *args, **kwargs):

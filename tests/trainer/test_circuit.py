@@ -190,10 +190,14 @@ def test_pointer_targets_are_where_a_copied_span_starts_and_the_induction_head_c
     #      0  1  2  3  4  5  6  7  8  9  10 11
     ids = [0, 5, 6, 1, 5, 6, 2, 9, 5, 6, 7, 3]
     trained = [False] * 7 + [True] * 5
-    # 8 starts a copy of (5, 6), found at 1 and 4; 9 continues it (the pair (5, 6) was seen: the induction head's);
-    # 4 starts one too, but is not trained; 10 and 11 are new
-    assert pointer_targets(ids, trained, content) == [(8, [1, 4])]
-    assert pointer_targets(ids, [True] * 12, content) == [(4, [1]), (8, [1, 4])]
+    # 8 starts a copy of (5, 6), found at 1 and 4; 9 goes on with it (from 2 and 5), 10 does not (7 is new);
+    # 4 starts one too, but is not trained
+    assert pointer_targets(ids, trained, content) == [(8, [1, 4]), (9, [2, 5])]
+    assert pointer_targets(ids, [True] * 12, content) == [(4, [1]), (5, [2]), (8, [1, 4]), (9, [2, 5])]
+    # the copy is followed while the assistant's turn goes on, and only from the places that go on the same way
+    assert pointer_targets([0, 5, 6, 7, 1, 5, 6, 8, 2, 5, 6, 7], [False] * 9 + [True] * 3, content) == [
+        (9, [1, 5]), (10, [2, 6]), (11, [3])]
+    assert pointer_targets(ids, trained[:9] + [False] * 3, content) == [(8, [1, 4])]
     content[5] = False  # punctuation or a special token: nothing to point at
     assert pointer_targets(ids, trained, content) == []
 
