@@ -357,8 +357,8 @@ def train_sft_command(
     hold_circuit: HoldOpt = True,
     pointer_loss: Annotated[float, typer.Option(
         "--pointer-loss", min=0.0, help="With a base built by `model init-tiny --copy-circuit`: the weight of a loss "
-        "on where its pointer heads look (at the first token of each span the assistant copies out of its context, "
-        "the attention on that span's earlier places), beside the next-token loss. 0: none.")] = 0.0,
+        "on where its pointer heads look (at each span the assistant copies out of its context, from its first token "
+        "on, the attention on the span's earlier places), beside the next-token loss. 0: none.")] = 0.0,
     bf16: Bf16Opt = False,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,

@@ -324,6 +324,15 @@ def hold_circuit(model) -> int:
     return held
 
 
+def pointer_heads(layout: dict[str, Any] | None) -> tuple[int, list[int]] | None:
+    """The layer of a circuit's pointer heads and their indices in it (from its layout, as a model's
+    config records it), or None for a layout without them."""
+    for layer, heads in enumerate((layout or {}).get("pointer_heads") or ()):
+        if heads:
+            return layer, list(heads)
+    return None
+
+
 def pointer_targets(ids: list[int], labelled: list[bool], content: list[bool]) -> list[tuple[int, list[int]]]:
     """Where a pointer head must look in ``ids``, with the places it should look at: each trained token t
     (``labelled``) of ``content`` (a word piece, not punctuation or a special token) whose pair with the
@@ -369,13 +378,11 @@ class PointerLoss:
 
     def __init__(self, model, tokenizer) -> None:
         layout = circuit_layout(model)
-        heads = layout["pointer_heads"] if layout is not None else []
-        layers = [layer for layer, ids in enumerate(heads) if ids]
-        if not layers:
+        found = pointer_heads(layout)
+        if layout is None or found is None:
             raise ValueError("a pointer loss needs a base with pointer heads (`coworkenv model init-tiny "
                              "--copy-circuit`); this model has none")
-        assert layout is not None
-        self.layer, self.heads, self.head_dim = layers[0], list(heads[layers[0]]), int(layout["head_dim"])
+        (self.layer, self.heads), self.head_dim = found, int(layout["head_dim"])
         # a pointer head past layer 1 reads the code of the token before the one it attends to (P)
         self.shift = 0 if self.layer == 1 else 1
         self.content = content_tokens(tokenizer)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, field_validator
 from ..store import Store
 from ._chat_template import tojson
 from ._circuit import CONFIG_KEY as CIRCUIT_KEY
-from ._circuit import PointerLoss, hold_circuit
+from ._circuit import PointerLoss, hold_circuit, pointer_heads
 from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
@@ -82,8 +82,8 @@ class TrainSettings(BaseModel):
     # their gradients), so that training learns around the circuit instead of erasing it (benchmarks/loop.md)
     hold_circuit: bool = True
     # SFT, with a base whose circuit has pointer heads: the weight of a loss on where they look (``PointerLoss``:
-    # at the first token of each span the assistant copies out of its context, the attention on that span's
-    # earlier places), beside the next-token loss. 0: none
+    # at each span the assistant copies out of its context, from its first token on, the attention on the
+    # span's earlier places), beside the next-token loss. 0: none
     pointer_loss: float = Field(default=0.0, ge=0)
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
@@ -368,8 +368,7 @@ def _finish(trainer, out_dir: str, lora: bool, tokenizer) -> dict[str, Any]:
     history = [h for h in trainer.state.log_history if "loss" in h]
     return {
         "steps": trainer.state.global_step,
-        "losses": [{"step": h["step"], "loss": h["loss"]} | ({"pointer_loss": h["pointer_loss"]} if "pointer_loss" in h
-                                                               else {}) for h in history],
+        "losses": [{key: h[key] for key in ("step", "loss", "pointer_loss") if key in h} for h in history],
         "first_loss": history[0]["loss"] if history else None,
         "final_loss": history[-1]["loss"] if history else None,
     }
@@ -387,7 +386,7 @@ def check_training(settings: TrainSettings) -> TrainSettings:
                                 " create one with `coworkenv model init-tiny`")
     if settings.pointer_loss > 0:
         config = json.loads((Path(settings.model) / "config.json").read_text(encoding="utf-8"))
-        if not any((config.get(CIRCUIT_KEY) or {}).get("pointer_heads") or ()):
+        if pointer_heads(config.get(CIRCUIT_KEY)) is None:
             raise ValueError(f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
                              f"--copy-circuit`); {settings.model} has none")
         if settings.fused_lm_head:
