@@ -24,6 +24,8 @@ from ..loop import (
     FULL_BASE,
     FULL_CAPABILITIES,
     FULL_EVAL_TASKS,
+    FULL_POINTER_LOSS,
+    FULL_SPACES,
     FULL_STEPS,
     FULL_TASKS,
     FULL_TOOL_LINES,
@@ -34,6 +36,7 @@ from ..loop import (
 from ..loop._defaults import FULL_PER_WORKSPACE  # not re-exported by coworkenv.loop: its names are never None
 from ..sandbox import BwrapSandbox, SandboxUnavailable
 from ..trainer._chat_template import ToolLines
+from ..trainer._model import Spaces
 from ._common import AppOpt, GeneratorOpt, JsonOpt, PerWorkspaceOpt, check_apps, emit, err, fail, open_store, out, progress
 
 if TYPE_CHECKING:
@@ -65,6 +68,13 @@ def demo_command(
     tool_lines: Annotated[ToolLines, typer.Option(
         help="--full with --base scratch or circuit: how the base's chat template lists the tools, a JSON object "
         "or a signature (name(param*, ...)) a line.")] = FULL_TOOL_LINES,
+    spaces: Annotated[Spaces, typer.Option(
+        help="--full with --base scratch or circuit: the base tokenizer's cut before a word, the space a token of its "
+        "own (separate) or part of the word's first token (attached, GPT-2's).")] = FULL_SPACES,
+    pointer_loss: Annotated[float | None, typer.Option(
+        "--pointer-loss", min=0.0, help="--full: the weight of SFT's loss on where the circuit base's pointer heads "
+        f"look (see `train sft --pointer-loss`; default {FULL_POINTER_LOSS} with --base circuit, 0 with others).")
+    ] = None,
     eval_tasks: Annotated[int, typer.Option(
         min=1, help="--full: held-out tasks, all on new workspace seeds (both splits).")] = FULL_EVAL_TASKS,
     unseen_share: Annotated[float, typer.Option(
@@ -103,7 +113,8 @@ def demo_command(
         try:
             settings = FullSettings.model_validate(dict(
                 capabilities=tuple(capability or FULL_CAPABILITIES), apps=apps, generator=generator,
-                train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines, per_workspace=per_workspace,
+                train_steps=steps or FULL_STEPS, base=base, tool_lines=tool_lines, spaces=spaces,
+                pointer_loss=pointer_loss, per_workspace=per_workspace,
                 eval_tasks=eval_tasks, unseen_share=unseen_share, value_swaps=value_swaps, bf16=bf16, serve=serve,
                 vllm_python=vllm_python))
         except ValidationError as exc:
@@ -168,9 +179,18 @@ def _full_prerequisites(settings: FullSettings) -> str | None:
 
     if not settings.scratch:
         try:
-            resolve_base(settings.base)
+            base = resolve_base(settings.base)
         except FileNotFoundError as exc:
             return f"--base {settings.base}: {exc}"
+        if settings.sft_pointer_loss() > 0:
+            from ..trainer._train import check_pointer_heads
+
+            try:
+                check_pointer_heads(base)
+            except ValueError as exc:
+                return str(exc)
+    elif settings.sft_pointer_loss() > 0 and settings.base != "circuit":
+        return "--pointer-loss needs a base with pointer heads: --base circuit (--base scratch has none)"
     from ..synth import GENERATED
 
     unknown = [c for c in settings.capabilities if c not in GENERATED]

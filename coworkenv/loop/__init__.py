@@ -21,7 +21,9 @@ if TYPE_CHECKING:
         FULL_CAPABILITIES,
         FULL_EVAL_TASKS,
         FULL_LR,
+        FULL_POINTER_LOSS,
         FULL_REPLAY,
+        FULL_SPACES,
         FULL_STEPS,
         FULL_TASKS,
         FULL_TOOL_LINES,
@@ -54,8 +56,8 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
     "_collect": ("CollectSummary", "TaskRun", "Teacher", "TeacherSettings", "collect", "pending_tasks"),
     "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_BASE", "FULL_CAPABILITIES", "FULL_VALUE_SWAPS",
-                  "FULL_EVAL_TASKS", "FULL_LR", "FULL_REPLAY", "FULL_STEPS", "FULL_TASKS", "FULL_TOOL_LINES",
-                  "FULL_UNSEEN_SHARE", "SPLITS"),
+                  "FULL_EVAL_TASKS", "FULL_LR", "FULL_POINTER_LOSS", "FULL_REPLAY", "FULL_SPACES", "FULL_STEPS",
+                  "FULL_TASKS", "FULL_TOOL_LINES", "FULL_UNSEEN_SHARE", "SPLITS"),
     "_demo": ("FullSettings", "run_demo", "run_full"),
     "_episodes": ("EpisodeService", "LocalEpisodes", "OpenedEpisode", "RemoteEpisodes"),
     "_eval": (

@@ -16,8 +16,10 @@ FULL_TASKS = 3000  # distinct tasks (~2,200 training rows; twice the rows change
 # measurable for the tiny model, benchmarks/loop.md)
 FULL_PER_WORKSPACE: int | None = None
 FULL_VALUE_SWAPS = 0  # value-swapped variants of each SFT row; one did not make the tiny model copy (benchmarks/loop.md)
-FULL_STEPS = 3600  # SFT steps (what they cost on a 2-core CPU: benchmarks/loop.md)
+FULL_STEPS = 2400  # SFT steps (what they cost on a 2-core CPU: benchmarks/loop.md)
 FULL_BASE = "circuit"  # init-tiny --copy-circuit; "scratch": init-tiny; "pretrained": a committed PocketWorker base
 FULL_TOOL_LINES = "signatures"  # how an init-tiny base's template lists the tools: a signature a line, not JSON
+FULL_SPACES = "separate"  # an init-tiny base's tokenizer: the space before a word a token of its own
+FULL_POINTER_LOSS = 1.0  # SFT from the circuit base: the weight of the loss on where its pointer heads look
 FULL_LR = 2e-3  # SFT learning rate from the pretrained base (from scratch: 1e-2)
 FULL_REPLAY = 0.5  # pretraining exercises mixed into SFT, per task row (the base keeps copying while it learns tools)

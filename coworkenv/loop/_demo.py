@@ -21,6 +21,7 @@ from ..server import running_http_server
 from ..store import Store
 from ..synth import GENERATED, Generator, synthesize
 from ..trainer._chat_template import ToolLines
+from ..trainer._model import Spaces
 from ..view import write_report
 from ..workspace import PromptStyle
 from ._collect import TeacherSettings, collect
@@ -31,7 +32,9 @@ from ._defaults import (
     FULL_EVAL_TASKS,
     FULL_LR,
     FULL_PER_WORKSPACE,
+    FULL_POINTER_LOSS,
     FULL_REPLAY,
+    FULL_SPACES,
     FULL_STEPS,
     FULL_TOOL_LINES,
     FULL_UNSEEN_SHARE,
@@ -112,6 +115,7 @@ class FullSettings(BaseModel):
     vocab_size: int = 2048
     hidden_size: int = 128
     tool_lines: ToolLines = FULL_TOOL_LINES  # the tool list of a base built here (init-tiny)
+    spaces: Spaces = FULL_SPACES  # the tokenizer's cut before a word, of a base built here (init-tiny)
     layers: int = 2
     train_steps: int = Field(default=FULL_STEPS, ge=1)
     assistant_only_loss: bool = True  # every-token loss learned the protocol more slowly (benchmarks/loop.md)
@@ -125,6 +129,9 @@ class FullSettings(BaseModel):
     bf16: bool | None = None
     learning_rate: float | None = None  # None: FULL_LR from a pretrained base, 1e-2 from scratch (benchmarks/loop.md)
     replay: float | None = Field(default=None, ge=0)  # None: FULL_REPLAY from a pretrained base, 0 from scratch
+    # the weight of SFT's loss on where the circuit's pointer heads look; None: FULL_POINTER_LOSS on the circuit
+    # base, 0 on others (they have no pointer heads)
+    pointer_loss: float | None = Field(default=None, ge=0)
     eval_tasks: int = Field(default=FULL_EVAL_TASKS, ge=1)
     eval_seed: int = DEFAULT_EVAL_SEED
     eval_trials: int = Field(default=1, ge=1)
@@ -151,6 +158,10 @@ class FullSettings(BaseModel):
 
     def sft_replay(self) -> float:
         return self.replay if self.replay is not None else (0.0 if self.scratch else FULL_REPLAY)
+
+    def sft_pointer_loss(self) -> float:
+        return self.pointer_loss if self.pointer_loss is not None else (
+            FULL_POINTER_LOSS if self.base == "circuit" else 0.0)
 
     def paths(self) -> list[str]:
         """The serving paths evaluated, the first of them the one of the before/after table."""
@@ -261,7 +272,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                 intermediate_size=4 * settings.hidden_size, num_hidden_layers=settings.layers,
                 num_attention_heads=max(1, settings.hidden_size // 32),
                 num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed,
-                tool_lines=settings.tool_lines), circuit=circuit)
+                tool_lines=settings.tool_lines, spaces=settings.spaces), circuit=circuit)
     with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
@@ -269,7 +280,8 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                                            learning_rate=settings.sft_learning_rate(), seed=seed,
                                            replay=settings.sft_replay(), bf16=settings.sft_bf16(),
                                            assistant_only_loss=settings.assistant_only_loss,
-                                           value_swaps=settings.value_swaps))
+                                           value_swaps=settings.value_swaps,
+                                           pointer_loss=settings.sft_pointer_loss()))
     host = EpisodeHost(store, EpisodeSettings(backend="bwrap", cache_dir=directory / "cache"))
     paths = settings.paths()
     trained: dict[str, EvalReport] = {}
@@ -297,6 +309,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
         **collected,
         "sft_rows": len(train_tasks),
         "value_swaps": settings.value_swaps,
+        "pointer_loss": settings.sft_pointer_loss(),
         # the rows the model was trained on: the training file's and their value-swapped variants
         "trained_rows": next((r.rows for r in reversed(store.training_runs("sft"))
                               if r.output_dir == str(run_dir / "model") and r.status == "done"), None),

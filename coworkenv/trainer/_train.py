@@ -385,13 +385,19 @@ def check_training(settings: TrainSettings) -> TrainSettings:
         raise FileNotFoundError(f"{settings.model} is not a model folder (no config.json);"
                                 " create one with `coworkenv model init-tiny`")
     if settings.pointer_loss > 0:
-        config = json.loads((Path(settings.model) / "config.json").read_text(encoding="utf-8"))
-        if pointer_heads(config.get(CIRCUIT_KEY)) is None:
-            raise ValueError(f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
-                             f"--copy-circuit`); {settings.model} has none")
+        check_pointer_heads(Path(settings.model))
         if settings.fused_lm_head:
             raise ValueError("--pointer-loss needs the plain LM head: drop --fused-lm-head")
     return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
+
+
+def check_pointer_heads(model: Path) -> None:
+    """Raise ``ValueError`` unless the model folder ``model`` has a circuit with pointer heads (what
+    ``--pointer-loss`` trains)."""
+    config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    if pointer_heads(config.get(CIRCUIT_KEY)) is None:
+        raise ValueError(f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
+                         f"--copy-circuit`); {model} has none")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
-from coworkenv.loop import FULL_REPLAY, combination
+from coworkenv.loop import FULL_POINTER_LOSS, FULL_REPLAY, FULL_SPACES, combination
 from coworkenv.store import Store
 from coworkenv.trainer._chat_template import POCKET_CHAT_TEMPLATE
 
@@ -27,6 +27,18 @@ def test_full_demo_names_bad_settings(tmp_path):
     assert result.exit_code == 2 and "unseen_share" in result.output and "less than 1" in result.output
     result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--value-swaps", "-1"])
     assert result.exit_code == 2 and "--value-swaps" in result.output
+    result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--spaces", "wide"])
+    assert result.exit_code == 2 and "--spaces" in result.output
+    # the pointer loss needs the circuit's pointer heads: a scratch base or a folder without them is refused
+    result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--base", "scratch",
+                                 "--pointer-loss", "1"])
+    assert result.exit_code == 2 and "--pointer-loss needs a base with pointer heads" in result.output
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text("{}")
+    result = runner.invoke(app, ["demo", "--full", "--dir", str(tmp_path / "d"), "--base", str(plain),
+                                 "--pointer-loss", "0.5"])
+    assert result.exit_code == 2 and f"{plain} has none" in result.output
     assert not (tmp_path / "d").exists()  # nothing was created
 
 
@@ -92,6 +104,11 @@ def test_full_demo_keeps_combinations_out_of_training_and_reports_them_as_unseen
     store = Store(directory / "coworkenv.db")
     trained = [json.loads(line)["task_id"] for line in (directory / "export" / "sft.minimal.jsonl").read_text().splitlines()]
     assert len(trained) == summary["sft_rows"] == summary["tasks_admitted"] - summary["tasks_kept_out"]
+    # the circuit base (the default) on the tokenizer that keeps the space a token, trained with the pointer loss
+    assert summary["pointer_loss"] == FULL_POINTER_LOSS > 0
+    base = json.loads((directory / "models" / "circuit" / "coworkenv_model.json").read_text())
+    assert base["config"]["spaces"] == FULL_SPACES == "separate"
+    assert store.training_runs("sft")[-1].config["pointer_loss"] == FULL_POINTER_LOSS
     # trained on the file's rows and a value-swapped variant of most of them
     assert summary["value_swaps"] == 1 and summary["sft_rows"] < summary["trained_rows"] <= 2 * summary["sft_rows"]
     trained_combinations = {combination(store.task_spec(t)) for t in trained}
@@ -153,7 +170,7 @@ def test_full_demo_fine_tunes_a_base_pretrained_by_the_project_and_evaluates_it(
          "--json"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout)
-    assert summary["base_model"] == str(base)
+    assert summary["base_model"] == str(base) and summary["pointer_loss"] == 0  # no pointer heads to train
     assert summary["base_weights_sha256"] == recorded["weights_sha256"] == weights_hash(base)  # untouched by SFT
     assert weights_hash(summary["trained_model"]) != recorded["weights_sha256"]
     # the exercises replayed (FULL_REPLAY per task row, from a pretrained base), on top of the task rows
