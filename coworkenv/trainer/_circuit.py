@@ -433,12 +433,14 @@ class PointerLoss:
         length = hidden.shape[1]
         causal = torch.arange(length, device=hidden.device)[None, :] <= at_queries.to(hidden.device)[:, None]
         qkv = attention.c_attn(hidden)  # batch, positions, 3 x width
+        per_row = torch.bincount(at_rows, minlength=hidden.shape[0]).tolist()  # targets come in row order
         losses = []
         for head in self.heads:
             q_cols, k_cols, _ = _head_slices(head, h, width)
             query = qkv[at_rows, at_queries, q_cols].float()  # targets, h
-            keys = qkv[:, :, k_cols][at_rows].float()  # targets, positions, h
-            scores = torch.einsum("nd,npd->np", query, keys) / math.sqrt(h)
+            keys = qkv[:, :, k_cols].float()  # batch, positions, h
+            # each row's targets against that row's keys (not the keys copied for every target)
+            scores = torch.cat([q @ keys[row].T for row, q in enumerate(query.split(per_row))]) / math.sqrt(h)
             logp = torch.log_softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
             losses.append(-torch.logsumexp(logp.masked_fill(~wanted, float("-inf")), dim=-1))
         return torch.stack(losses).min(dim=0).values.mean()
