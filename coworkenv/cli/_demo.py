@@ -189,7 +189,7 @@ def _full_prerequisites(settings: FullSettings) -> str | None:
                 check_pointer_heads(base)
             except ValueError as exc:
                 return str(exc)
-    elif settings.sft_pointer_loss() > 0 and settings.base != "circuit":
+    elif settings.base == "scratch" and settings.sft_pointer_loss() > 0:
         return "--pointer-loss needs a base with pointer heads: --base circuit (--base scratch has none)"
     from ..synth import GENERATED
 
