@@ -359,6 +359,10 @@ def train_sft_command(
         "--pointer-loss", min=0.0, help="With a base built by `model init-tiny --copy-circuit`: the weight of a loss "
         "on where its pointer heads look (at each span the assistant copies out of its context, from its first token "
         "on, the attention on the span's earlier places), beside the next-token loss. 0: none.")] = 0.0,
+    stop_weight: Annotated[float, typer.Option(
+        "--stop-weight", min=0.0, help="The weight of the next-token loss at each token where a copy stops (the two "
+        "tokens before it stood together earlier and went on otherwise there: the quote that closes a value copied "
+        "out of a sentence), against 1 for every other token. 1: no token weighted.")] = 1.0,
     bf16: Bf16Opt = False,
     max_minutes: MinutesOpt = None,
     report_to: ReportOpt = None,
@@ -369,7 +373,7 @@ def train_sft_command(
            batch_size=batch_size, learning_rate=lr, max_length=max_length, save_steps=save_steps,
            logging_steps=logging_steps, lora=lora, lora_r=lora_r, lora_alpha=2 * lora_r, capabilities=capability or [],
            resume=resume, seed=seed, assistant_only_loss=loss_on == LossOn.assistant, fused_lm_head=fused_lm_head,
-           value_swaps=value_swaps, hold_circuit=hold_circuit, pointer_loss=pointer_loss, bf16=bf16,
+           value_swaps=value_swaps, hold_circuit=hold_circuit, pointer_loss=pointer_loss, stop_weight=stop_weight, bf16=bf16,
            max_minutes=max_minutes, report_to=report_to or [])
 
 

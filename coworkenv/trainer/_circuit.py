@@ -359,6 +359,23 @@ def pointer_targets(ids: list[int], labelled: list[bool], content: list[bool]) -
     return found
 
 
+def copy_stops(ids: list[int], labelled: list[bool], content: list[bool]) -> list[int]:
+    """The trained tokens of ``ids`` where a copy must stop: the two tokens before t, the last of them a
+    word piece (``content``), stood together earlier in the context, and no earlier place of that pair
+    goes on with t's token. An induction head, which writes what followed the pair before, writes the
+    wrong token there: the space after a name copied out of a sentence, where the call closes its value
+    (``"}}``), or the sentence's next word. Copying on past a value's end is how a call's JSON breaks
+    and how a copy loops (benchmarks/loop.md)."""
+    after: dict[tuple[int, int], set[int]] = {}
+    found = []
+    for t in range(2, len(ids)):
+        pair = (ids[t - 2], ids[t - 1])
+        if labelled[t] and content[ids[t - 1]] and pair in after and ids[t] not in after[pair]:
+            found.append(t)
+        after.setdefault(pair, set()).add(ids[t])
+    return found
+
+
 def content_tokens(tokenizer) -> list[bool]:
     """For each token id of ``tokenizer``: whether it is a word piece (has a letter or digit and is not a
     special token), the tokens ``pointer_targets`` may point at."""

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, field_validator
 from ..store import Store
 from ._chat_template import tojson
 from ._circuit import CONFIG_KEY as CIRCUIT_KEY
-from ._circuit import PointerLoss, hold_circuit, pointer_heads
+from ._circuit import PointerLoss, content_tokens, copy_stops, hold_circuit, pointer_heads
 from ._model import TrainingError, TrainingUnavailable, read_rows, require_training
 from ._pretrain_data import replay_rows
 from ._swaps import swapped_rows
@@ -85,6 +85,10 @@ class TrainSettings(BaseModel):
     # at each span the assistant copies out of its context, from its first token on, the attention on the
     # span's earlier places), beside the next-token loss. 0: none
     pointer_loss: float = Field(default=0.0, ge=0)
+    # SFT: the weight of the next-token loss at the tokens where a copy stops (``copy_stops``: the pair before
+    # stood earlier in the context and went on otherwise there, e.g. a value's closing quote after a name
+    # copied out of a sentence), against 1 for every other token. 1: no token weighted
+    stop_weight: float = Field(default=1.0, ge=0)
     # SFT: batches of rows of about the same length (transformers' length-grouped sampler): less padding
     group_by_length: bool = True
     # mixed precision: matrix products in bfloat16 (torch.autocast), weights and optimizer in fp32
@@ -388,6 +392,8 @@ def check_training(settings: TrainSettings) -> TrainSettings:
         check_pointer_heads(Path(settings.model))
         if settings.fused_lm_head:
             raise ValueError("--pointer-loss needs the plain LM head: drop --fused-lm-head")
+    if settings.stop_weight != 1 and settings.fused_lm_head:
+        raise ValueError("--stop-weight needs the plain LM head: drop --fused-lm-head")
     return settings.model_copy(update={"report_to": check_reporters(settings.report_to)})
 
 
@@ -498,13 +504,32 @@ def load_model(path: str, *, hold: bool = True):
     return model, tokenizer
 
 
-def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0):
+def stop_weighted_loss(logits, input_ids, labels, num_items_in_batch, stop_weight: float, content: list[bool]):
+    """The causal LM loss (the summed cross-entropy of the labelled tokens over ``num_items_in_batch``, or
+    their mean where it is None), with each token where a copy stops (``copy_stops``) counted
+    ``stop_weight`` times. At a weight of 1 it is the model's own loss."""
+    import torch
+
+    targets = labels[:, 1:]
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none",
+                                               ignore_index=-100)
+    weights = torch.ones_like(losses)
+    for row, (ids, marks) in enumerate(zip(input_ids.tolist(), labels.tolist(), strict=True)):
+        stops = copy_stops(ids, [mark != -100 for mark in marks], content)
+        weights[row, [t - 1 for t in stops]] = stop_weight
+    count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
+    return (losses * weights).sum() / count
+
+
+def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0, *, stop_weight: float = 1.0,
+                        content: list[bool] | None = None):
     """``SFTTrainer`` with the model's own loss over its full logits (no fused LM head).
 
     The loss is the same: the summed cross-entropy of the labelled tokens (the assistant's, with
-    ``assistant_only_loss``) divided by their number in the batch; plus ``weight`` times ``pointer``'s
-    loss on where the pointer heads look, where one is given (logged as ``pointer_loss``; the logged
-    ``loss`` is the sum trained on).
+    ``assistant_only_loss``) divided by their number in the batch, each token's counted ``stop_weight``
+    times where a copy stops (``copy_stops``, with ``content`` the word-piece tokens); plus ``weight``
+    times ``pointer``'s loss on where the pointer heads look, where one is given (logged as
+    ``pointer_loss``; the logged ``loss`` is the sum trained on).
     """
     import contextlib
 
@@ -514,10 +539,15 @@ def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0)
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            weighted = stop_weight != 1
             with pointer.capture(model) if pointer is not None else contextlib.nullcontext():
                 outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
-                                labels=inputs["labels"], num_items_in_batch=num_items_in_batch, use_cache=False)
+                                labels=None if weighted else inputs["labels"], num_items_in_batch=num_items_in_batch,
+                                use_cache=False)
             loss = outputs.loss
+            if weighted:
+                loss = stop_weighted_loss(outputs.logits, inputs["input_ids"], inputs["labels"], num_items_in_batch,
+                                          stop_weight, content or [])
             if pointer is not None:
                 extra = pointer(model, inputs["input_ids"], inputs["labels"])
                 if extra is not None:
@@ -556,8 +586,11 @@ def _sft_trainer(settings: TrainSettings, rows: list[dict[str, Any]]):
     if fused is None:
         fused = model.config.get_text_config().vocab_size >= FUSED_HEAD_MIN_VOCAB
     pointer = PointerLoss(model, tokenizer) if settings.pointer_loss > 0 else None
-    fused = fused and pointer is None  # the pointer loss is added to the plain one
-    trainer_class = SFTTrainer if fused else _plain_loss_trainer(pointer, settings.pointer_loss)
+    weighted = settings.stop_weight != 1
+    fused = fused and pointer is None and not weighted  # the pointer loss and the weights need the plain loss
+    trainer_class = SFTTrainer if fused else _plain_loss_trainer(
+        pointer, settings.pointer_loss, stop_weight=settings.stop_weight,
+        content=content_tokens(tokenizer) if weighted else None)
     config = SFTConfig(**_common_args(settings), assistant_only_loss=settings.assistant_only_loss, packing=False,
                        train_sampling_strategy="group_by_length" if settings.group_by_length else "random")
     trainer = trainer_class(model=model, args=config, train_dataset=sft_dataset(rows), processing_class=tokenizer,

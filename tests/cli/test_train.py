@@ -115,7 +115,7 @@ def test_dpo_prints_json_on_stdout(data, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["no data", "not a model", "unknown tracker", "tracker missing", "corrupt store",
-                                  "no pointer heads"])
+                                  "no pointer heads", "stop weight on the fused head"])
 def test_bad_training_input_is_one_line_and_stores_nothing(data, tmp_path, monkeypatch, case):
     out, store = tmp_path / "run", tmp_path / "s.db"
     args = ["train", "sft", "--model", str(data / "tiny"), "--data", str(data / "sft.jsonl"), "--out", str(out),
@@ -126,7 +126,8 @@ def test_bad_training_input_is_one_line_and_stores_nothing(data, tmp_path, monke
                 "tracker missing": "--report-to tensorboard needs the tensorboard package: pip install tensorboard",
                 "corrupt store": f"{store} is not a coworkenv store",
                 "no pointer heads": f"--pointer-loss needs a base with pointer heads (`coworkenv model init-tiny "
-                                    f"--copy-circuit`); {data / 'tiny'} has none"}[case]
+                                    f"--copy-circuit`); {data / 'tiny'} has none",
+                "stop weight on the fused head": "--stop-weight needs the plain LM head: drop --fused-lm-head"}[case]
     if case == "no data":
         args[args.index("--data") + 1] = str(tmp_path / "none.jsonl")
     elif case == "not a model":
@@ -135,6 +136,8 @@ def test_bad_training_input_is_one_line_and_stores_nothing(data, tmp_path, monke
         args += ["--report-to", "none,tensorbored"]
     elif case == "no pointer heads":
         args += ["--pointer-loss", "1"]
+    elif case == "stop weight on the fused head":
+        args += ["--stop-weight", "4", "--fused-lm-head"]
     elif case == "tracker missing":
         args += ["--report-to", "tensorboard"]
         for module in ("tensorboard", "tensorboardX"):  # as on a machine without them

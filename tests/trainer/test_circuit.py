@@ -25,8 +25,9 @@ from coworkenv.trainer import (
     train_dpo,
     train_sft,
 )
-from coworkenv.trainer._circuit import PointerLoss, held_masks, pointer_targets
+from coworkenv.trainer._circuit import PointerLoss, content_tokens, copy_stops, held_masks, pointer_targets
 from coworkenv.trainer._serve import VLLMSettings, vllm_server
+from coworkenv.trainer._train import stop_weighted_loss
 
 runner = CliRunner()
 TOKENIZER = TinyConfig(vocab_size=500)
@@ -202,6 +203,50 @@ def test_pointer_targets_are_where_a_copied_span_starts_and_the_induction_head_c
     assert pointer_targets(ids, trained, content) == []
 
 
+def test_copy_stops_are_where_the_pair_before_went_on_otherwise_earlier():
+    content = [True] * 10
+    #      0  1  2  3  4  5  6  7  8
+    ids = [0, 5, 6, 7, 1, 5, 6, 8, 2]
+    trained = [False] * 4 + [True] * 5
+    # (5, 6) went on with 7 at 1..3; at 7 the assistant writes 8 after it: the copy stops there
+    assert copy_stops(ids, trained, content) == [7]
+    # going on as before (7) is no stop; the next token is, where (6, 7) went on with 1 earlier
+    assert copy_stops(ids[:7] + [7, 2], trained, content) == [8]
+    assert copy_stops(ids, trained[:7] + [False, True], content) == []  # not trained
+    content[6] = False  # after punctuation or a special token (a JSON key's quote, a role): no copy to stop
+    assert copy_stops(ids, trained, content) == []
+    # the earlier places are the context before the pair: a pair's first occurrence stops nothing
+    assert copy_stops([0, 5, 6, 7], [True] * 4, [True] * 10) == []
+
+
+def _rendered(tokenizer, row):
+    """A row's token ids and its labels (the tokens after the instruction)."""
+    ids = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True)["input_ids"]
+    start = len(tokenizer.apply_chat_template(row["messages"][:2], tools=row["tools"], tokenize=True,
+                                              return_dict=True)["input_ids"])
+    return torch.tensor([ids]), torch.tensor([[-100] * start + ids[start:]])
+
+
+def test_the_stop_weighted_loss_is_the_models_own_at_weight_1_and_counts_stops_more_above(circuit_base, chat_rows):
+    model, tokenizer = _load(circuit_base)
+    content = content_tokens(tokenizer)
+    found = 0
+    for row in chat_rows:
+        ids, labels = _rendered(tokenizer, row)
+        with torch.no_grad():
+            outputs = model(ids, labels=labels)
+            own = stop_weighted_loss(outputs.logits, ids, labels, None, 1.0, content)
+            assert float(own) == pytest.approx(float(outputs.loss), rel=1e-5)
+            stops = copy_stops(ids[0].tolist(), [m != -100 for m in labels[0].tolist()], content)
+            found += len(stops)
+            counted = int((labels[:, 1:] != -100).sum())
+            at_stops = torch.nn.functional.cross_entropy(outputs.logits[0, [t - 1 for t in stops]], ids[0, stops],
+                                                         reduction="sum")
+            weighted = stop_weighted_loss(outputs.logits, ids, labels, counted, 4.0, content)
+            assert float(weighted) == pytest.approx(float(outputs.loss) + 3 * float(at_stops) / counted, rel=1e-4)
+    assert found > 0  # the rows copy values and stop
+
+
 def _pointer_loss(model_dir, rows) -> float:
     """The pointer loss of a model on ``rows`` (every token after the instruction trained), as training
     computes it."""
@@ -238,6 +283,39 @@ def test_a_pointer_loss_teaches_the_pointer_where_a_copied_value_is(circuit_base
     after, without = _pointer_loss(taught.model_dir, chat_rows), _pointer_loss(plain.model_dir, chat_rows)
     assert after < before - 1.0 and after < without - 0.5, (before, after, without)
     assert _held_and_free(_state(circuit_base), _state(taught.model_dir), _masks_by_name(circuit_base))[0] == 0.0
+
+
+def _loss_at_stops(model_dir, rows) -> float:
+    """A model's mean cross-entropy at the copy stops of the assistant's tokens of ``rows``."""
+    model, tokenizer = _load(model_dir)
+    content, losses = content_tokens(tokenizer), []
+    for row in rows:
+        rendered = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True,
+                                                 return_assistant_tokens_mask=True)
+        ids = rendered["input_ids"]
+        stops = copy_stops(ids, [bool(m) for m in rendered["assistant_masks"]], content)
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        losses += torch.nn.functional.cross_entropy(logits[[t - 1 for t in stops]], torch.tensor(ids)[stops],
+                                                    reduction="none").tolist()
+    assert losses, "the rows have no copy stops"
+    return sum(losses) / len(losses)
+
+
+@pytest.mark.slow
+def test_a_stop_weight_teaches_where_a_copy_stops(circuit_base, chat_rows, tmp_path, store):
+    """The same steps with the tokens where a copy stops counted eight times: the model's loss at those
+    tokens falls further than without, and the run records its weight."""
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
+    settings = dict(model=str(circuit_base), data=str(data), max_steps=12, batch_size=4, learning_rate=1e-2,
+                    logging_steps=4)
+    weighted = train_sft(store, TrainSettings(out_dir=str(tmp_path / "weighted"), stop_weight=8.0, **settings))
+    plain = train_sft(store, TrainSettings(out_dir=str(tmp_path / "plain"), **settings))
+    before = _loss_at_stops(circuit_base, chat_rows)
+    after, without = _loss_at_stops(weighted.model_dir, chat_rows), _loss_at_stops(plain.model_dir, chat_rows)
+    assert after < without < before, (before, without, after)
+    assert sorted(run.config["stop_weight"] for run in store.training_runs("sft")) == [1.0, 8.0]
 
 
 def test_a_circuit_too_narrow_or_on_a_checkpoint_is_refused_by_name(tmp_path, chat_rows):
