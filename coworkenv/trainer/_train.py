@@ -511,8 +511,10 @@ def stop_weighted_loss(logits, input_ids, labels, num_items_in_batch, stop_weigh
     import torch
 
     targets = labels[:, 1:]
-    losses = torch.nn.functional.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none",
-                                               ignore_index=-100)
+    # one row of logits a token (the class dimension last and contiguous): half the time of (batch, vocab, tokens)
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                               targets.reshape(-1), reduction="none",
+                                               ignore_index=-100).view(targets.shape)
     weights = torch.ones_like(losses)
     for row, (ids, marks) in enumerate(zip(input_ids.tolist(), labels.tolist(), strict=True)):
         stops = copy_stops(ids, [mark != -100 for mark in marks], content)
