@@ -254,28 +254,31 @@ def _pointer_loss(model_dir, rows) -> float:
     loss = PointerLoss(model, tokenizer)
     values = []
     for row in rows:
-        ids = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True, return_dict=True)["input_ids"]
-        start = tokenizer.apply_chat_template(row["messages"][:2], tools=row["tools"], tokenize=True, return_dict=True)
-        labels = torch.tensor([[-100] * len(start["input_ids"]) + ids[len(start["input_ids"]):]])
+        ids, labels = _rendered(tokenizer, row)
         with torch.no_grad():
             with loss.capture(model):
-                model(torch.tensor([ids]))
-            value = loss(model, torch.tensor([ids]), labels)
+                model(ids)
+            value = loss(model, ids, labels)
         assert value is not None
         values.append(float(value))
     return sum(values) / len(values)
+
+
+def _trained_with_and_without(circuit_base, chat_rows, tmp_path, store, **option):
+    """12 real TRL steps on ``chat_rows`` from the circuit base with ``option`` set, and the same steps without."""
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
+    settings = dict(model=str(circuit_base), data=str(data), max_steps=12, batch_size=4, learning_rate=1e-2,
+                    logging_steps=4)
+    return (train_sft(store, TrainSettings(out_dir=str(tmp_path / "with"), **option, **settings)),
+            train_sft(store, TrainSettings(out_dir=str(tmp_path / "without"), **settings)))
 
 
 @pytest.mark.slow
 def test_a_pointer_loss_teaches_the_pointer_where_a_copied_value_is(circuit_base, chat_rows, tmp_path, store):
     """Beside the next-token loss, the attention of the pointer head on the earlier places of what the
     assistant copies (its instruction's date, a message id) rises; without it, the same steps hardly move it."""
-    data = tmp_path / "sft.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
-    settings = dict(model=str(circuit_base), data=str(data), max_steps=12, batch_size=4, learning_rate=1e-2,
-                    logging_steps=4)
-    taught = train_sft(store, TrainSettings(out_dir=str(tmp_path / "pointer"), pointer_loss=1.0, **settings))
-    plain = train_sft(store, TrainSettings(out_dir=str(tmp_path / "plain"), **settings))
+    taught, plain = _trained_with_and_without(circuit_base, chat_rows, tmp_path, store, pointer_loss=1.0)
     logged = [entry["pointer_loss"] for entry in taught.metrics["losses"]]
     assert len(logged) == len(taught.metrics["losses"]) and logged[-1] < logged[0]
     assert all("pointer_loss" not in entry for entry in plain.metrics["losses"])
@@ -306,12 +309,7 @@ def _loss_at_stops(model_dir, rows) -> float:
 def test_a_stop_weight_teaches_where_a_copy_stops(circuit_base, chat_rows, tmp_path, store):
     """The same steps with the tokens where a copy stops counted eight times: the model's loss at those
     tokens falls further than without, and the run records its weight."""
-    data = tmp_path / "sft.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows))
-    settings = dict(model=str(circuit_base), data=str(data), max_steps=12, batch_size=4, learning_rate=1e-2,
-                    logging_steps=4)
-    weighted = train_sft(store, TrainSettings(out_dir=str(tmp_path / "weighted"), stop_weight=8.0, **settings))
-    plain = train_sft(store, TrainSettings(out_dir=str(tmp_path / "plain"), **settings))
+    weighted, plain = _trained_with_and_without(circuit_base, chat_rows, tmp_path, store, stop_weight=8.0)
     before = _loss_at_stops(circuit_base, chat_rows)
     after, without = _loss_at_stops(weighted.model_dir, chat_rows), _loss_at_stops(plain.model_dir, chat_rows)
     assert after < without < before, (before, without, after)
