@@ -538,10 +538,10 @@ def _plain_loss_trainer(pointer: PointerLoss | None = None, weight: float = 0.0,
     from trl import SFTTrainer  # pyright: ignore[reportPrivateImportUsage]  # trl's lazy exports
 
     pointer_losses: list[float] = []  # since the last log
+    weighted = stop_weight != 1
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            weighted = stop_weight != 1
             with pointer.capture(model) if pointer is not None else contextlib.nullcontext():
                 outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
                                 labels=None if weighted else inputs["labels"], num_items_in_batch=num_items_in_batch,

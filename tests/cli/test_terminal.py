@@ -54,7 +54,7 @@ def _interrupt(process: subprocess.Popen, lines: "queue.Queue[str | None]", seen
     while True:
         try:
             line = lines.get(timeout=max(1.0, deadline - time.monotonic()))
-        except queue.Empty:
+        except queue.Empty:  # nothing more before the deadline: the check below fails the test
             line = ""
         if line is None:
             break
