@@ -433,7 +433,9 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
         heldout = await prepare_heldout(host, settings, on_task=on_task, cluster=cluster)
     if not heldout:
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
-    run_id = store.start_eval_run(settings.model, settings.model_dump(mode="json", exclude={"api_key"}))
+    # who played the multi-turn tasks' users: "" the scripted rules, else the provider spec of a model
+    recorded = {**settings.model_dump(mode="json", exclude={"api_key"}), "user_model": host.settings.user_model}
+    run_id = store.start_eval_run(settings.model, recorded)
     if on_start is not None:
         on_start(len(heldout) * settings.trials)
     semaphore = asyncio.Semaphore(settings.concurrency)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..gate import GRADER_VERSION, reason_rule
+from ..loop import ConversationFigures, conversation_figures
 from ..store import EvalRunRow, Store, TrainingRunRow
 from ..workspace import task_apps
 from ._html import Raw, page, table
@@ -118,8 +119,40 @@ def _evaluations(store: Store) -> str:
     parts.append(bar_chart("held-out pass rate per capability", capabilities,
                            {_run_label(r): [((r.summary or {}).get("capabilities", {}).get(c) or {}).get("pass_rate")
                                             for c in capabilities] for r in runs}, percent=True))
+    parts.append(conversations_section(store, runs))
     parts += [eval_run_section(run) for run in runs]
     return "".join(parts)
+
+
+TALK = ("Over each run's trials whose task has a user: episodes that asked their user anything; the share "
+        "of the users' facts and confirmations some message was about (the right questions); the share of "
+        "the messages that were redundant (about nothing the user holds, or only about what was asked "
+        "already), each by the gate's rule.")
+
+
+def _user_label(figures: ConversationFigures) -> str:
+    return figures.user_model or "scripted"
+
+
+def conversations_section(store: Store, runs: list[EvalRunRow]) -> str:
+    """The evaluations' multi-turn figures, a row per run with such trials and one chart of them all."""
+    figures = [f for f in (conversation_figures(store, run.id) for run in runs) if f is not None]
+    if not figures:
+        return ""
+    rows = [[_run_label_of(f), _user_label(f), f.episodes, f.pass_rate, f.asking_rate, f.right_rate, f.questions,
+             f.redundant_rate] for f in figures]
+    measures = ["pass rate", "asked at all", "items asked", "redundant"]
+    chart = bar_chart("multi-turn: asking, per evaluation (model, user)", measures,
+                      {f"{_run_label_of(f)}, user {_user_label(f)}":
+                       [f.pass_rate, f.asking_rate, f.right_rate, f.redundant_rate] for f in figures}, percent=True)
+    return ("<h3>Multi-turn conversations</h3>"
+            f"<p class='caption' id='eval-talk-rule'>{escape(TALK)}</p>"
+            + table(["run", "user played by", "episodes", "pass rate", "asked at all", "items asked", "messages",
+                     "redundant"], rows, "eval-conversations") + chart)
+
+
+def _run_label_of(figures: ConversationFigures) -> str:
+    return f"{figures.model} ({figures.run_id})"
 
 
 def training_charts(run: TrainingRunRow) -> str:

@@ -1,5 +1,6 @@
 """One real store for the report and the viewer (a demo's tasks and teacher episodes with repairs, an
-SFT run, a GRPO run on live episodes, two evaluations), and a real headless Chromium (Debian's
+SFT run, a GRPO run on live episodes, two evaluations of models and two of the oracle on multi-turn
+tasks, with the scripted user and with a model playing it), and a real headless Chromium (Debian's
 ``chromium``, driven by Playwright). Screenshots are kept as files (``$COWORKENV_SCREENSHOT_DIR``,
 by default ``runs/screenshots``)."""
 
@@ -67,6 +68,9 @@ def store(tmp_path_factory) -> Path:
         "--max-new-tokens", "32")
     for model in (MODEL, d / "sft" / "model"):
         run_cli("eval", "--model", f"hf:{model}", "--store", s, "-n", "3", "--style", "compact", "--max-steps", "3")
+    for user in ([], ["--user-model", f"hf:{MODEL}"]):  # multi-turn: the scripted user, then a model playing it
+        run_cli("eval", "--model", "oracle", "--store", s, "-n", "2", "--capability", "multi_turn", "--trials", "1",
+                *user)
     return d / "coworkenv.db"
 
 

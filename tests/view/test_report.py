@@ -1,7 +1,8 @@
 """`coworkenv report` on a real store (a demo's tasks and teacher episodes, an SFT run, a GRPO run on
-live episodes, two evaluations), rendered in a real headless Chromium (Debian's `chromium`, driven
-by Playwright); what the page shows is checked against the store read through the library. The
-screenshot is kept as a file (``$COWORKENV_SCREENSHOT_DIR``, by default ``runs/screenshots``)."""
+live episodes, two evaluations of models and two of the oracle on multi-turn tasks), rendered in a
+real headless Chromium (Debian's `chromium`, driven by Playwright); what the page shows is checked
+against the store read through the library. The screenshot is kept as a file
+(``$COWORKENV_SCREENSHOT_DIR``, by default ``runs/screenshots``)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from typer.testing import CliRunner
 
 from coworkenv.cli import app
 from coworkenv.gate import GRADER_VERSION
+from coworkenv.loop import conversation_figures
 from coworkenv.store import Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "tests" / "fixtures" / "tool-model"  # the conftest's model: it plays a user in one evaluation
 REQUESTED: list[str] = []  # every URL the report's page asked for
 
 
@@ -63,13 +66,39 @@ def test_evaluations_side_by_side_and_per_split(page, store, table):
     finally:
         library.close()
     headers = page.eval_on_selector_all("#eval-side-by-side thead th", "cells => cells.map(c => c.innerText)")
-    assert headers == ["capability", *(f"{r.model} ({r.id})" for r in runs)] and len(runs) == 2
+    assert headers == ["capability", *(f"{r.model} ({r.id})" for r in runs)] and len(runs) == 4
     overall = [row for row in table(page, "eval-side-by-side") if row[0] == "overall"][0]
     assert [float(v) for v in overall[1:]] == [pytest.approx(r.summary["overall"]["pass_rate"], abs=1e-3) for r in runs]
     for run in runs:
         rows = table(page, f"eval-{run.id}")
         assert {(r[0], r[1]) for r in rows} == {(split, c) for split, caps in run.summary["split_capabilities"].items()
                                                 for c in caps}
+
+
+def test_multi_turn_conversations_are_counted_per_run(page, store, table):
+    """A row per evaluation with multi-turn trials, with who played the user. The oracle asks exactly the
+    reference's questions: every episode asks, every fact and confirmation is asked about, none twice."""
+    library = Store(store, create=False)
+    try:
+        runs = library.eval_runs()
+        figures = {r.id: conversation_figures(library, r.id) for r in runs}
+        with_users = {r.id: sum(library.task(t.task_id).spec.user is not None for t in library.eval_trials(r.id))
+                      for r in runs}
+    finally:
+        library.close()
+    rows = {row[0]: row for row in table(page, "eval-conversations")}
+    assert set(rows) == {f"{r.model} ({r.id})" for r in runs if with_users[r.id]}
+    oracle = [r for r in runs if r.model == "oracle"]
+    assert [r.settings["user_model"] for r in oracle] == ["", f"hf:{MODEL}"]
+    for run in oracle:
+        f = figures[run.id]
+        assert f is not None and f.episodes == with_users[run.id] == 2
+        assert (f.asking_rate, f.right_rate, f.redundant_rate) == (1.0, 1.0, 0.0) and f.questions >= f.episodes
+        row = rows[f"oracle ({run.id})"]
+        assert row[1] == (run.settings["user_model"] or "scripted") and int(row[2]) == f.episodes
+        assert [float(v) for v in (row[4], row[5], row[7])] == [1.0, 1.0, 0.0] and int(row[6]) == f.questions
+    titles = page.eval_on_selector_all("svg.chart > title", "ts => ts.map(t => t.textContent)")
+    assert "multi-turn: asking, per evaluation (model, user)" in titles
 
 
 def test_training_runs_have_their_curves(page, store, table):

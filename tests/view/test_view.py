@@ -47,7 +47,7 @@ def visit(page, url: str, screenshots: Path, name: str) -> None:
 def test_runs_list_every_run_and_link_to_their_pages(page, viewer, library, table, screenshots):
     visit(page, viewer + "/", screenshots, "runs")
     runs = library.eval_runs()
-    assert [row[0] for row in table(page, "eval-runs")] == [r.id for r in runs] and len(runs) == 2
+    assert [row[0] for row in table(page, "eval-runs")] == [r.id for r in runs] and len(runs) == 4
     assert [(row[0], row[1]) for row in table(page, "training-runs")] == [(r.id, r.kind) for r in library.training_runs()]
     assert {row[0]: int(row[1]) for row in table(page, "task-counts")} == library.task_counts()
     page.click(f"#eval-runs a:text('{runs[0].id}')")
