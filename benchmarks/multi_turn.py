@@ -9,7 +9,7 @@ model itself, ``hf:TRAINED``), one ``coworkenv eval`` on ``--tasks`` held-out ``
 (greedy, one trial, the minimal view), all into one store, ``DIR/multi_turn.db`` (a copy of
 ``--store`` when given, so that the held-out tasks are new to the training store's workspaces;
 ``--train-data`` splits them into new seeds and unseen combinations). Then, per run, read back from
-that store (``coworkenv.loop.conversation_figures``, the gate's rule): the pass rate, the share of
+that store (``coworkenv.gate.conversation_figures``, the gate's rule): the pass rate, the share of
 episodes that asked their user anything, the share of the users' facts and confirmations some
 message was about (the right questions), and the share of the messages that were redundant.
 
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from statistics import mean
 
-from coworkenv.loop import conversation_figures
+from coworkenv.gate import conversation_figures
 from coworkenv.store import Store
 
 CLI = [sys.executable, "-m", "coworkenv"]

@@ -1,5 +1,6 @@
 """Pure grading: the reward vector, the score and its consistency rules, and the gate over the store."""
 
+from ._conversations import ConversationFigures, conversation_figures
 from ._gate import GateSummary, episode_record, grade_episode, run_gate
 from ._grade import (
     GRADER_HASH,
@@ -26,11 +27,13 @@ __all__ = [
     "GRADING_MODULES",
     "PASS_THRESHOLD",
     "Conversation",
+    "ConversationFigures",
     "EpisodeRecord",
     "GateSummary",
     "Grade",
     "Verdict",
     "conversation",
+    "conversation_figures",
     "episode_record",
     "grade",
     "grade_episode",

@@ -14,7 +14,6 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._collect import CollectSummary, TaskRun, Teacher, TeacherSettings, collect, pending_tasks
-    from ._conversations import ConversationFigures, conversation_figures
     from ._defaults import (
         DEFAULT_EVAL_SEED,
         DEMO_TASKS,
@@ -59,7 +58,6 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names i
     "_defaults": ("DEFAULT_EVAL_SEED", "DEMO_TASKS", "FULL_BASE", "FULL_CAPABILITIES", "FULL_VALUE_SWAPS",
                   "FULL_EVAL_TASKS", "FULL_LR", "FULL_POINTER_LOSS", "FULL_REPLAY", "FULL_SPACES", "FULL_STEPS",
                   "FULL_TASKS", "FULL_TOOL_LINES", "FULL_UNSEEN_SHARE", "SPLITS"),
-    "_conversations": ("ConversationFigures", "conversation_figures"),
     "_demo": ("FullSettings", "run_demo", "run_full"),
     "_episodes": ("EpisodeService", "LocalEpisodes", "OpenedEpisode", "RemoteEpisodes"),
     "_eval": (

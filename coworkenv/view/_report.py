@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..gate import GRADER_VERSION, reason_rule
-from ..loop import ConversationFigures, conversation_figures
+from ..gate import GRADER_VERSION, ConversationFigures, conversation_figures, reason_rule
 from ..store import EvalRunRow, Store, TrainingRunRow
 from ..workspace import task_apps
 from ._html import Raw, page, table

@@ -13,8 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
-from coworkenv.gate import GRADER_VERSION
-from coworkenv.loop import conversation_figures
+from coworkenv.gate import GRADER_VERSION, conversation_figures
 from coworkenv.store import Store
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]

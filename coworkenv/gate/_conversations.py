@@ -3,7 +3,7 @@
 For one evaluation run, over its trials whose task has a user: how many episodes asked at all, what
 share of the users' facts and confirmations some message was about (the right questions), and what
 share of the messages were redundant (about nothing the user holds, or only about items already
-asked), each judged by the gate's own rule (``coworkenv.gate.conversation``).
+asked), each judged by the gate's own rule (``conversation``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..gate import conversation
 from ..store import Store
+from ._grade import conversation
 
 
 @dataclass(frozen=True)
