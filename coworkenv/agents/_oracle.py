@@ -1,7 +1,9 @@
 """The offline ``oracle`` provider: a chat model that follows a task's reference solution.
 
-With probability ``error_rate`` (drawn once per episode from ``seed``) it makes one mistake: it
-skips the last write step, or, for a task without one, answers without the facts asked for.
+With probability ``error_rate`` (drawn once per episode from ``seed``) it makes one mistake: on a
+``safety`` task it gives in to the temptation and makes the task's forbidden call (its
+``forbidden_probe``) before answering; on another it skips the last write step, or, for a task
+without one, answers without the facts asked for.
 Once the conversation holds a repair hint it follows the reference exactly, so the repair path
 of the teacher is exercised offline, deterministically.
 """
@@ -36,7 +38,8 @@ class OracleChatModel(ReplyChatModel):
         rng = random.Random(f"{self.seed}:{self.task.id}")
         if rng.random() < self.error_rate:
             writes = [i for i, s in enumerate(self.task.reference) if s.tool in self.write_tools]
-            self._mistake = "skip_write" if writes else "vague_answer"
+            tempted = self.task.capability == "safety" and self.task.forbidden_probe is not None
+            self._mistake = "forbidden_call" if tempted else "skip_write" if writes else "vague_answer"
 
     @property
     def _llm_type(self) -> str:
@@ -49,6 +52,9 @@ class OracleChatModel(ReplyChatModel):
         steps, answer = list(self.task.reference), self.task.reference_answer
         if repairing or self._mistake is None:
             return steps, answer
+        if self._mistake == "forbidden_call":
+            assert self.task.forbidden_probe is not None
+            return [*steps, self.task.forbidden_probe], answer
         if self._mistake == "skip_write":
             last = max(i for i, s in enumerate(steps) if s.tool in self.write_tools)
             return steps[:last] + steps[last + 1 :], answer

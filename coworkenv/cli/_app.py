@@ -513,7 +513,7 @@ LicenseOpt = Annotated[str, typer.Option(
 
 
 def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptStyle, as_json: bool, fmt: DatasetFormat,
-            license: str, vision: bool = False, run_tag: str | None = None) -> None:
+            license: str, vision: bool = False, run_tag: str | None = None, ungated: bool = False) -> None:
     from ..trainer import (
         SKIP_REASONS,
         TrainingError,
@@ -530,13 +530,16 @@ def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptS
         out_path = Path("runs/export") / (kind if fmt == "hf" else f"{kind}.{fmt}")
     if fmt != "jsonl" and vision:
         raise fail("--vision gives messages list content, which only --format jsonl writes")
+    if fmt != "jsonl" and ungated:
+        raise fail("--ungated rows are for measuring the gate, not for a dataset to share: only --format jsonl "
+                   "writes them")
     try:
         check_dataset_target(out_path, fmt, kind)
     except TrainingError as exc:
         raise fail(str(exc)) from None
     opened = open_store(store)
     # what the export leaves out, and why (a conversation that is not what was graded, say)
-    skipped = sft_skipped(opened, run_tag=run_tag) if kind == "sft" else dpo_skipped(opened) if kind == "dpo" else []
+    skipped = sft_skipped(opened, run_tag=run_tag, ungated=ungated) if kind == "sft" else dpo_skipped(opened) if kind == "dpo" else []
     reasons: dict[str, list[str]] = {}
     for episode_id, reason in skipped:
         reasons.setdefault(reason, []).append(episode_id)
@@ -550,7 +553,8 @@ def _export(kind: ExportKind, store: Path, out_path: Path | None, style: PromptS
                                     **options)
             rows = sum(splits.values())
         elif kind == "sft":
-            rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision, run_tag=run_tag)
+            rows = export_sft(opened, out_path, style=style, allow_empty=False, vision=vision, run_tag=run_tag,
+                              ungated=ungated)
         elif kind == "dpo":
             rows = export_dpo(opened, out_path, style=style, allow_empty=False)
         else:
@@ -590,13 +594,16 @@ def export_sft_command(
         "(the images are written beside the file and named in each row's images either way).")] = False,
     run_tag: Annotated[str | None, typer.Option(
         help="Only the episodes of this run tag (the one live clients gave: ?run=TAG or X-Coworkenv-Run).")] = None,
+    ungated: Annotated[bool, typer.Option(
+        "--ungated", help="Every graded teacher and live episode, the ones the gate rejected too: what training "
+        "without the gate would see (to measure what the gate is worth; jsonl only).")] = False,
     fmt: FormatOpt = "jsonl",
     license: LicenseOpt = DEFAULT_LICENSE,
     as_json: JsonOpt = False,
 ) -> None:
     """Admitted trajectories as chat messages with tool calls plus a tools column (TRL SFT format); live
     episodes whose conversation was not captured are listed as skipped."""
-    _export("sft", store, out_path, style, as_json, fmt, license, vision, run_tag)
+    _export("sft", store, out_path, style, as_json, fmt, license, vision, run_tag, ungated)
 
 
 def _export_command(kind: ExportKind, doc: str) -> None:

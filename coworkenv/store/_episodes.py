@@ -158,6 +158,12 @@ class EpisodeRepository(Connection):
                           (grader_version, *sources))
         return [_episode(r) for r in rows]
 
+    def graded_episodes(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[EpisodeRow]:
+        """Episodes of ``sources`` that ``grader_version`` has a verdict on, admitted or not, by task."""
+        rows = self.query("select e.* from episodes e join verdicts v on v.episode_id = e.id and v.grader_version = ?"
+                          f" where e.source in ({qmarks(sources)}) order by e.task_id, e.id", (grader_version, *sources))
+        return [_episode(r) for r in rows]
+
     def admitted_task_ids(self, grader_version: str, sources: tuple[str, ...] = TRAINING_SOURCES) -> list[str]:
         """Tasks with an admitted episode of ``sources``."""
         rows = self.query(f"select distinct e.task_id {_ADMITTED} and e.source in ({qmarks(sources)}) order by e.task_id",

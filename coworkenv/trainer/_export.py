@@ -152,11 +152,16 @@ def _problem(store: Store, episode: EpisodeRow, conversation: list[Message]) -> 
     return None
 
 
+def _exported(store: Store, grader_version: str, ungated: bool) -> list[EpisodeRow]:
+    return store.graded_episodes(grader_version) if ungated else store.admitted_episodes(grader_version)
+
+
 def sft_skipped(store: Store, *, grader_version: str = GRADER_VERSION, run_tag: str | None = None,
-                ) -> list[Skipped]:
-    """The admitted episodes ``sft_rows`` leaves out, each with its reason (``SKIP_REASONS``)."""
+                ungated: bool = False) -> list[Skipped]:
+    """The admitted episodes (with ``ungated``, the graded ones) ``sft_rows`` leaves out, each with its
+    reason (``SKIP_REASONS``)."""
     skipped = []
-    for episode in store.admitted_episodes(grader_version):
+    for episode in _exported(store, grader_version, ungated):
         if run_tag is None or episode.run_tag == run_tag:
             problem = _problem(store, episode, _conversation(store, episode.id))
             if problem is not None:
@@ -166,10 +171,12 @@ def sft_skipped(store: Store, *, grader_version: str = GRADER_VERSION, run_tag: 
 
 def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: PromptStyle = "full",
              vision: bool = False, image_dir: Path | None = None, run_tag: str | None = None,
-             without: Collection[str] = ()) -> list[dict[str, Any]]:
+             without: Collection[str] = (), ungated: bool = False) -> list[dict[str, Any]]:
     """One row per admitted teacher or live episode: ``messages``, ``tools``, ``images`` and provenance;
     none of the tasks in ``without`` (held out of training), and none whose conversation is missing
-    or does not show the calls the episode made (``sft_skipped`` lists those).
+    or does not show the calls the episode made (``sft_skipped`` lists those). ``ungated``: one row
+    per graded episode, the ones the gate rejected too (what training without the gate would see;
+    for measuring what the gate is worth, not for training a model to use).
 
     ``images`` names the files of the images the agent was given, in order (written under
     ``image_dir`` when one is given); with ``vision``, the messages that carried them have the
@@ -177,7 +184,7 @@ def sft_rows(store: Store, *, grader_version: str = GRADER_VERSION, style: Promp
     views = _Views(store, style)
     left_out = set(without)
     rows = []
-    for episode in store.admitted_episodes(grader_version):
+    for episode in _exported(store, grader_version, ungated):
         if (run_tag is not None and episode.run_tag != run_tag) or episode.task_id in left_out:
             continue
         conversation = _conversation(store, episode.id)
@@ -321,15 +328,17 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> int:
 
 
 def export_sft(store: Store, path: str | Path, *, style: PromptStyle = "full", allow_empty: bool = True,
-               vision: bool = False, run_tag: str | None = None, without: Collection[str] = ()) -> int:
+               vision: bool = False, run_tag: str | None = None, without: Collection[str] = (),
+               ungated: bool = False) -> int:
     """Write SFT rows as JSON lines to ``path`` (replacing it atomically); return the row count.
 
     Images the agents were given go to ``<path stem>.images/`` beside it, named in each row's
-    ``images``. ``without``: task ids whose rows are left out (held out of training). With
-    ``allow_empty=False`` a store with nothing to export raises ``ValueError`` and writes nothing."""
+    ``images``. ``without``: task ids whose rows are left out (held out of training). ``ungated``:
+    every graded episode's row, rejected ones too (``sft_rows``). With ``allow_empty=False`` a store
+    with nothing to export raises ``ValueError`` and writes nothing."""
     path = Path(path)
     rows = sft_rows(store, style=style, vision=vision, image_dir=path.parent / f"{path.stem}.images", run_tag=run_tag,
-                    without=without)
+                    without=without, ungated=ungated)
     if not rows and not allow_empty:
         raise TrainingError(f"{store.path} has no admitted episodes with a conversation to export "
                          "(collect some first); nothing written")

@@ -106,6 +106,8 @@ def test_export_refuses_what_it_cannot_write_and_leaves_nothing_behind(store, tm
     a_file.write_text("x")
     check(run(["export", "dpo", "--store", str(store), "--out", str(a_file / "dpo.jsonl")]), "nothing", 1)
     check(run(["export", "sft", "--store", str(store), "--out", "/proc/coworkenv/sft.jsonl"]), "nothing", 1)
+    check(run(["export", "sft", "--store", str(store), "--ungated", "--format", "hf", "--out", str(tmp_path / "hf")]),
+          "only --format jsonl", 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "a-folder"]  # no .partial anywhere
     assert list(folder.iterdir()) == []
     assert digest(store) == before

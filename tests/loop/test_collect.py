@@ -2,6 +2,7 @@
 server's episode API) with the offline oracle, repairs what the gate rejects, and records every
 episode once, with its provenance, graded once; infrastructure failures are recorded and retried."""
 
+import json
 import socket
 from collections import Counter
 
@@ -12,6 +13,8 @@ from coworkenv.agents import ProviderError, ProviderSettings
 from coworkenv.gate import GRADER_VERSION, run_gate
 from coworkenv.loop import LocalEpisodes, RemoteEpisodes, Teacher, TeacherSettings, collect, pending_tasks
 from coworkenv.server import ServeSettings, running_http_server
+from coworkenv.synth import synthesize
+from coworkenv.trainer import export_sft
 from coworkenv.workspace import COMPACT_SYSTEM_PROMPT, clean
 
 pytestmark = [pytest.mark.anyio, pytest.mark.bwrap]
@@ -57,6 +60,37 @@ async def test_oracle_mistake_is_repaired_from_a_fresh_workspace(host, tasks):
     called = [c.tool for c in store.tool_calls(repaired.episode_id) if c.tool != "submit_answer"]
     assert called == [s.tool for s in task.reference]
     assert len(called) >= 3
+
+
+async def test_a_tempted_oracle_makes_the_forbidden_call_and_only_the_ungated_export_keeps_it(host, tmp_path):
+    """On a safety task the oracle's mistake is the task's forbidden call; the gate rejects it, the
+    repair is admitted, and only ``export_sft(ungated=True)`` writes the rejected attempt's row."""
+    store = host.store
+    await synthesize(host, 2, seed=3, capabilities=("safety",))
+    safety = [store.task_spec(t.id) for t in store.tasks(status="admitted")]
+    assert len(safety) == 2 and all(t.forbidden_probe is not None for t in safety)
+    with anyio.fail_after(300):
+        summary = await collect(store, LocalEpisodes(host),
+                                TeacherSettings(provider_settings=ProviderSettings(error_rate=1.0, seed=0)))
+    assert summary.repaired == summary.succeeded == 2
+    for task in safety:
+        first, again = sorted(store.episodes(task_id=task.id, source="teacher"), key=lambda e: e.attempt)
+        assert store.verdict(first.id, GRADER_VERSION).reason == "forbidden_call"
+        assert task.forbidden_probe.tool in [c.tool for c in store.tool_calls(first.id)]
+        assert again.repaired_from == first.id and store.verdict(again.id, GRADER_VERSION).admitted
+        assert not set(task.forbidden_tools) & {c.tool for c in store.tool_calls(again.id)}
+
+    def calls(path) -> dict[str, set[str]]:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        return {r["episode_id"]: {c["function"]["name"] for m in r["messages"] for c in m.get("tool_calls", [])}
+                for r in rows}
+    assert export_sft(store, tmp_path / "gated.jsonl") == 2
+    assert export_sft(store, tmp_path / "all.jsonl", ungated=True) == 4
+    gated, everything = calls(tmp_path / "gated.jsonl"), calls(tmp_path / "all.jsonl")
+    assert set(gated) < set(everything)
+    forbidden = {tool for task in safety for tool in task.forbidden_tools}
+    assert not any(names & forbidden for names in gated.values())
+    assert sum(bool(names & forbidden) for names in everything.values()) == 2
 
 
 async def test_every_teacher_episode_is_graded_once_with_its_provenance(host, tasks):
