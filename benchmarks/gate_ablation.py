@@ -20,8 +20,9 @@ For each seed (of synthesis, the oracle's mistakes, the base and training), unde
    mean safety component and the trials with a forbidden call, read from the gate's verdicts.
 
 Every stage is skipped when its output exists, so a run that stops goes on where it stopped; every
-command is the CLI a user runs. Prints a Markdown table (each seed, and the mean) and writes
-``DIR/gate_ablation.json``. The machine's other load shares the wall times it reports.
+command is the CLI a user runs. Prints a Markdown table (each seed, and the mean), writes
+``DIR/gate_ablation.json``, and records each arm's figures per seed in ``--results-store`` (experiment
+``gate``), where ``coworkenv report`` draws them. The machine's other load shares the wall times it reports.
 """
 
 from __future__ import annotations
@@ -153,6 +154,18 @@ def one_seed(seed: int, options: argparse.Namespace) -> dict:
             "arms": arms}
 
 
+def record(options: argparse.Namespace, results: list[dict]) -> None:
+    store = Store(options.results_store)
+    try:
+        for result in results:
+            for arm, figures in result["arms"].items():
+                store.put_experiment_result("gate", arm, result["seed"], {
+                    k: figures[k] for k in ("pass_rate", "new_seeds", "capabilities", "safety_mean", "forbidden_calls",
+                                            "rows")}, source=f"{figures['model']}, eval run {figures['run_id']}")
+    finally:
+        store.close()
+
+
 def _cell(values: list[float | None]) -> str:
     known = [v for v in values if v is not None]
     if not known:
@@ -171,11 +184,14 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=60)
     parser.add_argument("--eval-seed", type=int, default=10000)
     parser.add_argument("--capability", action="append", default=None)
+    parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/experiments.db)")
     options = parser.parse_args()
     options.capability = options.capability or CAPABILITIES
     options.dir.mkdir(parents=True, exist_ok=True)
+    options.results_store = options.results_store or options.dir / "experiments.db"
     results = [one_seed(seed, options) for seed in options.seeds]
     (options.dir / "gate_ablation.json").write_text(json.dumps(results, indent=2))
+    record(options, results)
     measures = [("rows", "training rows"), ("pass_rate", "pass rate"), ("new_seeds", "new seeds"),
                 *((c, c) for c in options.capability), ("safety_mean", "safety on safety tasks"),
                 ("forbidden_calls", "forbidden calls")]

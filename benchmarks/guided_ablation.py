@@ -24,7 +24,9 @@ For each seed:
   per capability; each arm's allocation of its tasks.
 
 Every stage is skipped when its output exists, so a run that stops goes on where it stopped. Prints
-a Markdown table (each seed, and the mean) and writes ``DIR/guided_ablation.json``. The machine's
+a Markdown table (each seed, and the mean), writes ``DIR/guided_ablation.json``, and records each
+model's figures per seed in ``--results-store`` (experiment ``guided``), where ``coworkenv report``
+draws them. The machine's
 other load shares the wall times it reports.
 """
 
@@ -162,6 +164,19 @@ def one_seed(seed: int, options: argparse.Namespace) -> dict:
     return result
 
 
+def record(options: argparse.Namespace, results: list[dict]) -> None:
+    store = Store(options.results_store)
+    try:
+        for result in results:
+            evals = {"round0": result["round0_eval"], **{arm: a["eval"] for arm, a in result["arms"].items()}}
+            for name, figures in evals.items():
+                store.put_experiment_result("guided", name, result["seed"], {
+                    k: figures[k] for k in ("pass_rate", "new_seeds", "capabilities")},
+                    source=f"{figures['model']}, eval run {figures['run_id']}")
+    finally:
+        store.close()
+
+
 def _cell(values: list[float | None]) -> str:
     known = [v for v in values if v is not None]
     if not known:
@@ -183,11 +198,14 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=60)
     parser.add_argument("--eval-seed", type=int, default=20000)
     parser.add_argument("--capability", action="append", default=None)
+    parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/experiments.db)")
     options = parser.parse_args()
     options.capability = options.capability or CAPABILITIES
     options.dir.mkdir(parents=True, exist_ok=True)
+    options.results_store = options.results_store or options.dir / "experiments.db"
     results = [one_seed(seed, options) for seed in options.seeds]
     (options.dir / "guided_ablation.json").write_text(json.dumps(results, indent=2))
+    record(options, results)
     measures = [("pass_rate", "pass rate"), ("new_seeds", "new seeds"), *((c, c) for c in options.capability)]
     print("| model | new tasks per capability | " + " | ".join(label for _, label in measures) + " |")
     print("| --- | --- |" + " --- |" * len(measures))

@@ -13,8 +13,10 @@ that store (``coworkenv.gate.conversation_figures``, the gate's rule): the pass 
 episodes that asked their user anything, the share of the users' facts and confirmations some
 message was about (the right questions), and the share of the messages that were redundant.
 
-Prints a table (mean over the seeds, and each seed's figure) and writes ``DIR/multi_turn.json``;
-``coworkenv report --store DIR/multi_turn.db`` draws the same figures. Each eval is the CLI a user
+Prints a table (mean over the seeds, and each seed's figure), writes ``DIR/multi_turn.json``, and
+records each model and user's figures per seed in ``--results-store`` (experiment ``multi_turn``;
+by default ``DIR/multi_turn.db``, whose report also shows each evaluation's conversations):
+``coworkenv report`` draws them. Each eval is the CLI a user
 runs; the machine's other load shares the wall time.
 """
 
@@ -72,6 +74,7 @@ def main() -> None:
     parser.add_argument("--style", default="minimal")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/multi_turn.db)")
     args = parser.parse_args()
     for folder in (args.base, args.trained):
         if not (folder / "config.json").is_file():
@@ -107,6 +110,16 @@ def main() -> None:
     finally:
         opened.close()
     report = {"tasks": args.tasks, "seeds": args.seeds, "store": str(store), "results": results}
+    kept = Store(args.results_store or store)
+    try:
+        for result in results:
+            for played in result["runs"]:
+                if "episodes" in played:
+                    kept.put_experiment_result("multi_turn", f"{result['model']}, user {result['user']}", played["seed"], {
+                        "pass_rate": played["pass_rate"], "capabilities": {"multi_turn": played["pass_rate"]},
+                        **{m: played[m] for m in MEASURES[1:]}}, source=f"{store}, eval run {played['run_id']}")
+    finally:
+        kept.close()
     (args.dir / "multi_turn.json").write_text(json.dumps(report, indent=2))
     print(f"| model | user | {' | '.join(MEASURES)} | episodes |")
     print("| --- | --- |" + " --- |" * (len(MEASURES) + 1))

@@ -18,8 +18,11 @@
    pass@k and pass^k, and the mean safety component on the tasks that tempt a forbidden action
    (capability ``safety``), read from the gate's verdicts.
 
-Prints one JSON document and writes it to ``DIR/rl_compare.json``. Every command is the CLI a user
-runs; the machine's other load shares the wall time, so run it alone.
+Prints one JSON document and writes it to ``DIR/rl_compare.json``; records each model's figures in
+``--results-store`` (experiment ``rl``, seed ``--seed``; default ``DIR/experiments.db``), where
+``coworkenv report`` draws them. ``DIR`` may be a ``demo --full`` folder another benchmark left (the
+gate ablation's, per seed). Every command is the CLI a user runs; the machine's other load shares
+the wall time, so run it alone.
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--episode-steps", type=int, default=6, help="policy turns per episode (RL and eval)")
     parser.add_argument("--arms", default="sft,grpo,gdpo")
+    parser.add_argument("--seed", type=int, default=0, help="demo --full's seed (where it runs here); the results' seed")
+    parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/experiments.db)")
     options = parser.parse_args()
     options.capability = options.capability or ["lookup", "single_write", "safety"]
     directory: Path = options.dir
@@ -127,7 +132,8 @@ def main() -> None:
 
     start = directory / "train" / "sft" / "model"
     if not (start / "config.json").exists():
-        result["demo"] = run(["demo", "--full", "--dir", str(directory), "-n", str(options.tasks), "--steps",
+        result["demo"] = run(["demo", "--full", "--dir", str(directory), "--seed", str(options.seed), "-n",
+                              str(options.tasks), "--steps",
                               str(options.sft_steps), "--eval-tasks", str(options.eval_tasks), *capabilities])
     store = directory / "coworkenv.db"
     data = directory / "export" / "sft.minimal.jsonl"
@@ -162,6 +168,15 @@ def main() -> None:
                                     store_copy(store, directory / "compare" / f"eval-{arm}"), options)
     result["eval"] = evaluations
     (directory / "rl_compare.json").write_text(json.dumps(result, indent=2))
+    kept = Store(options.results_store or directory / "experiments.db")
+    try:
+        for name, figures in evaluations.items():
+            kept.put_experiment_result("rl", name, options.seed, {
+                "pass_rate": figures["pass_rate"], "mean_score": figures["mean_score"],
+                "capabilities": {c: v["pass_rate"] for c, v in figures["per_capability"].items()},
+                "safety_on_tempting_tasks": figures["safety_on_tempting_tasks"]}, source=figures["model"])
+    finally:
+        kept.close()
     print(json.dumps(result, indent=2))
 
 

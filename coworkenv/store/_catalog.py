@@ -122,6 +122,13 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
         "status": "running, done, failed or interrupted (Ctrl-C)", "metrics": "losses, reward curves, time split (JSON)",
         "output_dir": "where the model is", "error": "why it failed",
     }),
+    "experiment_results": ("The comparisons the benchmarks ran (gate against no gate, guided against uniform "
+                           "synthesis, SFT against RL, multi-turn users): one row per experiment, arm and seed.", {
+        "experiment": "the experiment's name", "arm": "the arm (gated, ungated, guided, uniform, sft, grpo, ...)",
+        "seed": "the seed of that arm's run", "figures": "pass_rate, capabilities {name: pass rate}, and the "
+        "experiment's own measures (JSON)", "source": "where the figures were measured (a store and its "
+        "evaluation run)", "created_at": "when they were recorded (UTC)",
+    }),
     "blobs": ("Images and documents, stored once by content.", {
         "sha256": "content hash", "mime_type": "type", "size": "bytes", "data": "the content",
     }),

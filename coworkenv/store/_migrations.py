@@ -356,6 +356,16 @@ def _verdict_details(db: sqlite_utils.Database) -> None:
     db.table("verdicts").add_column("detail", str)
 
 
+@MIGRATIONS(name="0015_experiments")
+def _experiments(db: sqlite_utils.Database) -> None:
+    """Results of the comparisons the benchmarks run (gate against no gate, guided against uniform
+    synthesis, SFT against RL, multi-turn users): one row per experiment, arm and seed, with its
+    figures, so that the report draws each experiment from the store."""
+    db.table("experiment_results").create(
+        {"experiment": str, "arm": str, "seed": int, "figures": str, "source": str, "created_at": str},
+        pk=("experiment", "arm", "seed"), not_null={"figures"})
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

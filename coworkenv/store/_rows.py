@@ -238,6 +238,19 @@ class EvalRunRow:
 
 
 @dataclass(frozen=True)
+class ExperimentResultRow:
+    """One arm of an experiment, for one seed: its figures (``pass_rate``, ``capabilities`` {name:
+    pass rate}, and whatever else the experiment measures, by name) and where they were measured."""
+
+    experiment: str
+    arm: str
+    seed: int
+    figures: dict[str, Any]
+    source: str
+    created_at: str
+
+
+@dataclass(frozen=True)
 class TrainingRunRow:
     id: str
     kind: str  # sft | dpo | grpo | gdpo

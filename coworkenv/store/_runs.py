@@ -12,12 +12,31 @@ from dataclasses import asdict
 from typing import Any
 
 from ._connection import Connection
-from ._rows import EvalRunRow, EvalTrialRow, TrainingRunRow, _json
+from ._rows import EvalRunRow, EvalTrialRow, ExperimentResultRow, TrainingRunRow, _json
 from ._statements import new_id, now, where_equal
 
 
 class RunRepository(Connection):
-    """The ``eval_runs``, ``eval_trials`` and ``training_runs`` tables."""
+    """The ``eval_runs``, ``eval_trials``, ``training_runs`` and ``experiment_results`` tables."""
+
+    # --- experiments -------------------------------------------------------------------------
+
+    def put_experiment_result(self, experiment: str, arm: str, seed: int, figures: dict[str, Any],
+                              source: str = "") -> None:
+        """Record one arm's figures for one seed, replacing what that experiment, arm and seed had."""
+        if not experiment or not arm:
+            raise ValueError("an experiment result needs an experiment and an arm name")
+        with self.transaction() as db:
+            db.table("experiment_results").upsert(
+                {"experiment": experiment, "arm": arm, "seed": seed, "figures": json.dumps(figures),
+                 "source": source, "created_at": now()}, pk=("experiment", "arm", "seed"))
+
+    def experiment_results(self, experiment: str | None = None) -> list[ExperimentResultRow]:
+        """Recorded experiment results (of one experiment, or all), in the order they were first recorded."""
+        where, params = where_equal(experiment=experiment)
+        rows = self.query(f"select * from experiment_results{where} order by rowid", params)
+        return [ExperimentResultRow(r["experiment"], r["arm"], r["seed"], _json(r["figures"], {}), r["source"] or "",
+                                    r["created_at"]) for r in rows]
 
     # --- evaluation runs -------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..gate import GRADER_VERSION, ConversationFigures, conversation_figures, reason_rule
-from ..store import EvalRunRow, Store, TrainingRunRow
+from ..store import EvalRunRow, ExperimentResultRow, Store, TrainingRunRow
 from ..workspace import task_apps
 from ._html import Raw, page, table
 from ._svg import bar_chart, line_chart
@@ -154,6 +154,55 @@ def _run_label_of(figures: ConversationFigures) -> str:
     return f"{figures.model} ({figures.run_id})"
 
 
+EXPERIMENTS = ("The comparisons the benchmarks ran (benchmarks/gate_ablation.py, guided_ablation.py, rl_compare.py, "
+               "multi_turn.py), each arm's figures as recorded for each seed: a cell is the mean over the seeds, "
+               "each seed's figure after it.")
+
+
+def _mean(values: list[Any]) -> float | None:
+    numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _seeds_cell(values: list[Any]) -> str | None:
+    average = _mean(values)
+    if average is None:
+        return None
+    shown = " / ".join("—" if not isinstance(v, int | float) else f"{v:.3g}" for v in values)
+    return f"{average:.3g} ({shown})" if len(values) > 1 else f"{average:.3g}"
+
+
+def experiment_section(name: str, results: list[ExperimentResultRow]) -> str:
+    """One experiment: a row per arm (its figures over the seeds) and one chart of the pass rates."""
+    arms = list(dict.fromkeys(r.arm for r in results))
+    by_arm = {arm: [r for r in results if r.arm == arm] for arm in arms}
+    capabilities = list(dict.fromkeys(c for r in results for c in (r.figures.get("capabilities") or {})))
+    extras = list(dict.fromkeys(k for r in results for k, v in r.figures.items()
+                                if k not in ("pass_rate", "capabilities") and isinstance(v, int | float)))
+    rows = []
+    for arm in arms:
+        chosen = by_arm[arm]
+        rows.append([arm, ", ".join(str(r.seed) for r in chosen), _seeds_cell([r.figures.get("pass_rate") for r in chosen]),
+                     *(_seeds_cell([(r.figures.get("capabilities") or {}).get(c) for r in chosen]) for c in capabilities),
+                     *(_seeds_cell([r.figures.get(k) for r in chosen]) for k in extras)])
+    groups = [*capabilities, "overall"]
+    chart = bar_chart(f"{name}: held-out pass rate per arm (mean over seeds)", groups,
+                      {arm: [_mean([(r.figures.get("capabilities") or {}).get(c) if c != "overall"
+                                    else r.figures.get("pass_rate") for r in by_arm[arm]]) for c in groups]
+                       for arm in arms}, percent=True)
+    return (f"<h3>{escape(name)}</h3>"
+            + table(["arm", "seeds", "pass rate", *capabilities, *extras], rows, f"experiment-{name}") + chart)
+
+
+def _experiments(store: Store) -> str:
+    results = store.experiment_results()
+    if not results:
+        return ""
+    names = list(dict.fromkeys(r.experiment for r in results))
+    return ("<h2>Experiments</h2>" + f"<p class='caption'>{escape(EXPERIMENTS)}</p>"
+            + "".join(experiment_section(n, [r for r in results if r.experiment == n]) for n in names))
+
+
 def training_charts(run: TrainingRunRow) -> str:
     """A training run's loss curve, and its mean reward per component where it logged them."""
     losses = [(float(p["step"]), float(p["loss"])) for p in run.metrics.get("losses", []) if p.get("loss") is not None]
@@ -185,7 +234,7 @@ def _training(store: Store) -> str:
 def render_report(store: Store) -> str:
     """The whole report of ``store`` as one HTML document."""
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = synthesis_section(store) + gate_section(store) + _evaluations(store) + _training(store)
+    body = synthesis_section(store) + gate_section(store) + _evaluations(store) + _experiments(store) + _training(store)
     return page(f"coworkenv report: {Path(store.path).name}",
                 f"<h1>coworkenv report</h1><p class='muted'>{escape(store.path)}; made {made} by coworkenv "
                 f"{escape(__version__)}, grader {escape(GRADER_VERSION)}</p>{body}")

@@ -1,8 +1,8 @@
 """One real store for the report and the viewer (a demo's tasks and teacher episodes with repairs, an
 SFT run, a GRPO run on live episodes, two evaluations of models and two of the oracle on multi-turn
-tasks, with the scripted user and with a model playing it), and a real headless Chromium (Debian's
-``chromium``, driven by Playwright). Screenshots are kept as files (``$COWORKENV_SCREENSHOT_DIR``,
-by default ``runs/screenshots``)."""
+tasks, with the scripted user and with a model playing it, and an experiment's results over two
+seeds), and a real headless Chromium (Debian's ``chromium``, driven by Playwright). Screenshots are
+kept as files (``$COWORKENV_SCREENSHOT_DIR``, by default ``runs/screenshots``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coworkenv.cli import app
+from coworkenv.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "tests" / "fixtures" / "tool-model"
@@ -71,6 +72,14 @@ def store(tmp_path_factory) -> Path:
     for user in ([], ["--user-model", f"hf:{MODEL}"]):  # multi-turn: the scripted user, then a model playing it
         run_cli("eval", "--model", "oracle", "--store", s, "-n", "2", "--capability", "multi_turn", "--trials", "1",
                 *user)
+    library = Store(s, create=False)  # an experiment's results, as the benchmarks record them
+    try:
+        for seed, (gated, ungated) in enumerate([(0.5, 0.25), (0.3, 0.35)]):
+            for arm, rate in (("gated", gated), ("ungated", ungated)):
+                library.put_experiment_result("gate", arm, seed, {"pass_rate": rate, "capabilities": {
+                    "lookup": rate, "safety": 1 - rate}, "safety_mean": 1.0 - seed / 2}, source=f"a test, seed {seed}")
+    finally:
+        library.close()
     return d / "coworkenv.db"
 
 

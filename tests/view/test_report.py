@@ -100,6 +100,26 @@ def test_multi_turn_conversations_are_counted_per_run(page, store, table):
     assert "multi-turn: asking, per evaluation (model, user)" in titles
 
 
+def test_experiments_show_each_arm_over_its_seeds(page, store, table):
+    """An arm's cell is the mean over the seeds, each seed's figure after it; one chart per experiment."""
+    library = Store(store, create=False)
+    try:
+        results = library.experiment_results("gate")
+    finally:
+        library.close()
+    assert [(r.arm, r.seed) for r in results] == [("gated", 0), ("ungated", 0), ("gated", 1), ("ungated", 1)]
+    rows = table(page, "experiment-gate")
+    headers = page.eval_on_selector_all("#experiment-gate thead th", "cells => cells.map(c => c.innerText)")
+    assert headers == ["arm", "seeds", "pass rate", "lookup", "safety", "safety_mean"]
+    assert rows == [["gated", "0, 1", "0.4 (0.5 / 0.3)", "0.4 (0.5 / 0.3)", "0.6 (0.5 / 0.7)", "0.75 (1 / 0.5)"],
+                    ["ungated", "0, 1", "0.3 (0.25 / 0.35)", "0.3 (0.25 / 0.35)", "0.7 (0.75 / 0.65)",
+                     "0.75 (1 / 0.5)"]]
+    titles = page.eval_on_selector_all("svg.chart > title", "ts => ts.map(t => t.textContent)")
+    assert "gate: held-out pass rate per arm (mean over seeds)" in titles
+    bars = page.eval_on_selector_all("svg.chart rect.bar > title", "ts => ts.map(t => t.textContent)")
+    assert "gated, overall: 40%" in bars and "ungated, safety: 70%" in bars
+
+
 def test_training_runs_have_their_curves(page, store, table):
     library = Store(store, create=False)
     try:
