@@ -154,3 +154,22 @@ def test_task_drafts_are_stored_round_by_round(store):
     with pytest.raises(sqlite3.IntegrityError):  # one attempt per round of a request
         store.add_task_draft(request_id="draft_a", round=2, provider="p", capability="lookup",
                              workspace_id=WORKSPACE.id, draft="again", outcome="invalid")
+
+
+def test_experiment_results_are_kept_per_arm_and_seed_and_survive_reopening(store_path):
+    store = Store(store_path)
+    store.put_experiment_result("gate", "gated", 0, {"pass_rate": 0.2, "capabilities": {"lookup": 0.1}}, source="a")
+    store.put_experiment_result("gate", "ungated", 0, {"pass_rate": 0.1})
+    store.put_experiment_result("guided", "uniform", 1, {"pass_rate": 0.3})
+    store.put_experiment_result("gate", "gated", 0, {"pass_rate": 0.25}, source="b")  # measured again: replaced
+    with pytest.raises(ValueError, match="experiment and an arm"):
+        store.put_experiment_result("gate", "", 0, {"pass_rate": 0.5})
+    store.close()
+    reopened = Store(store_path, create=False)
+    try:
+        gate = reopened.experiment_results("gate")
+        assert [(r.arm, r.seed, r.figures, r.source) for r in gate] == [
+            ("gated", 0, {"pass_rate": 0.25}, "b"), ("ungated", 0, {"pass_rate": 0.1}, "")]
+        assert [r.experiment for r in reopened.experiment_results()] == ["gate", "gate", "guided"]
+    finally:
+        reopened.close()
