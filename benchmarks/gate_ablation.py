@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 from _arms import add_common, cell, evaluate, kept, record, rows, run, trained_settings
@@ -50,6 +51,7 @@ def ungated_rows(seed_dir: Path) -> Path:
     partial.write_text("".join(json.dumps(row) + "\n" for row in rows(every) if row["task_id"] in gated))
     partial.replace(out)
     every.unlink()
+    shutil.rmtree(every.with_name(f"{every.stem}.images"), ignore_errors=True)  # the images export writes beside it
     return out
 
 

@@ -67,6 +67,7 @@ def arm_data(arm_dir: Path, seed: int, round0: Path, options: argparse.Namespace
     run(["export", "sft", "--store", str(store), "--style", "minimal", "--out", str(every)])
     own = [row for row in rows(every) if row["task_id"] not in before]
     every.unlink()
+    shutil.rmtree(every.with_name(f"{every.stem}.images"), ignore_errors=True)  # the images export writes beside it
     training = rows(round0 / "export" / "sft.minimal.jsonl") + own
     (arm_dir / "sft.jsonl").write_text("".join(json.dumps(row) + "\n" for row in training))
     return {"allocation": synth.get("allocation", {}), "admitted": synth.get("admitted"),
