@@ -1,4 +1,4 @@
-"""What the experiment benchmarks share (gate_ablation.py, guided_ablation.py): running a coworkenv
+"""What the experiment benchmarks share (gate_ablation.py, guided_ablation.py; multi_turn.py its cell): running a coworkenv
 command, keeping a stage's result so that a run that stops goes on where it stopped, evaluating an
 arm's model on the held-out tasks, and writing a cell of figures over seeds."""
 

@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from statistics import mean
+
+from _arms import cell
 
 from coworkenv.gate import conversation_figures
 from coworkenv.store import Store
@@ -50,14 +51,6 @@ def evaluate(store: Path, model: str, user: str, seed: int, args: argparse.Names
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout)["run_id"], time.perf_counter() - started
-
-
-def _cell(values: list[float | None]) -> str:
-    known = [v for v in values if v is not None]
-    if not known:
-        return "—"
-    each = " / ".join("—" if v is None else f"{v:.2f}" for v in values)
-    return f"{mean(known):.2f} ({each})" if len(values) > 1 else f"{known[0]:.2f}"
 
 
 def main() -> None:
@@ -124,7 +117,7 @@ def main() -> None:
     print(f"| model | user | {' | '.join(MEASURES)} | episodes |")
     print("| --- | --- |" + " --- |" * (len(MEASURES) + 1))
     for result in results:
-        cells = [_cell([run.get(m) for run in result["runs"]]) for m in MEASURES]
+        cells = [cell([run.get(m) for run in result["runs"]]) for m in MEASURES]
         episodes = " / ".join(str(run.get("episodes", 0)) for run in result["runs"])
         print(f"| {result['model']} | {result['user']} | {' | '.join(cells)} | {episodes} |")
 

@@ -135,23 +135,19 @@ def _user_label(figures: ConversationFigures) -> str:
 
 def conversations_section(store: Store, runs: list[EvalRunRow]) -> str:
     """The evaluations' multi-turn figures, a row per run with such trials and one chart of them all."""
-    figures = [f for f in (conversation_figures(store, run.id) for run in runs) if f is not None]
+    figures = [(run, f) for run in runs if (f := conversation_figures(store, run.id)) is not None]
     if not figures:
         return ""
-    rows = [[_run_label_of(f), _user_label(f), f.episodes, f.pass_rate, f.asking_rate, f.right_rate, f.questions,
-             f.redundant_rate] for f in figures]
+    rows = [[_run_label(run), _user_label(f), f.episodes, f.pass_rate, f.asking_rate, f.right_rate, f.questions,
+             f.redundant_rate] for run, f in figures]
     measures = ["pass rate", "asked at all", "items asked", "redundant"]
     chart = bar_chart("multi-turn: asking, per evaluation (model, user)", measures,
-                      {f"{_run_label_of(f)}, user {_user_label(f)}":
-                       [f.pass_rate, f.asking_rate, f.right_rate, f.redundant_rate] for f in figures}, percent=True)
+                      {f"{_run_label(run)}, user {_user_label(f)}":
+                       [f.pass_rate, f.asking_rate, f.right_rate, f.redundant_rate] for run, f in figures}, percent=True)
     return ("<h3>Multi-turn conversations</h3>"
             f"<p class='caption' id='eval-talk-rule'>{escape(TALK)}</p>"
             + table(["run", "user played by", "episodes", "pass rate", "asked at all", "items asked", "messages",
                      "redundant"], rows, "eval-conversations") + chart)
-
-
-def _run_label_of(figures: ConversationFigures) -> str:
-    return f"{figures.model} ({figures.run_id})"
 
 
 EXPERIMENTS = ("The comparisons the benchmarks ran (benchmarks/gate_ablation.py, guided_ablation.py, rl_compare.py, "
