@@ -25,7 +25,6 @@ from ._catalog import canned_queries
 from ._migrations import MIGRATIONS, applied_migrations, apply_migrations
 
 GROUP_COMMIT_S = 0.05  # how long the writes of a ``grouped`` store wait for their commit at most
-SQLITE_HEADER = b"SQLite format 3\x00"
 # The one kind of row written behind: a tool call, written on every call an agent makes (``defer_tool_call``).
 TOOL_CALL_COLUMNS = ("tool", "arguments", "result", "is_error", "error_kind", "duration_ms", "kind", "error",
                      "state_changes")
@@ -40,6 +39,11 @@ class StoreError(CoworkenvError, ValueError):
 
 
 def _check_file(path: Path, create: bool) -> None:
+    """Refuse a folder, a missing file (unless ``create``), an unreadable one or an empty one, by its
+    metadata alone. The file is not opened here: closing a descriptor of a file drops every POSIX lock
+    this process holds on it, those of its open SQLite connections included, and another process's
+    SQLite would then take itself for the file's last user and delete the write-ahead log these
+    connections still write to. ``_check_header`` lets SQLite read the header instead."""
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a store file")
     if not path.exists():
@@ -53,14 +57,23 @@ def _check_file(path: Path, create: bool) -> None:
             raise StoreError(f"cannot create a store at {path}: {path.parent} is not writable")
         return
     try:
-        with path.open("rb") as fh:
-            header = fh.read(len(SQLITE_HEADER))
+        size = path.stat().st_size
     except OSError as exc:
         raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
-    if not header:
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"cannot read the store {path}: permission denied")
+    if size == 0:
         raise StoreError(f"{path} is an empty file, not a store (remove it, or give another --store)")
-    if header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a coworkenv store (not an SQLite database)")
+
+
+def _check_header(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file that is not an SQLite database, as SQLite itself reads its header."""
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+            raise StoreError(f"{path} is not a coworkenv store (not an SQLite database)") from None
+        raise
 
 
 def _check_schema(db: sqlite_utils.Database, path: str) -> None:
@@ -90,6 +103,7 @@ def schema_status(path: str | Path) -> SchemaStatus:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
+            _check_header(conn, str(path))
             db = sqlite_utils.Database(conn)
             _check_schema(db, str(path))
             tables = set(db.table_names())
@@ -131,6 +145,8 @@ class Connection:
             _check_file(Path(self.path), create)
         try:
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            if self.path != ":memory:":
+                _check_header(conn, self.path)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA busy_timeout = 30000")
             self.db = sqlite_utils.Database(conn)

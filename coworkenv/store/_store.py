@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._blobs import STATE_BASE_MIME
 from ._calibration import CalibrationRepository
-from ._connection import GROUP_COMMIT_S, SQLITE_HEADER, SchemaStatus, StoreError, schema_status
+from ._connection import GROUP_COMMIT_S, SchemaStatus, StoreError, schema_status
 from ._episodes import EpisodeRepository
 from ._record import MAX_RECORDED_ARGUMENTS, MAX_RECORDED_ERROR, MAX_RECORDED_RESULT, RecordRepository, bounded
 from ._runs import RunRepository
@@ -25,7 +25,6 @@ __all__ = [
     "MAX_RECORDED_ARGUMENTS",
     "MAX_RECORDED_ERROR",
     "MAX_RECORDED_RESULT",
-    "SQLITE_HEADER",
     "STATE_BASE_MIME",
     "EpisodeRecords",
     "SchemaStatus",

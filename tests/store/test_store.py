@@ -173,3 +173,30 @@ def test_experiment_results_are_kept_per_arm_and_seed_and_survive_reopening(stor
         assert [r.experiment for r in reopened.experiment_results()] == ["gate", "gate", "guided"]
     finally:
         reopened.close()
+
+
+def test_a_second_store_in_one_process_keeps_the_first_ones_writes_visible(store_path):
+    """Opening the same file again in a process, while another process reads it and closes, keeps every
+    write of the first connection visible to a new one: the second open must not drop the locks the first
+    holds, or the other process's close deletes the write-ahead log the first still writes to."""
+    import subprocess
+    import sys
+
+    reader = ("import sys; from coworkenv.store import Store; s = Store(sys.argv[1], create=False); "
+              "print(len(s.training_runs())); s.close()")
+
+    def runs_seen_elsewhere() -> int:
+        done = subprocess.run([sys.executable, "-c", reader, str(store_path)], capture_output=True, text=True, check=True)
+        return int(done.stdout)
+
+    first = Store(store_path)
+    first.start_training_run({"kind": "sft", "output_dir": "a", "config": "{}"})
+    second = Store(store_path)
+    first.start_training_run({"kind": "sft", "output_dir": "b", "config": "{}"})
+    assert runs_seen_elsewhere() == 2
+    first.start_training_run({"kind": "sft", "output_dir": "c", "config": "{}"})  # after the other process closed
+    assert runs_seen_elsewhere() == 3
+    assert store_path.with_name(store_path.name + "-wal").exists()  # the log of the open connections is still there
+    second.close()
+    first.close()
+    assert runs_seen_elsewhere() == 3
