@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,26 +32,20 @@ def add_common(parser: argparse.ArgumentParser, eval_seed: int) -> None:
     parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/experiments.db)")
 
 
-def trained_settings(demo: Path, started: bool = False) -> dict:
-    """The settings a ``demo --full`` folder's SFT run was trained with, as its store recorded them
-    (``started``: the run may still be training; KeyError while none is recorded)."""
+def trained_settings(demo: Path) -> dict:
+    """The settings a ``demo --full`` folder's SFT run was trained with, as its store recorded them."""
     store = Store(demo / "coworkenv.db", create=False)
     try:
         target = str(demo / "train" / "sft" / "model")
-        for r in reversed(store.training_runs("sft")):
-            if r.output_dir == target and (r.status == "done" or started and r.status == "running"):
-                return r.config
-        raise KeyError(f"no SFT run of {target} recorded")
+        return next(r for r in reversed(store.training_runs("sft")) if r.output_dir == target and r.status == "done").config
     finally:
         store.close()
 
 
-def run(args: list[str], threads: int | None = None) -> tuple[dict, float]:
-    """A coworkenv command with ``--json`` (torch on ``threads`` threads where given): what it printed,
-    and its wall time."""
+def run(args: list[str]) -> tuple[dict, float]:
+    """A coworkenv command with ``--json``: what it printed, and its wall time."""
     started = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)} if threads else None
-    done = subprocess.run([*CLI, *args, "--json"], capture_output=True, text=True, env=env)
+    done = subprocess.run([*CLI, *args, "--json"], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"coworkenv {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout), time.perf_counter() - started

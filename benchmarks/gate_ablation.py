@@ -19,10 +19,6 @@ For each seed (of synthesis, the oracle's mistakes, the base and training), unde
    the store: pass rate overall, on new seeds and per capability, and on the ``safety`` tasks the
    mean safety component and the trials with a forbidden call, read from the gate's verdicts.
 
-With ``--together`` the ungated arm trains while the demo trains the gated one, each on half the
-cores (torch's threads), instead of after it: on a small machine two small models train faster side
-by side than one after the other; the wall times then share the machine.
-
 Every stage is skipped when its output exists, so a run that stops goes on where it stopped; every
 command is the CLI a user runs. Prints a Markdown table (each seed, and the mean), writes
 ``DIR/gate_ablation.json``, and records each arm's figures per seed in ``--results-store`` (experiment
@@ -33,12 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import sqlite3
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _arms import add_common, cell, evaluate, kept, record, rows, run, trained_settings
@@ -64,57 +55,33 @@ def ungated_rows(seed_dir: Path) -> Path:
     return out
 
 
-def start_demo_then(seed_dir: Path, demo: Callable[[], dict]) -> Callable[[], dict]:
-    """Start ``demo`` (the demo's command) in a thread and return once its SFT run is recorded (its rows
-    exported, its settings known); the result waits for the demo."""
-    pool = ThreadPoolExecutor(1)
-    future = pool.submit(demo)
-    while not future.done():
-        try:
-            trained_settings(seed_dir, started=True)
-            break
-        except (KeyError, ValueError, OSError, sqlite3.Error):  # no store, no run recorded yet, or busy
-            time.sleep(10)
-    pool.shutdown(wait=False)
-    return future.result
-
-
 def one_seed(seed: int, options: argparse.Namespace) -> dict:
     seed_dir = options.dir / f"seed{seed}"
     capabilities = [a for c in options.capability for a in ("--capability", c)]
-    threads = max(1, (os.cpu_count() or 2) // 2) if options.together else None
-    demo_record, ungated_record = options.dir / f"seed{seed}.demo.json", options.dir / f"seed{seed}.ungated.json"
+    demo = kept(options.dir / f"seed{seed}.demo.json", lambda: dict(zip(("summary", "seconds"), run(
+        ["demo", "--full", "--dir", str(seed_dir), "-n", str(options.tasks), "--seed", str(seed),
+         "--error-rate", str(options.error_rate), *capabilities, "--steps", str(options.steps),
+         "--serve", "local"]), strict=True)))
+    data = ungated_rows(seed_dir)
+    config = trained_settings(seed_dir)
     ungated_model = seed_dir / "train" / "ungated" / "model"
 
-    def demo() -> dict:
-        summary, seconds = run(["demo", "--full", "--dir", str(seed_dir), "-n", str(options.tasks), "--seed", str(seed),
-                                "--error-rate", str(options.error_rate), *capabilities, "--steps", str(options.steps),
-                                "--serve", "local"], threads)
-        return {"summary": summary, "seconds": seconds}
-
-    def train(config: dict) -> dict:
+    def train() -> dict:
         summary, seconds = run([
-            "train", "sft", "--model", config["model"], "--data", str(ungated_rows(seed_dir)),
-            "--out", str(ungated_model.parent), "--store", str(seed_dir / "coworkenv.db"), "--steps", str(config["max_steps"]),
+            "train", "sft", "--model", config["model"], "--data", str(data), "--out", str(ungated_model.parent),
+            "--store", str(seed_dir / "coworkenv.db"), "--steps", str(config["max_steps"]),
             "--batch-size", str(config["batch_size"]), "--lr", str(config["learning_rate"]), "--seed",
             str(config["seed"]), "--pointer-loss", str(config.get("pointer_loss", 0.0)),
-            "--bf16" if config.get("bf16") else "--fp32", "--loss-on", "assistant" if config["assistant_only_loss"] else "all"],
-            threads)
+            "--bf16" if config.get("bf16") else "--fp32", "--loss-on", "assistant" if config["assistant_only_loss"] else "all"])
         return {"summary": summary, "seconds": seconds}
-
-    if options.together and not demo_record.exists() and not ungated_record.exists():
-        wait = start_demo_then(seed_dir, demo)  # the demo in the background until its training starts
-        kept(ungated_record, lambda: train(trained_settings(seed_dir, started=True)))
-        kept(demo_record, wait)
-    demo_done = kept(demo_record, demo)
-    trained = kept(ungated_record, lambda: train(trained_settings(seed_dir)))
+    trained = kept(options.dir / f"seed{seed}.ungated.json", train)
     arms = {}
     for arm, model, data_of in (("gated", seed_dir / "train" / "sft" / "model", seed_dir / "export" / "sft.minimal.jsonl"),
-                                ("ungated", ungated_model, ungated_rows(seed_dir))):
+                                ("ungated", ungated_model, data)):
         arms[arm] = kept(options.dir / f"seed{seed}.eval.{arm}.json", lambda arm=arm, model=model, data_of=data_of: evaluate(
             seed_dir / "eval" / f"{arm}.db", seed_dir / "coworkenv.db", model, data_of, options.capability,
             options.eval_seed, options.eval_tasks))
-    return {"seed": seed, "demo_seconds": round(demo_done["seconds"], 1), "ungated_train_seconds": round(trained["seconds"], 1),
+    return {"seed": seed, "demo_seconds": round(demo["seconds"], 1), "ungated_train_seconds": round(trained["seconds"], 1),
             "arms": arms}
 
 
@@ -123,8 +90,6 @@ def main() -> None:
     add_common(parser, eval_seed=10000)
     parser.add_argument("--tasks", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=2400)
-    parser.add_argument("--together", action="store_true",
-                        help="train the ungated arm beside the gated one, each on half the cores")
     options = parser.parse_args()
     options.capability = options.capability or CAPABILITIES
     options.dir.mkdir(parents=True, exist_ok=True)
