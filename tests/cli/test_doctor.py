@@ -49,6 +49,13 @@ def test_a_machine_with_everything_is_ready_and_each_sandbox_really_ran(store):
     assert checks["docker sandbox image"]["status"] == "ok" and "answered a tool call" in checks["docker sandbox image"]["detail"]
     assert checks["sandbox"] == {**checks["sandbox"], "status": "ok", "detail": "working backends: bwrap, docker"}
     assert checks["training"]["status"] == "ok" and "trl 1.16.0" in checks["training"]["detail"]
+    # whether training multiplies in bf16 here, as the trainer decides it (a note, not a fault, where it cannot)
+    from coworkenv.trainer import bf16_is_fast
+    precision = checks["training precision"]
+    if bf16_is_fast():
+        assert precision["status"] == "ok" and "runs in bf16" in precision["detail"]
+    else:
+        assert precision["status"] == "note" and "runs in fp32" in precision["detail"]
     assert checks["ray"]["status"] == "ok" and checks["ray"]["detail"].startswith("ray ")  # the test extra has it
     # make install installs Claw-Eval's service packages (pypdf for its documents service, among them)
     assert checks["claw-eval services"]["status"] == "ok" and "pypdf " in checks["claw-eval services"]["detail"]
