@@ -200,8 +200,9 @@ def doctor_command(
     checks = [Check("python", "ok", f"Python {sys.version.split()[0]} at {sys.executable}; coworkenv {__version__}",
                     required=True)]
     checks += _sandbox_checks()
-    checks.append(_package_check("training", TRAIN_PACKAGES, "train", "train sft|dpo|grpo|gdpo, model init-tiny"))
-    if checks[-1].status == "ok":
+    training = _package_check("training", TRAIN_PACKAGES, "train", "train sft|dpo|grpo|gdpo, model init-tiny")
+    checks.append(training)
+    if training.status == "ok":
         checks.append(_precision_check())
     checks += [_package_check(f"provider {name}", (package,), "providers", what)
                for name, (package, what) in PROVIDER_PACKAGES.items()]

@@ -71,7 +71,7 @@ def _check_header(conn: sqlite3.Connection, path: str) -> None:
     try:
         conn.execute("PRAGMA schema_version").fetchone()
     except sqlite3.DatabaseError as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+        if exc.sqlite_errorcode == sqlite3.SQLITE_NOTADB:
             raise StoreError(f"{path} is not a coworkenv store (not an SQLite database)") from None
         raise
 
