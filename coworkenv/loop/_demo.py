@@ -7,6 +7,8 @@ Every stage resumes from what the run folder already holds.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,6 +197,21 @@ def _stage(progress: Progress, name: str, timings: dict[str, float]) -> Iterator
         progress.update(job, completed=1)
 
 
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C stops the synchronous work of the block at once. Inside ``asyncio.run`` the first Ctrl-C
+    only cancels the main task, which code that never awaits (a training) does not see until it
+    returns; Python's own handler raises KeyboardInterrupt where the work is, as ``train sft`` does."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield  # signals are set in the main thread only; a process that ignores Ctrl-C keeps ignoring it
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 async def _evaluate(host: EpisodeHost, model_dir: Path, name: str, settings: FullSettings, store_dir: Path,
                     path: str, train_tasks: list[str]) -> EvalReport:
     from ..trainer import VLLMSettings, running_vllm_server
@@ -273,7 +290,7 @@ async def run_full(directory: Path, n: int, seed: int, error_rate: float, settin
                 num_attention_heads=max(1, settings.hidden_size // 32),
                 num_key_value_heads=max(1, settings.hidden_size // 64), head_dim=32, seed=seed,
                 tool_lines=settings.tool_lines, spaces=settings.spaces), circuit=circuit)
-    with _stage(progress, f"train sft ({settings.train_steps} steps)", timings):
+    with _stage(progress, f"train sft ({settings.train_steps} steps)", timings), _interruptible():
         if not (run_dir / "model" / "config.json").exists():
             train_sft(store, TrainSettings(model=str(base_dir), data=str(data), out_dir=str(run_dir),
                                            max_steps=settings.train_steps, batch_size=settings.batch_size,
