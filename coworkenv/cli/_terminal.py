@@ -1,5 +1,6 @@
 """How the ``coworkenv`` command meets a person at a terminal: the commands listed in the loop's
-order, usage lines that name arguments plainly, Ctrl-C answered with one line, and a user error
+order, usage lines that name arguments plainly, Ctrl-C answered with one line (and SIGTERM, which a
+process manager or a job scheduler sends, as Ctrl-C by the commands that store runs), and a user error
 (``CoworkenvError``) answered with one line too, while any other exception keeps its traceback.
 
 ``CoworkGroup`` is the class of the top-level command (``typer.Typer(cls=CoworkGroup)``).
@@ -8,7 +9,9 @@ order, usage lines that name arguments plainly, Ctrl-C answered with one line, a
 from __future__ import annotations
 
 import gc
+import signal
 import sys
+import threading
 from typing import Any
 
 import typer
@@ -27,6 +30,8 @@ LOOP_ORDER = ("demo", "synth", "draft", "serve", "collect", "gate", "export", "m
 # Commands that pick up where they stopped when run again (what they committed stays in the store)
 RESUMABLE = ("synth", "collect", "demo", "gate", "draft", "train sft", "train dpo", "train grpo", "train gdpo",
              "model pretrain-base")
+# Commands that stop on SIGTERM as on Ctrl-C, storing what they ran as interrupted (a server keeps its own handling)
+STOPPED_BY_TERM = (*RESUMABLE, "eval")
 
 
 class _PlainArgument(TyperArgument):
@@ -89,17 +94,33 @@ class CoworkGroup(TyperGroup):
         group: dict[str, Any] = getattr(command, "commands", {})
         sub = rest[0] if rest and rest[0] in group else ""
         self._invoked = f"{name} {sub}".strip()
+        if self._invoked in STOPPED_BY_TERM and threading.current_thread() is threading.main_thread():
+            self._before_term = signal.signal(signal.SIGTERM, self._on_term)
         return name, command, rest
 
+    def _on_term(self, signum: int, frame: Any) -> None:
+        """SIGTERM as Ctrl-C: whatever handles SIGINT now (asyncio's, which cancels the running command;
+        Python's, which raises KeyboardInterrupt where the work is), KeyboardInterrupt where SIGINT is ignored."""
+        self._terminated = True
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if not callable(on_interrupt):
+            raise KeyboardInterrupt
+        on_interrupt(signal.SIGINT, frame)
+
     def invoke(self, ctx: Any) -> Any:
+        self._terminated = False
+        self._before_term: Any = None
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             _drop_closed_loop_leftovers(exc)
             what = f"coworkenv {self._invoked}".strip()
             resume = " (resume with the same command)" if self._invoked in RESUMABLE else ""
-            err.print(f"interrupted: {what} stopped; what it stored is kept{resume}", highlight=False,
-                      markup=False)
-            raise typer.Exit(130) from None
+            how, status = ("terminated", 143) if self._terminated else ("interrupted", 130)
+            err.print(f"{how}: {what} stopped; what it stored is kept{resume}", highlight=False, markup=False)
+            raise typer.Exit(status) from None
         except CoworkenvError as exc:
             raise fail(exc.line, USAGE) from None
+        finally:
+            if self._before_term is not None:
+                signal.signal(signal.SIGTERM, self._before_term)

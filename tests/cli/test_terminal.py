@@ -45,9 +45,14 @@ def _start(*args: str) -> tuple[subprocess.Popen, "queue.Queue[str | None]"]:
     return process, lines
 
 
-def _interrupt(process: subprocess.Popen, lines: "queue.Queue[str | None]", seen: list[str]) -> list[str]:
-    """Ctrl-C to the process's group (what a terminal sends); its stderr to the end."""
-    os.killpg(process.pid, signal.SIGINT)
+def _interrupt(process: subprocess.Popen, lines: "queue.Queue[str | None]", seen: list[str],
+               signum: int = signal.SIGINT) -> list[str]:
+    """Ctrl-C to the process's group (what a terminal sends), or SIGTERM to the process (what a process
+    manager sends); its stderr to the end."""
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        os.kill(process.pid, signum)
     # a command that goes on after Ctrl-C fails the test, it does not hang it; the limit is generous, since
     # on a loaded machine a sandbox's teardown can take minutes
     deadline = time.monotonic() + 300
@@ -105,8 +110,14 @@ def test_ctrl_c_stops_collect_with_one_line_and_the_bar_at_the_real_count(six_ta
         "no teacher episode failed against a closing server"
 
 
+# SIGTERM (a process manager's or a job scheduler's stop) stops as Ctrl-C does, with its own word and status
+STOPS = [pytest.param(signal.SIGINT, "interrupted", 130, id="ctrl-c"),
+         pytest.param(signal.SIGTERM, "terminated", 143, id="sigterm")]
+
+
 @pytest.mark.bwrap
-def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_path):
+@pytest.mark.parametrize(("signum", "word", "status"), STOPS)
+def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_path, signum, word, status):
     """And several trials sample (temperature 0.7), while --trials 1 decodes greedily."""
     store = tmp_path / "s.db"
     copy_store(six_tasks, store)
@@ -122,11 +133,11 @@ def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_p
                 await anyio.sleep(0.05)
 
     anyio.run(first_trial)
-    err = "".join(_interrupt(process, lines, []))
-    assert process.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "interrupted: coworkenv eval stopped; what it stored is kept", err
-    (status, settings), = _rows(store, "select status, settings from eval_runs")
-    assert status == "interrupted"
+    err = "".join(_interrupt(process, lines, [], signum))
+    assert process.returncode == status, err
+    assert err.strip().splitlines()[-1] == f"{word}: coworkenv eval stopped; what it stored is kept", err
+    (stored, settings), = _rows(store, "select status, settings from eval_runs")
+    assert stored == "interrupted"
     assert json.loads(settings)["temperature"] == 0.7
 
     greedy = runner.invoke(app, ["eval", "--store", str(store), "--model", "oracle", "-n", "1", "--trials", "1",
@@ -137,8 +148,10 @@ def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_p
     assert run["settings"]["temperature"] == 0.0 and run["status"] == "done"
 
 
-def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path):
-    """And the same command resumes it: a stopped run was stored as failed, as if it had crashed."""
+@pytest.mark.parametrize(("signum", "word", "status"), STOPS)
+def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path, signum, word, status):
+    """And the same command resumes it: a stopped run was stored as failed, as if it had crashed (and one
+    stopped by SIGTERM stayed "running" for good)."""
     pytest.importorskip("trl", reason="needs the 'train' extra")
     tools = [{"type": "function", "function": {"name": "mail_read_message", "description": "Read one message.",
                                                "parameters": {"type": "object",
@@ -160,13 +173,13 @@ def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path):
                "--save-steps", "5")
     process, lines = _start(*command)
     seen = _wait_for_line(lines, "sft step 6/")  # a checkpoint was saved at step 5
-    err = "".join(_interrupt(process, lines, seen))
-    assert process.returncode == 130, err
-    assert err.strip().splitlines()[-1] == ("interrupted: coworkenv train sft stopped; what it stored is kept "
+    err = "".join(_interrupt(process, lines, seen, signum))
+    assert process.returncode == status, err
+    assert err.strip().splitlines()[-1] == (f"{word}: coworkenv train sft stopped; what it stored is kept "
                                             "(resume with the same command)"), err
     assert "Traceback" not in err
-    (status,), = _rows(store, "select status from training_runs")
-    assert status == "interrupted"
+    (stored,), = _rows(store, "select status from training_runs")
+    assert stored == "interrupted"
     process, lines = _start(*command)
     resumed = _wait_for_line(lines, "sft: training")[-1]
     _interrupt(process, lines, [])
