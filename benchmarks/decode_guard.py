@@ -74,9 +74,9 @@ def main() -> None:
     options = parser.parse_args()
     capabilities = options.capability or CAPABILITIES
     figures = {}
+    _arms.CLI[:] = [sys.executable, __file__, "--as-cli"]  # each evaluation runs this file's guarded coworkenv
     for n in options.n:
         os.environ["COWORKENV_GUARD_N"] = str(n)
-        _arms.CLI[:] = [sys.executable, __file__, "--as-cli"]
         figures[n] = _arms.kept(options.dir / f"guard{n}.json", lambda n=n: _arms.evaluate(
             options.dir / f"guard{n}.db", options.store, options.model, options.data, capabilities,
             options.eval_seed, options.eval_tasks))

@@ -2,6 +2,7 @@
 run stored as interrupted and the bar left at the real count; full-width tables off a terminal; the
 commands in the loop's order; plain usage lines; every word of help defined where it first appears."""
 
+import contextlib
 import json
 import os
 import queue
@@ -14,7 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 from typer.testing import CliRunner
 
@@ -86,6 +86,24 @@ def _rows(store: Path, sql: str) -> list[tuple]:
         return db.execute(sql).fetchall()
 
 
+def _await_row(store: Path, sql: str, process: subprocess.Popen, limit: float = 600) -> tuple:
+    """The first row of ``sql`` once the running command has stored one (the store read, never created)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the command ended ({process.returncode}) before storing a row"
+        if store.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+                    row = db.execute(sql).fetchone()
+                if row is not None:
+                    return row
+            except sqlite3.OperationalError:  # its tables are not made yet
+                pass
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    pytest.fail(f"no row after {limit} s: {sql}")
+
+
 @pytest.mark.bwrap
 def test_ctrl_c_stops_collect_with_one_line_and_the_bar_at_the_real_count(six_tasks, copy_store, tmp_path):
     """The in-process server must not take Ctrl-C for itself: it used to drain while the teacher's
@@ -123,16 +141,7 @@ def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_p
     copy_store(six_tasks, store)
     process, lines = _start("eval", "--store", str(store), "--model", "oracle", "-n", "6", "--trials", "3",
                             "--concurrency", "1")
-
-    async def first_trial() -> None:
-        with anyio.fail_after(300):
-            while not (store.exists() and _rows(store, "select count(*) from sqlite_master where name = "
-                                                       "'eval_trials'")[0][0]
-                       and _rows(store, "select count(*) from eval_trials")[0][0]):
-                assert process.poll() is None, "eval ended before its first trial"
-                await anyio.sleep(0.05)
-
-    anyio.run(first_trial)
+    _await_row(store, "select id from eval_trials", process, limit=300)  # its first trial
     err = "".join(_interrupt(process, lines, [], signum))
     assert process.returncode == status, err
     assert err.strip().splitlines()[-1] == f"{word}: coworkenv eval stopped; what it stored is kept", err
@@ -233,24 +242,6 @@ def test_gate_with_nothing_to_grade_says_so_in_one_line(tmp_path):
                              "(--regrade grades them again)\n")
     again = runner.invoke(app, ["gate", "--regrade", "--store", str(tmp_path / "s.db")])
     assert again.output == "nothing to grade: the store holds no ended episode\n"
-
-
-def _await_row(store: Path, sql: str, process: subprocess.Popen, limit: float = 600) -> tuple:
-    """The first row of ``sql`` once the running command has stored one (the store read, never created)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"the command ended ({process.returncode}) before storing a row"
-        if store.exists():
-            try:
-                with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-                    row = db.execute(sql).fetchone()
-                if row is not None:
-                    return row
-            except sqlite3.OperationalError:  # its tables are not made yet
-                pass
-        time.sleep(0.5)
-    os.killpg(process.pid, signal.SIGKILL)
-    pytest.fail(f"no row after {limit} s: {sql}")
 
 
 @pytest.mark.slow
