@@ -397,13 +397,13 @@ def _training_json(row: TrainingRunRow) -> dict[str, Any]:
     return {"id": row.id, "kind": row.kind, "status": row.status, "model": row.base_model,
             "started_at": row.started_at, "ended_at": row.ended_at, "data_path": row.data_path,
             "data_hash": row.data_hash, "rows": row.rows, "config": _redacted(row.config), "metrics": row.metrics,
-            "output_dir": row.output_dir, "error": row.error}
+            "output_dir": row.output_dir, "error": row.error, "owner": row.owner}
 
 
 def _eval_json(row: EvalRunRow) -> dict[str, Any]:
     return {"id": row.id, "kind": "eval", "status": row.status, "model": row.model,
             "started_at": row.started_at, "ended_at": row.ended_at, "settings": _redacted(row.settings),
-            "summary": row.summary, "profile_path": row.profile_path}
+            "summary": row.summary, "profile_path": row.profile_path, "owner": row.owner}
 
 
 def _headline(doc: dict[str, Any]) -> str:
@@ -434,8 +434,15 @@ def runs_list(
     if not docs:
         err.print(f"no runs match in {store}", markup=False)
         return
+    from ..episodes import owner_gone
+
+    def status(doc: dict[str, Any]) -> Text:  # read only: the next process that works on the store ends a gone one
+        if doc["status"] == "running" and doc["owner"] and owner_gone(doc["owner"]):
+            return Text("running, its process gone", style="red")
+        return Text(doc["status"], style="red" if doc["status"] == "failed" else "")
+
     _listing(("id", "kind", "status", "started", "result", "model"),
-             [[Text(d["id"]), Text(d["kind"]), Text(d["status"], style="red" if d["status"] == "failed" else ""),
+             [[Text(d["id"]), Text(d["kind"]), status(d),
                Text(_when(d["started_at"], seconds=False)), Text(_headline(d)), Text(d["model"])] for d in docs],
              squeeze=5, optional=(3,))
 

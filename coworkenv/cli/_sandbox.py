@@ -48,15 +48,18 @@ def cleanup_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove sandbox directories and containers whose owning process is gone (after a crash or SIGKILL),
-    and end the episodes such processes left running in the store (as interrupted), if it exists."""
+    and end the episodes, evaluations and trainings such processes left running in the store (as
+    interrupted), if it exists."""
     if root is not None and not root.is_dir():
         raise fail(f"--root {root} is not a folder")
     backends = None if docker else [name for name in BACKENDS if name != "docker"]
     ended: list[str] = []
+    runs: list[str] = []
     if store.exists():
-        from ..episodes import interrupt_orphaned_episodes
+        from ..episodes import interrupt_orphaned_episodes, interrupt_orphaned_runs
 
-        ended = interrupt_orphaned_episodes(open_store(store))
+        opened = open_store(store)
+        ended, runs = interrupt_orphaned_episodes(opened), interrupt_orphaned_runs(opened)
     report = cleanup(root=root, backends=backends, everything=everything)
 
     def human() -> None:
@@ -64,10 +67,12 @@ def cleanup_command(
             err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
         for episode_id in ended:
             typer.echo(f"ended episode {episode_id} (interrupted: its process is gone)")
+        for run_id in runs:
+            typer.echo(f"ended run {run_id} (interrupted: its process is gone)")
         for kind, names in (("directory", report.directories), ("container", report.containers)):
             for name in names:
                 typer.echo(f"removed {kind} {name}")
         typer.echo(f"removed {report.removed}, kept {report.kept} (owner alive)")
 
     emit(as_json, {"directories": report.directories, "containers": report.containers, "kept": report.kept,
-                   "notes": report.notes, "episodes_ended": ended}, human)
+                   "notes": report.notes, "episodes_ended": ended, "runs_ended": runs}, human)

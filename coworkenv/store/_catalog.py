@@ -107,8 +107,10 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     }),
     "eval_runs": ("Evaluations of a model on held-out tasks.", {
         "model": "the provider spec evaluated", "settings": "trials, temperature, view, ... (JSON)",
-        "status": "running, done, failed or interrupted (Ctrl-C)", "summary": "pass@k and pass^k per capability (JSON)",
+        "status": "running, done, failed or interrupted (Ctrl-C, SIGTERM, or a killed process)",
+        "summary": "pass@k and pass^k per capability (JSON)",
         "profile_path": "the capability profile it wrote", "started_at": "start (UTC)", "ended_at": "end (UTC)",
+        "owner": "the process that ran it (host:pid:start)",
     }),
     "eval_trials": ("Each trial of an evaluation: one episode of one held-out task.", {
         "run_id": "the evaluation", "task_id": "the task", "capability": "its capability",
@@ -119,8 +121,10 @@ TABLE_DOCS: dict[str, tuple[str, dict[str, str]]] = {
     "training_runs": ("Training runs (SFT, DPO, GRPO, GDPO): settings, data hash, metrics and the model folder.", {
         "kind": "sft, dpo, grpo or gdpo", "base_model": "the starting model folder", "data_path": "the training rows",
         "data_hash": "sha256 of the rows", "rows": "how many rows", "config": "the settings (JSON)",
-        "status": "running, done, failed or interrupted (Ctrl-C)", "metrics": "losses, reward curves, time split (JSON)",
-        "output_dir": "where the model is", "error": "why it failed",
+        "status": "running, done, failed or interrupted (Ctrl-C, SIGTERM, or a killed process)",
+        "metrics": "losses, reward curves, time split (JSON)",
+        "output_dir": "where the model is", "error": "why it failed or was interrupted",
+        "owner": "the process that ran it (host:pid:start)",
     }),
     "experiment_results": ("The comparisons the benchmarks ran (gate against no gate, guided against uniform "
                            "synthesis, SFT against RL, multi-turn users): one row per experiment, arm and seed.", {

@@ -366,6 +366,15 @@ def _experiments(db: sqlite_utils.Database) -> None:
         pk=("experiment", "arm", "seed"), not_null={"figures"})
 
 
+@MIGRATIONS(name="0016_run_owners")
+def _run_owners(db: sqlite_utils.Database) -> None:
+    """The process that runs an evaluation or a training (``host:pid:start``, as episodes have it), so
+    that a run a killed process left ``running`` can be told from one still running and ended as
+    interrupted."""
+    db.table("eval_runs").add_column("owner", str)
+    db.table("training_runs").add_column("owner", str)
+
+
 def apply_migrations(db: sqlite_utils.Database) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     with db.atomic():  # a store of the older mechanism: its record moves to sqlite-utils' table

@@ -235,6 +235,7 @@ class EvalRunRow:
     profile_path: str | None
     started_at: str
     ended_at: str | None
+    owner: str | None = None  # the process running it, ``host:pid:start``
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ class TrainingRunRow:
     error: str
     started_at: str
     ended_at: str | None
+    owner: str | None = None  # the process running it, ``host:pid:start``
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,12 @@ class RunRepository(Connection):
 
     # --- evaluation runs -------------------------------------------------------------------
 
-    def start_eval_run(self, model: str, settings: dict[str, Any]) -> str:
+    def start_eval_run(self, model: str, settings: dict[str, Any], owner: str | None = None) -> str:
+        """Record a new running evaluation; ``owner`` names the process that runs it (``host:pid:start``)."""
         run_id = new_id("eval")
         with self.transaction() as db:
             db.table("eval_runs").insert({"id": run_id, "model": model, "settings": json.dumps(settings),
-                                          "status": "running", "started_at": now()})
+                                          "status": "running", "started_at": now(), "owner": owner})
         return run_id
 
     def add_eval_trial(self, trial: EvalTrialRow) -> None:
@@ -61,9 +62,10 @@ class RunRepository(Connection):
         rows = self.query("select * from eval_runs where id = ?", (run_id,))
         return _eval_run(rows[0]) if rows else None
 
-    def eval_runs(self) -> list[EvalRunRow]:
-        """Every evaluation run, by start."""
-        return [_eval_run(r) for r in self.query("select * from eval_runs order by started_at, id")]
+    def eval_runs(self, status: str | None = None) -> list[EvalRunRow]:
+        """Every evaluation run (or those of one status), by start."""
+        where, params = where_equal(status=status)
+        return [_eval_run(r) for r in self.query(f"select * from eval_runs{where} order by started_at, id", params)]
 
     def eval_trials(self, run_id: str) -> list[EvalTrialRow]:
         rows = self.query("select * from eval_trials where run_id = ? order by id", (run_id,))
@@ -74,6 +76,8 @@ class RunRepository(Connection):
     # --- training runs ---------------------------------------------------------------------
 
     def start_training_run(self, row: dict) -> str:
+        """Record a new running training from ``row`` (the ``training_runs`` columns it gives; ``owner``
+        names the process that runs it, ``host:pid:start``)."""
         run_id = row.get("id") or new_id("train")
         with self.transaction() as db:
             db.table("training_runs").insert({**row, "id": run_id, "status": "running", "started_at": now()})
@@ -88,17 +92,18 @@ class RunRepository(Connection):
         rows = self.query("select * from training_runs where id = ?", (run_id,))
         return _training_run(rows[0]) if rows else None
 
-    def training_runs(self, kind: str | None = None) -> list[TrainingRunRow]:
-        where, params = where_equal(kind=kind)
+    def training_runs(self, kind: str | None = None, status: str | None = None) -> list[TrainingRunRow]:
+        where, params = where_equal(kind=kind, status=status)
         return [_training_run(r) for r in self.query(f"select * from training_runs{where} order by started_at", params)]
 
 
 def _eval_run(r: dict[str, Any]) -> EvalRunRow:
     return EvalRunRow(r["id"], r["model"], _json(r["settings"], {}), r["status"], _json(r["summary"], None),
-                      r["profile_path"], r["started_at"], r["ended_at"])
+                      r["profile_path"], r["started_at"], r["ended_at"], r.get("owner"))
 
 
 def _training_run(r: dict[str, Any]) -> TrainingRunRow:
     return TrainingRunRow(r["id"], r["kind"], r["base_model"] or "", r["data_path"] or "", r["data_hash"] or "",
                           r["rows"] or 0, _json(r["config"], {}), r["status"], _json(r["metrics"], {}),
-                          r["output_dir"] or "", r["error"] or "", r["started_at"], r["ended_at"])
+                          r["output_dir"] or "", r["error"] or "", r["started_at"], r["ended_at"],
+                          r.get("owner"))

@@ -157,10 +157,9 @@ def test_ctrl_c_stores_an_evaluation_as_interrupted(six_tasks, copy_store, tmp_p
     assert run["settings"]["temperature"] == 0.0 and run["status"] == "done"
 
 
-@pytest.mark.parametrize(("signum", "word", "status"), STOPS)
-def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path, signum, word, status):
-    """And the same command resumes it: a stopped run was stored as failed, as if it had crashed (and one
-    stopped by SIGTERM stayed "running" for good)."""
+def _tiny_training(tmp_path: Path) -> tuple[str, ...]:
+    """A ``train sft`` command of a tiny model on eight rows, for as long as it is let run (a checkpoint
+    every 5 steps; its store ``tmp_path/s.db``)."""
     pytest.importorskip("trl", reason="needs the 'train' extra")
     tools = [{"type": "function", "function": {"name": "mail_read_message", "description": "Read one message.",
                                                "parameters": {"type": "object",
@@ -176,10 +175,16 @@ def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path, signum, word, sta
                                "--vocab-size", "400", "--hidden-size", "32", "--intermediate-size", "64",
                                "--layers", "1", "--heads", "1", "--kv-heads", "1"])
     assert made.exit_code == 0, made.output
-    store = tmp_path / "s.db"
-    command = ("train", "sft", "--model", str(tmp_path / "tiny"), "--data", str(data), "--out", str(tmp_path / "run"),
-               "--store", str(store), "--batch-size", "2", "--steps", "100000", "--logging-steps", "1",
-               "--save-steps", "5")
+    return ("train", "sft", "--model", str(tmp_path / "tiny"), "--data", str(data), "--out", str(tmp_path / "run"),
+            "--store", str(tmp_path / "s.db"), "--batch-size", "2", "--steps", "100000", "--logging-steps", "1",
+            "--save-steps", "5")
+
+
+@pytest.mark.parametrize(("signum", "word", "status"), STOPS)
+def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path, signum, word, status):
+    """And the same command resumes it: a stopped run was stored as failed, as if it had crashed (and one
+    stopped by SIGTERM stayed "running" for good)."""
+    command, store = _tiny_training(tmp_path), tmp_path / "s.db"
     process, lines = _start(*command)
     seen = _wait_for_line(lines, "sft step 6/")  # a checkpoint was saved at step 5
     err = "".join(_interrupt(process, lines, seen, signum))
@@ -193,6 +198,59 @@ def test_ctrl_c_stores_a_training_run_as_interrupted(tmp_path, signum, word, sta
     resumed = _wait_for_line(lines, "sft: training")[-1]
     _interrupt(process, lines, [])
     assert "(resuming at step 5)" in resumed, resumed
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """SIGKILL to the command's group (the OOM killer's or a power loss's stop: no chance to record anything)."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def test_a_killed_training_is_ended_as_interrupted_when_the_next_one_starts(tmp_path):
+    """A training killed outright stays "running" in the store, with the process that ran it: the runs
+    listing says that process is gone, and the next training on the store ends it as interrupted
+    before it resumes from the checkpoint (it stayed "running" for good)."""
+    command, store = _tiny_training(tmp_path), tmp_path / "s.db"
+    process, lines = _start(*command)
+    _wait_for_line(lines, "sft step 6/")  # a checkpoint was saved at step 5
+    _kill(process)
+    (killed, stored, owner), = _rows(store, "select id, status, owner from training_runs")
+    assert stored == "running" and owner.split(":")[-2] == str(process.pid)
+    listed = runner.invoke(app, ["runs", "list", "--store", str(store)], env={"COLUMNS": "200"})
+    assert "running, its process gone" in listed.stdout, listed.output
+    assert json.loads(runner.invoke(app, ["runs", "list", "--store", str(store), "--json"]).stdout)[0]["owner"] == owner
+
+    process, lines = _start(*command)
+    resumed = _wait_for_line(lines, "sft: training")[-1]
+    _interrupt(process, lines, [])
+    assert "(resuming at step 5)" in resumed, resumed
+    runs = dict(((i, (st, e)) for i, st, e in _rows(store, "select id, status, error from training_runs")))
+    assert runs.pop(killed) == ("interrupted", f"interrupted: the process that ran it ({owner}) is gone")
+    assert [status for status, _ in runs.values()] == ["interrupted"]  # the resumed one, stopped by Ctrl-C
+
+
+@pytest.mark.bwrap
+def test_sandbox_cleanup_ends_an_evaluation_whose_process_was_killed(six_tasks, copy_store, tmp_path):
+    """And leaves a running evaluation of a live process alone: only what a gone process left is ended."""
+    store = tmp_path / "s.db"
+    copy_store(six_tasks, store)
+    evaluation = ("eval", "--store", str(store), "--model", "oracle", "-n", "6", "--trials", "3", "--concurrency", "1")
+    process, _ = _start(*evaluation)
+    (killed,) = _await_row(store, "select run_id from eval_trials", process, limit=300)  # its first trial
+    _kill(process)
+
+    def cleanup() -> list[str]:
+        cleaned = runner.invoke(app, ["sandbox", "cleanup", "--store", str(store), "--json"])
+        assert cleaned.exit_code == 0, cleaned.output
+        return json.loads(cleaned.stdout)["runs_ended"]
+
+    assert _rows(store, "select status from eval_runs") == [("running",)]
+    assert cleanup() == [killed]
+    process, lines = _start(*evaluation)
+    (live,) = _await_row(store, f"select id from eval_runs where id != '{killed}'", process, limit=300)
+    assert cleanup() == []
+    assert dict(_rows(store, "select id, status from eval_runs")) == {killed: "interrupted", live: "running"}
+    _interrupt(process, lines, [])
 
 
 def test_the_commands_are_listed_in_the_loops_order():
