@@ -33,6 +33,23 @@ from coworkenv.trainer import ServeError
 from coworkenv.trainer._serve import check_vllm, free_port
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Where the suite's time goes, per test file (setup, call and teardown of its tests together): the
+    20 slowest files and the whole, to see what a shorter suite would have to change."""
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.split("::", 1)[0]
+                per_file[path] = per_file.get(path, 0.0) + report.duration
+    if len(per_file) < 2:
+        return
+    terminalreporter.write_sep("=", "slowest 20 test files")
+    for path, seconds in sorted(per_file.items(), key=lambda item: -item[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+    terminalreporter.write_line(f"{sum(per_file.values()):8.1f}s in all {len(per_file)} files")
+
+
 def pytest_collection_modifyitems(config, items):
     if shutil.which("bwrap") is None:
         skip = pytest.mark.skip(reason="bubblewrap is not installed (apt-get install bubblewrap)")
