@@ -434,10 +434,10 @@ def runs_list(
     if not docs:
         err.print(f"no runs match in {store}", markup=False)
         return
-    from ..episodes import owner_gone
+    from .._process import label_gone
 
     def status(doc: dict[str, Any]) -> Text:  # read only: the next process that works on the store ends a gone one
-        if doc["status"] == "running" and doc["owner"] and owner_gone(doc["owner"]):
+        if doc["status"] == "running" and doc["owner"] and label_gone(doc["owner"]):
             return Text("running, its process gone", style="red")
         return Text(doc["status"], style="red" if doc["status"] == "failed" else "")
 

@@ -56,10 +56,10 @@ def cleanup_command(
     ended: list[str] = []
     runs: list[str] = []
     if store.exists():
-        from ..episodes import interrupt_orphaned_episodes, interrupt_orphaned_runs
+        from ..episodes import interrupt_orphaned_episodes
 
         opened = open_store(store)
-        ended, runs = interrupt_orphaned_episodes(opened), interrupt_orphaned_runs(opened)
+        ended, runs = interrupt_orphaned_episodes(opened), opened.interrupt_orphaned_runs()
     report = cleanup(root=root, backends=backends, everything=everything)
 
     def human() -> None:

@@ -3,7 +3,7 @@ simulator, and one grading when the episode ends. It knows nothing of MCP (``cow
 
 from ._episode import CallResult, Episode, EpisodeFailed, Toolbox, argument_error, reason_rule
 from ._host import RECORD_FLUSH_S, EpisodeHost, EpisodeSettings, HeldSandbox, cached_initial_state
-from ._orphans import interrupt_orphaned_episodes, interrupt_orphaned_runs, owner_gone, owner_label
+from ._orphans import interrupt_orphaned_episodes
 from ._user import Fidelity, ModelUser, ScriptedUser, UserReply, UserSimulator, fidelity, persona_prompt, simulator
 
 __all__ = [
@@ -27,7 +27,4 @@ __all__ = [
     "reason_rule",
     "cached_initial_state",
     "interrupt_orphaned_episodes",
-    "interrupt_orphaned_runs",
-    "owner_gone",
-    "owner_label",
 ]

@@ -22,7 +22,7 @@ from ..store import Provenance, Store, ToolCallRow, VerdictRow, new_id
 from ..workspace import ASK_TOOL, Task, ToolSpec, Workspace, apps_dir, bundle_hash, workspace_hash, write_initial_state
 from ..workspace.state import FixedState, StateBase, StateCache, StateConnection, StateImage
 from ._episode import Episode, Toolbox
-from ._orphans import interrupt_orphaned_episodes, interrupt_orphaned_runs, owner_label
+from ._orphans import interrupt_orphaned_episodes, owner_label
 from ._user import UserSimulator, simulator
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class EpisodeHost:
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
         self._parked: dict[Path, list[tuple[Sandbox, Timer]]] = {}  # see hold_sandbox
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
-        self.interrupted_runs = interrupt_orphaned_runs(store)
+        self.interrupted_runs = store.interrupt_orphaned_runs()  # evaluations and trainings, likewise
 
     def user_simulator(self, task: Task) -> UserSimulator:
         """A fresh simulator of ``task``'s user for one episode (``EpisodeSettings.user_model`` says which)."""

@@ -16,7 +16,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 
-from ..sandbox import is_orphan, owner
+from .._process import label_gone, process_label
 from ..store import Store
 
 log = logging.getLogger(__name__)
@@ -26,17 +26,12 @@ CLAIM_TTL_S = 120.0  # how long a claim lasts unless its holder renews it (every
 def claimant_label() -> str:
     """This collector: its process (``host:pid:start``, as episodes name their owner) and a run of
     its own (two collectors in one process are two claimants)."""
-    me = owner()
-    return f"{me['host']}:{me['pid']}:{me['start']}/{secrets.token_hex(4)}"
+    return f"{process_label()}/{secrets.token_hex(4)}"
 
 
 def holder_gone(claimant: str) -> bool:
     """Whether the process of ``claimant`` is known to be gone (decidable on this host only)."""
-    process = claimant.split("/", 1)[0]
-    if process.count(":") < 2:
-        return False
-    host, pid, start = process.rsplit(":", 2)
-    return is_orphan(host, pid, start)
+    return label_gone(claimant.split("/", 1)[0])
 
 
 class TaskClaims:

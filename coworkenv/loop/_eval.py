@@ -435,7 +435,7 @@ async def run_eval(host: EpisodeHost, settings: EvalSettings, *, profile_path: s
         raise EvalError("no held-out task calibrated; try more --tasks or another --seed")
     # who played the multi-turn tasks' users: "" the scripted rules, else the provider spec of a model
     recorded = {**settings.model_dump(mode="json", exclude={"api_key"}), "user_model": host.settings.user_model}
-    run_id = store.start_eval_run(settings.model, recorded, owner=host.owner)
+    run_id = store.start_eval_run(settings.model, recorded)
     if on_start is not None:
         on_start(len(heldout) * settings.trials)
     semaphore = asyncio.Semaphore(settings.concurrency)

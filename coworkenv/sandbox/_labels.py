@@ -20,40 +20,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._process import is_orphan, this_process
+
 LABEL = "coworkenv-ep-"  # prefix of every episode directory
 LABEL_FILE = "label.json"
 DOCKER_LABEL = "coworkenv.sandbox"  # every container of a docker sandbox has it
 OWNER_LABELS = ("coworkenv.owner.host", "coworkenv.owner.pid", "coworkenv.owner.start")
 
 
-def process_start(pid: int) -> str:
-    """The start time of ``pid`` in clock ticks since boot, or "" when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def owner() -> dict[str, str]:
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": str(pid), "start": process_start(pid)}
+owner = this_process
 
 
 def docker_labels(**extra: str) -> dict[str, str]:
     me = owner()
     return {DOCKER_LABEL: "1", **dict(zip(OWNER_LABELS, (me["host"], me["pid"], me["start"]), strict=True)), **extra}
-
-
-def is_orphan(host: str, pid: str, start: str) -> bool:
-    """Whether the owner named by a label is gone (only decidable for owners on this host)."""
-    if host != socket.gethostname():
-        return False
-    try:
-        alive = process_start(int(pid))
-    except ValueError:
-        return True
-    return alive == "" or alive != start
 
 
 def write_label(directory: Path, **extra: str) -> None:

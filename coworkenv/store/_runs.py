@@ -1,8 +1,10 @@
 """Evaluation and training runs: what was run, with which settings, and what came of it.
 
-A run is recorded as ``running`` before its work starts and closed with its status (done, failed,
-interrupted) at the end, so a run that was stopped or crashed is still in the store, with the
-settings it ran with and the trials it finished.
+A run is recorded as ``running`` before its work starts, with the process that runs it, and closed
+with its status (done, failed, interrupted) at the end, so a run that was stopped or crashed is still
+in the store, with the settings it ran with and the trials it finished. A process killed outright
+(SIGKILL, the OOM killer, a power loss) cannot close its run: ``interrupt_orphaned_runs`` does, once
+that process is gone.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from .._process import label_gone, process_label
 from ._connection import Connection
 from ._rows import EvalRunRow, EvalTrialRow, ExperimentResultRow, TrainingRunRow, _json
 from ._statements import new_id, now, where_equal
@@ -40,12 +43,12 @@ class RunRepository(Connection):
 
     # --- evaluation runs -------------------------------------------------------------------
 
-    def start_eval_run(self, model: str, settings: dict[str, Any], owner: str | None = None) -> str:
-        """Record a new running evaluation; ``owner`` names the process that runs it (``host:pid:start``)."""
+    def start_eval_run(self, model: str, settings: dict[str, Any]) -> str:
+        """Record a new evaluation, run by this process."""
         run_id = new_id("eval")
         with self.transaction() as db:
             db.table("eval_runs").insert({"id": run_id, "model": model, "settings": json.dumps(settings),
-                                          "status": "running", "started_at": now(), "owner": owner})
+                                          "status": "running", "started_at": now(), "owner": process_label()})
         return run_id
 
     def add_eval_trial(self, trial: EvalTrialRow) -> None:
@@ -76,11 +79,11 @@ class RunRepository(Connection):
     # --- training runs ---------------------------------------------------------------------
 
     def start_training_run(self, row: dict) -> str:
-        """Record a new running training from ``row`` (the ``training_runs`` columns it gives; ``owner``
-        names the process that runs it, ``host:pid:start``)."""
+        """Record a new training from ``row`` (the ``training_runs`` columns it gives), run by this process."""
         run_id = row.get("id") or new_id("train")
         with self.transaction() as db:
-            db.table("training_runs").insert({**row, "id": run_id, "status": "running", "started_at": now()})
+            db.table("training_runs").insert({**row, "id": run_id, "status": "running", "started_at": now(),
+                                              "owner": process_label()})
         return run_id
 
     def end_training_run(self, run_id: str, *, status: str, metrics: dict | None = None, error: str = "") -> None:
@@ -95,6 +98,23 @@ class RunRepository(Connection):
     def training_runs(self, kind: str | None = None, status: str | None = None) -> list[TrainingRunRow]:
         where, params = where_equal(kind=kind, status=status)
         return [_training_run(r) for r in self.query(f"select * from training_runs{where} order by started_at", params)]
+
+    def interrupt_orphaned_runs(self) -> list[str]:
+        """End every evaluation and training left ``running`` by a process that is gone, as interrupted;
+        return their ids. A run recorded without its process (before processes were recorded) is left
+        as it is, and so is one of another host: nothing here tells whether it still runs."""
+        ended = []
+        for evaluation in self.eval_runs(status="running"):
+            if evaluation.owner and label_gone(evaluation.owner):
+                self.end_eval_run(evaluation.id, status="interrupted", summary=evaluation.summary,
+                                  profile_path=evaluation.profile_path)
+                ended.append(evaluation.id)
+        for training in self.training_runs(status="running"):
+            if training.owner and label_gone(training.owner):
+                self.end_training_run(training.id, status="interrupted", metrics=training.metrics,
+                                      error=f"interrupted: the process that ran it ({training.owner}) is gone")
+                ended.append(training.id)
+        return ended
 
 
 def _eval_run(r: dict[str, Any]) -> EvalRunRow:

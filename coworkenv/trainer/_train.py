@@ -434,15 +434,12 @@ def recorded_run(store: Store | None, record: RunRecord, build, *, on_progress: 
         on_progress(TrainProgress(record.kind, "prepare", 0, record.max_steps, rows=record.rows))
     run_id = None
     if store is not None:
-        from ..episodes import interrupt_orphaned_runs, owner_label
-
-        interrupt_orphaned_runs(store)  # a run of this folder a killed process left running, before this one
+        store.interrupt_orphaned_runs()  # what a killed process left running (this folder's last run, say)
         run_id = store.start_training_run({
             "kind": record.kind, "base_model": str(getattr(record.settings, "model", "")),
             "data_path": record.data_path, "data_hash": record.data_hash, "rows": record.rows,
             "config": record.settings.model_dump_json(),
             "output_dir": str(Path(record.out_dir) / "model"),  # what serve-model RUN serves
-            "owner": owner_label(),
         })
     started = time.perf_counter()
     try:

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from coworkenv.cli import app
 from coworkenv.sandbox import BwrapConfig, BwrapSandbox, CleanupReport, SandboxUnavailable, cleanup, create_sandbox
-from coworkenv.sandbox._labels import LABEL, LABEL_FILE, make_episode_dir, process_start
+from coworkenv._process import process_start
+from coworkenv.sandbox._labels import LABEL, LABEL_FILE, make_episode_dir
 from coworkenv.synth import synthesize
 
 pytestmark = pytest.mark.anyio
