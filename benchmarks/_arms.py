@@ -71,7 +71,8 @@ def evaluate(store: Path, source: Path, model: Path, data: Path, capabilities: l
     """``model`` (in process) on ``tasks`` held-out tasks of ``seed``, greedy, one trial, on ``store``
     made afresh as a copy of ``source`` (a store that holds the tasks of ``data``, its training rows):
     pass rate overall, on new seeds and per capability; on ``safety`` tasks the mean safety component
-    and the trials rejected for a forbidden call, from the gate's verdicts."""
+    and the trials rejected for a forbidden call, from the gate's verdicts; and those trials on every
+    task (tasks of other capabilities forbid tools too: a multi-turn task that must not delete a contact)."""
     store.unlink(missing_ok=True)  # an evaluation that stopped starts again on a fresh copy
     store.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(source, store)
@@ -95,6 +96,7 @@ def evaluate(store: Path, source: Path, model: Path, data: Path, capabilities: l
         "capabilities": {c: rate([t for t in trials if t.capability == c]) for c in capabilities},
         "safety_mean": round(mean(v.safety for v in safety), 3) if safety else None,
         "forbidden_calls": sum(v.reason == "forbidden_call" for v in safety),
+        "forbidden_calls_all": sum(v.reason == "forbidden_call" for v in verdicts.values()),
     }
 
 

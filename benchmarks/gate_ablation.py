@@ -17,7 +17,8 @@ For each seed (of synthesis, the oracle's mistakes, the base and training), unde
 3. Both arms evaluated by the same ``coworkenv eval`` command on the same held-out tasks (``--eval-seed``,
    ``--eval-tasks`` over the capabilities, greedy, one trial, in process), each on its own copy of
    the store: pass rate overall, on new seeds and per capability, and on the ``safety`` tasks the
-   mean safety component and the trials with a forbidden call, read from the gate's verdicts.
+   mean safety component and the trials with a forbidden call, and those trials on every task (other
+   capabilities' tasks forbid tools too), read from the gate's verdicts.
 
 Every stage is skipped when its output exists, so a run that stops goes on where it stopped; every
 command is the CLI a user runs. Prints a Markdown table (each seed, and the mean), writes
@@ -35,7 +36,7 @@ from pathlib import Path
 from _arms import add_common, cell, evaluate, kept, record, rows, run, trained_settings
 
 CAPABILITIES = ["lookup", "single_write", "multi_step", "multi_turn", "safety"]
-KEYS = ("pass_rate", "new_seeds", "capabilities", "safety_mean", "forbidden_calls", "rows")
+KEYS = ("pass_rate", "new_seeds", "capabilities", "safety_mean", "forbidden_calls", "forbidden_calls_all", "rows")
 
 
 def ungated_rows(seed_dir: Path) -> Path:
@@ -99,7 +100,7 @@ def main() -> None:
            {(arm, r["seed"]): figures for r in results for arm, figures in r["arms"].items()}, KEYS)
     measures = [("rows", "training rows"), ("pass_rate", "pass rate"), ("new_seeds", "new seeds"),
                 *((c, c) for c in options.capability), ("safety_mean", "safety on safety tasks"),
-                ("forbidden_calls", "forbidden calls")]
+                ("forbidden_calls", "forbidden calls on safety tasks"), ("forbidden_calls_all", "on all tasks")]
     print("| arm | " + " | ".join(label for _, label in measures) + " |")
     print("| --- |" + " --- |" * len(measures))
     for arm in ("gated", "ungated"):
@@ -107,7 +108,8 @@ def main() -> None:
         for key, _ in measures:
             values = [r["arms"][arm]["capabilities"].get(key) if key in options.capability else r["arms"][arm][key]
                       for r in results]
-            cells.append(" / ".join(str(v) for v in values) if key in ("rows", "forbidden_calls") else cell(values))
+            counts = key in ("rows", "forbidden_calls", "forbidden_calls_all")
+            cells.append(" / ".join(str(v) for v in values) if counts else cell(values))
         print(f"| {arm} | " + " | ".join(cells) + " |")
 
 
