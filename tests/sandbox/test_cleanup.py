@@ -20,9 +20,9 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
+from coworkenv._process import process_start
 from coworkenv.cli import app
 from coworkenv.sandbox import BwrapConfig, BwrapSandbox, CleanupReport, SandboxUnavailable, cleanup, create_sandbox
-from coworkenv._process import process_start
 from coworkenv.sandbox._labels import LABEL, LABEL_FILE, make_episode_dir
 from coworkenv.synth import synthesize
 
