@@ -209,7 +209,7 @@ def _kill(process: subprocess.Popen) -> None:
 def test_a_killed_training_is_ended_as_interrupted_when_the_next_one_starts(tmp_path):
     """A training killed outright stays "running" in the store, with the process that ran it: the runs
     listing says that process is gone, and the next training on the store ends it as interrupted
-    before it resumes from the checkpoint (it stayed "running" for good)."""
+    before it resumes from the checkpoint (before owners were recorded, it stayed "running" for good)."""
     command, store = _tiny_training(tmp_path), tmp_path / "s.db"
     process, lines = _start(*command)
     _wait_for_line(lines, "sft step 6/")  # a checkpoint was saved at step 5
@@ -224,7 +224,7 @@ def test_a_killed_training_is_ended_as_interrupted_when_the_next_one_starts(tmp_
     resumed = _wait_for_line(lines, "sft: training")[-1]
     _interrupt(process, lines, [])
     assert "(resuming at step 5)" in resumed, resumed
-    runs = dict(((i, (st, e)) for i, st, e in _rows(store, "select id, status, error from training_runs")))
+    runs = {run: (status, error) for run, status, error in _rows(store, "select id, status, error from training_runs")}
     assert runs.pop(killed) == ("interrupted", f"interrupted: the process that ran it ({owner}) is gone")
     assert [status for status, _ in runs.values()] == ["interrupted"]  # the resumed one, stopped by Ctrl-C
 
