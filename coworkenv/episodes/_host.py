@@ -16,13 +16,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from .._process import process_label
 from ..gate import GRADER_VERSION, EpisodeRecord, grade_episode
 from ..sandbox import BACKENDS, STATE_FILE, FileChanges, Limits, PoolSettings, Sandbox, SandboxPool
 from ..store import Provenance, Store, ToolCallRow, VerdictRow, new_id
 from ..workspace import ASK_TOOL, Task, ToolSpec, Workspace, apps_dir, bundle_hash, workspace_hash, write_initial_state
 from ..workspace.state import FixedState, StateBase, StateCache, StateConnection, StateImage
 from ._episode import Episode, Toolbox
-from ._orphans import interrupt_orphaned_episodes, owner_label
+from ._orphans import interrupt_orphaned_episodes
 from ._user import UserSimulator, simulator
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ class EpisodeHost:
         self._toolboxes: dict[str, Toolbox] = {}
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task] = set()
-        self.owner = owner_label()
+        self.owner = process_label()  # episodes name the process that plays them
         self._bundle_hashes: dict[tuple[str, str], str] = {}
         self._workspace_hashes: dict[str, tuple[Workspace, str]] = {}
         # what is kept of the workspaces' initial states (their bases in the store, images, open copies), handed
@@ -153,7 +154,7 @@ class EpisodeHost:
         self._grading_ms: dict[str, float] = {}  # workspace id -> what grading its episodes took lately
         self._parked: dict[Path, list[tuple[Sandbox, Timer]]] = {}  # see hold_sandbox
         self.interrupted = interrupt_orphaned_episodes(store)  # what killed processes left running
-        self.interrupted_runs = store.interrupt_orphaned_runs()  # evaluations and trainings, likewise
+        store.interrupt_orphaned_runs()  # evaluations and trainings, likewise
 
     def user_simulator(self, task: Task) -> UserSimulator:
         """A fresh simulator of ``task``'s user for one episode (``EpisodeSettings.user_model`` says which)."""

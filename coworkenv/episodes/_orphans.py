@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from .._errors import InfrastructureError
 from .._process import is_orphan
-from .._process import process_label as owner_label
 from ..gate import grade_episode
 from ..store import Store
-
-__all__ = ["interrupt_orphaned_episodes", "owner_label"]
 
 
 def _gone(label: str | None) -> bool:
@@ -35,4 +32,3 @@ def interrupt_orphaned_episodes(store: Store) -> list[str]:
         grade_episode(store, episode.id, regrade=True)
         ended.append(episode.id)
     return ended
-
