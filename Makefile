@@ -10,8 +10,12 @@ TORCH_PIP_ARGS ?=
 demo: install
 	$(VENV)/bin/coworkenv demo
 
+# The whole suite in TEST_WORKERS parallel pytest-xdist workers: most of its time is spent waiting on servers, sandboxes
+# and subprocesses, so more workers than cores still shorten it. The tests of a file share a worker (tests/conftest.py).
+TEST_WORKERS ?= 3
+
 test: install node vllm interop browser
-	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python COWORKENV_INTEROP_PYTHON=$(abspath $(INTEROP_VENV))/bin/python $(PY) -m pytest
+	COWORKENV_VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python COWORKENV_INTEROP_PYTHON=$(abspath $(INTEROP_VENV))/bin/python $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The fast lane (a few minutes): only the Python packages are installed (no vLLM, Node, Chromium or OpenEnv
 # environments, no system packages), and only the tests that need no sandbox and no long run are selected: not

@@ -51,6 +51,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_collection_modifyitems(config, items):
+    _group_for_workers(config, items)
     if shutil.which("bwrap") is None:
         skip = pytest.mark.skip(reason="bubblewrap is not installed (apt-get install bubblewrap)")
         for item in items:
@@ -65,6 +66,21 @@ def pytest_collection_modifyitems(config, items):
             for item in items:
                 if item.get_closest_marker("docker"):
                     item.add_marker(skip)
+
+
+SHARED_SERVER = "tool_model_server"
+
+
+def _group_for_workers(config, items) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n`` workers with ``--dist loadgroup``): the tests of one file
+    run in one worker, so a module's fixtures are built once, and every file that uses the session's vLLM
+    server runs in the same worker, so only one server is started."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    shared = {item.path for item in items if SHARED_SERVER in getattr(item, "fixturenames", ())}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(SHARED_SERVER if item.path in shared else item.nodeid.split("::")[0]))
 
 
 def _docker_problem() -> str | None:
