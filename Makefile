@@ -10,8 +10,8 @@ TORCH_PIP_ARGS ?=
 demo: install
 	$(VENV)/bin/coworkenv demo
 
-# The whole suite in TEST_WORKERS parallel pytest-xdist workers: most of its time is spent waiting on servers, sandboxes
-# and subprocesses, so more workers than cores still shorten it. The tests of a file share a worker (tests/conftest.py).
+# The whole suite in TEST_WORKERS parallel pytest-xdist workers, the tests of a file in one worker (tests/conftest.py).
+# Most of the suite is arithmetic on the CPU, so on two cores three workers shorten it only a little (benchmarks/RESULTS.md).
 TEST_WORKERS ?= 3
 
 test: install node vllm interop browser

@@ -80,7 +80,7 @@ def _group_for_workers(config, items) -> None:
     shared = {item.path for item in items if SHARED_SERVER in getattr(item, "fixturenames", ())}
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(SHARED_SERVER if item.path in shared else item.nodeid.split("::")[0]))
+            item.add_marker(pytest.mark.xdist_group(SHARED_SERVER if item.path in shared else str(item.path)))
 
 
 def _docker_problem() -> str | None:
