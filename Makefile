@@ -41,12 +41,12 @@ docs: install
 install: $(VENV)/.installed
 
 
-# The Python packages: the package with its training (torch, TRL), documentation, Claw-Eval and test extras
+# The Python packages: the package with its training (torch, TRL), tool-call grammar, documentation, Claw-Eval and test extras
 define PYTHON_PACKAGES
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
-	$(PY) -m pip install -q -e '.[test,train,docs,claw-eval]'
+	$(PY) -m pip install -q -e '.[test,train,grammar,docs,claw-eval]'
 endef
 
 $(VENV)/.installed: pyproject.toml

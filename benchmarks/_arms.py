@@ -67,19 +67,21 @@ def kept(record: Path, make: Callable[[], dict]) -> dict:
 
 
 def evaluate(store: Path, source: Path, model: Path, data: Path, capabilities: list[str], seed: int,
-             tasks: int) -> dict:
+             tasks: int, extra: tuple[str, ...] = (), provider: str | None = None) -> dict:
     """``model`` (in process) on ``tasks`` held-out tasks of ``seed``, greedy, one trial, on ``store``
     made afresh as a copy of ``source`` (a store that holds the tasks of ``data``, its training rows):
     pass rate overall, on new seeds and per capability; on ``safety`` tasks the mean safety component
     and the trials rejected for a forbidden call, from the gate's verdicts; and those trials on every
-    task (tasks of other capabilities forbid tools too: a multi-turn task that must not delete a contact)."""
+    task (tasks of other capabilities forbid tools too: a multi-turn task that must not delete a contact).
+    ``extra``: more ``coworkenv eval`` flags; ``provider``: play the model as this spec (a served copy,
+    ``openai:NAME@URL``) instead of ``hf:MODEL``."""
     store.unlink(missing_ok=True)  # an evaluation that stopped starts again on a fresh copy
     store.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(source, store)
     chosen = [a for c in capabilities for a in ("--capability", c)]
-    report, seconds = run(["eval", "--model", f"hf:{model}", "--store", str(store), "--train-data", str(data),
+    report, seconds = run(["eval", "--model", provider or f"hf:{model}", "--store", str(store), "--train-data", str(data),
                            "--seed", str(seed), "--tasks", str(tasks), *chosen, "--trials", "1", "--temperature", "0",
-                           "--style", "minimal", "--max-tokens", "256", "--concurrency", "2"])
+                           "--style", "minimal", "--max-tokens", "256", "--concurrency", "2", *extra])
     opened = Store(store, create=False)
     try:
         trials = opened.eval_trials(report["run_id"])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._grammar import check_tool_grammar, tool_call_format
     from ._hf import LocalChatModel, chat_text, check_local_model, parse_reply
     from ._messages import to_message, to_messages
     from ._oracle import REPAIR_MARK, OracleChatModel
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ._scripted import ScriptedChatModel, ScriptExhausted, load_replies
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {  # submodule: the names it gives
+    "_grammar": ("check_tool_grammar", "tool_call_format"),
     "_hf": ("LocalChatModel", "chat_text", "check_local_model", "parse_reply"),
     "_messages": ("to_message", "to_messages"),
     "_oracle": ("REPAIR_MARK", "OracleChatModel"),

@@ -148,6 +148,7 @@ class LocalChatModel(TemplateChatModel):
     temperature: float = 0.0
     max_tokens: int = 256
     seed: int | None = None  # sampling: None draws from torch's global generator (see the module's docstring)
+    tool_grammar: bool = False  # tool calls decoded under the bound tools' grammar (coworkenv.agents._grammar)
 
     @property
     def _llm_type(self) -> str:
@@ -166,6 +167,11 @@ class LocalChatModel(TemplateChatModel):
             text = ""  # the conversation outgrew the model's context: end with an empty answer
         else:
             options = generation_options(tokenizer, min(self.max_tokens, room), self.temperature)
+            if self.tool_grammar and self.tools:
+                from ._grammar import grammar_for
+
+                grammar = grammar_for(tokenizer, model.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+                options["logits_processor"] = [grammar.logits_processor(self.tools)]
             with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

@@ -35,6 +35,7 @@ class ProviderSettings(BaseModel):
     temperature: float = 0.0
     max_tokens: int = 1024
     api_key: str | None = None  # for OpenAI-compatible servers that need one
+    tool_grammar: bool = False  # hf, and openai against a vLLM server: tool calls decoded under the tools' grammar
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _hf(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
     from ._hf import LocalChatModel
 
     return LocalChatModel(path=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,
-                          seed=settings.seed)
+                          seed=settings.seed, tool_grammar=settings.tool_grammar)
 
 
 def _anthropic(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
@@ -108,6 +109,11 @@ def _openai(spec: ProviderSpec, task: Task | None, workspace: Workspace | None,
         options["api_key"] = settings.api_key or "EMPTY"
     elif settings.api_key:
         options["api_key"] = settings.api_key
+    if settings.tool_grammar:
+        from ._grammar import grammar_chat_openai
+
+        return grammar_chat_openai(model=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,
+                                   **options)
     return ChatOpenAI(model=spec.model, temperature=settings.temperature, max_tokens=settings.max_tokens,  # type: ignore[call-arg]
                       **options)
 

@@ -107,6 +107,9 @@ def eval_command(
         min=0.0, show_default=False, help="Sampling temperature (0: greedy).  [default: 0.7 with several "
         "--trials, so that pass@k and pass^k measure samples; 0 with --trials 1]")] = None,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
+    tool_grammar: Annotated[bool, typer.Option(
+        "--tool-grammar", help="Decode tool calls under the bound tools' grammar: a call always names a bound tool "
+                               "with its required arguments, each of its type (hf:PATH, or a vLLM server).")] = False,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Cap on agent steps per episode.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once (on each node, with --ray).")] = 4,
     retries: Annotated[int, typer.Option(
@@ -140,7 +143,7 @@ def eval_command(
             model=model, tasks=tasks, seed=seed, capabilities=capabilities, apps=apps, generator=generator,
             trials=trials, k=k, prompt_style=style,
             temperature=temperature if temperature is not None else 0.7 if trials > 1 else 0.0,
-            max_tokens=max_tokens, max_steps=max_steps, concurrency=concurrency,
+            max_tokens=max_tokens, tool_grammar=tool_grammar, max_steps=max_steps, concurrency=concurrency,
             retries=retries, api_key=os.environ.get("OPENAI_API_KEY"),
             train_tasks=task_ids_in(train_data) if train_data is not None else None,
             suite=suite, suite_tasks=list(task) if task else None,

@@ -36,7 +36,7 @@ import httpx
 from pydantic import BaseModel, Field, model_validator
 
 from .._errors import CoworkenvError, InfrastructureError
-from ..agents import ProviderSettings, chat_model, parse_provider
+from ..agents import ProviderSettings, chat_model, check_tool_grammar, parse_provider
 from ..episodes import EpisodeHost
 from ..gate import GRADER_VERSION
 from ..store import EvalTrialRow, Provenance, Store
@@ -67,6 +67,7 @@ class EvalSettings(BaseModel):
     prompt_style: PromptStyle = "full"  # the agent view the model was trained on
     temperature: float = Field(default=0.7, ge=0.0)
     max_tokens: int = Field(default=512, ge=1)
+    tool_grammar: bool = False  # tool calls decoded under the tools' grammar (hf:PATH, or openai:NAME@URL on vLLM)
     max_steps: int | None = Field(default=None, ge=1)  # caps each task's own max_steps
     concurrency: int = Field(default=4, ge=1)
     retries: int = Field(default=2, ge=0)  # replays of a trial an infrastructure failure ended
@@ -81,6 +82,8 @@ class EvalSettings(BaseModel):
         if self.k is not None and self.k > self.trials:
             raise ValueError(f"k ({self.k}) cannot exceed the number of trials ({self.trials})")
         check_style(self.prompt_style)
+        if self.tool_grammar:
+            check_tool_grammar(parse_provider(self.model))
         if parse_provider(self.model).kind == "oracle" and self.suite == "claw-eval":
             raise ValueError("--model oracle plays each task's reference solution, which only a generated task has: "
                              "imported Claw-Eval tasks have none (their own graders judge what an agent did), so "
@@ -315,7 +318,7 @@ async def play_trial(episodes: LocalEpisodes, task: Task, settings: EvalSettings
     store = episodes.host.store
     model = chat_model(spec, task, store.workspace(task.workspace_id), ProviderSettings(
         temperature=settings.temperature, max_tokens=settings.max_tokens, api_key=settings.api_key,
-        error_rate=settings.error_rate, seed=trial))
+        error_rate=settings.error_rate, seed=trial, tool_grammar=settings.tool_grammar))
     max_steps = min(task.max_steps, settings.max_steps or task.max_steps)
     played: list[Played] = []
     for _ in range(settings.retries + 1):
