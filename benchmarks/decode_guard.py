@@ -5,7 +5,8 @@ being written (the prompt is not looked at, so copying from the instruction or a
     python benchmarks/decode_guard.py --model RUN/train/sft/model --store RUN/coworkenv.db \\
         --data RUN/export/sft.minimal.jsonl --dir OUT [--n 0 6 12] [--capability lookup ...]
 
-``--n 0`` is the model as it is. Each evaluation is ``coworkenv eval`` (``_arms.evaluate``) on a fresh copy
+``--n 0`` is the model as it is. ``--tool-grammar`` evaluates every arm with ``eval --tool-grammar`` as well
+(give it a DIR of its own). Each evaluation is ``coworkenv eval`` (``_arms.evaluate``) on a fresh copy
 of the store, with the guard set in the evaluating process only. Prints a Markdown table; writes
 ``OUT/decode_guard.json``. An experiment: the package's generation has no such guard, and vLLM none either.
 """
@@ -71,6 +72,7 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=60)
     parser.add_argument("--eval-seed", type=int, default=10000)
     parser.add_argument("--capability", action="append", default=None)
+    parser.add_argument("--tool-grammar", action="store_true", help="every arm with eval --tool-grammar too")
     options = parser.parse_args()
     capabilities = options.capability or CAPABILITIES
     figures = {}
@@ -79,7 +81,7 @@ def main() -> None:
         os.environ["COWORKENV_GUARD_N"] = str(n)
         figures[n] = _arms.kept(options.dir / f"guard{n}.json", lambda n=n: _arms.evaluate(
             options.dir / f"guard{n}.db", options.store, options.model, options.data, capabilities,
-            options.eval_seed, options.eval_tasks))
+            options.eval_seed, options.eval_tasks, ("--tool-grammar",) if options.tool_grammar else ()))
     (options.dir / "decode_guard.json").write_text(json.dumps(figures, indent=2))
     print("| guard | pass rate | new seeds | " + " | ".join(capabilities) + " | eval wall |")
     print("| --- " * (4 + len(capabilities)) + "|")
