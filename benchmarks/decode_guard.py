@@ -26,6 +26,7 @@ CAPABILITIES = ["lookup", "single_write", "multi_step", "multi_turn", "safety"]
 
 def guarded_cli() -> None:
     """``coworkenv`` with the guard of ``COWORKENV_GUARD_N`` set on in-process generation."""
+    import torch
     from transformers import LogitsProcessor, LogitsProcessorList
 
     import coworkenv.agents._hf as hf
@@ -47,7 +48,10 @@ def guarded_cli() -> None:
                 tail = made[len(made) - (n - 1):]
                 banned = [made[i + n - 1] for i in range(len(made) - n + 1) if made[i:i + n - 1] == tail]
                 if banned:
-                    scores[row, banned] = -float("inf")
+                    kept = scores[row].clone()
+                    kept[banned] = -float("inf")
+                    if torch.isfinite(kept).any():  # under the tool grammar, a ban may leave no token: then none
+                        scores[row] = kept
             return scores
 
     plain = hf.generation_options
