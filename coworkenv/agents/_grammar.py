@@ -67,13 +67,12 @@ def tool_call_format(tools: list[dict[str, Any]]) -> dict[str, Any]:
 class ToolCallGrammar:
     """The compiled grammars of one tokenizer, one per set of tools (compiled once each)."""
 
-    def __init__(self, tokenizer: Any, vocab_size: int, end_id: int) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: int, end_ids: tuple[int, ...]) -> None:
         try:
             import xgrammar
         except ImportError:
             raise ImportError("tool-call grammars need xgrammar: pip install 'coworkenv[grammar]'") from None
-        self._xgr = xgrammar
-        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=[end_id])
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=list(end_ids))
         self._compiler = xgrammar.GrammarCompiler(info)
         self._lock = threading.Lock()
         self._compiled: dict[str, Any] = {}
@@ -93,13 +92,21 @@ class ToolCallGrammar:
 
 
 @lru_cache(maxsize=4)
-def grammar_for(tokenizer: Any, vocab_size: int, end_id: int) -> ToolCallGrammar:
-    return ToolCallGrammar(tokenizer, vocab_size, end_id)
+def _grammar(tokenizer: Any, vocab_size: int, end_ids: tuple[int, ...]) -> ToolCallGrammar:
+    return ToolCallGrammar(tokenizer, vocab_size, end_ids)
 
 
-def grammar_chat_openai(**options: Any) -> Any:
-    """A ``ChatOpenAI`` that sends, with the tools it is bound to, their ``tool_call_format`` as
-    vLLM's ``structured_outputs.structural_tag`` (a server without structured outputs refuses it)."""
+def grammar_for(tokenizer: Any, model: Any) -> ToolCallGrammar:
+    """The grammars of a transformers model and its tokenizer (made once per pair): a reply may end
+    where the model's generation ends it (its generation config's end tokens, else the tokenizer's)."""
+    ends = getattr(model.generation_config, "eos_token_id", None)
+    if ends is None:
+        ends = tokenizer.eos_token_id
+    return _grammar(tokenizer, model.config.vocab_size, tuple(ends) if isinstance(ends, list) else (ends,))
+
+
+@lru_cache(maxsize=1)
+def _grammar_chat_openai() -> type:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langchain_openai import ChatOpenAI
 
@@ -109,4 +116,10 @@ def grammar_chat_openai(**options: Any) -> Any:
             body = {**(kwargs.pop("extra_body", None) or {}), "structured_outputs": {"structural_tag": tag}}
             return super().bind_tools(tools, extra_body=body, **kwargs)
 
-    return GrammarChatOpenAI(**options)
+    return GrammarChatOpenAI
+
+
+def grammar_chat_openai(**options: Any) -> Any:
+    """A ``ChatOpenAI`` that sends, with the tools it is bound to, their ``tool_call_format`` as
+    vLLM's ``structured_outputs.structural_tag`` (a server without structured outputs refuses it)."""
+    return _grammar_chat_openai()(**options)

@@ -170,9 +170,9 @@ class LocalChatModel(TemplateChatModel):
             if self.tool_grammar and self.tools:
                 from ._grammar import grammar_for
 
-                grammar = grammar_for(tokenizer, model.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"))
                 # first: processors after it choose among the tokens the grammar allows
-                options["logits_processor"] = [grammar.logits_processor(self.tools), *options.get("logits_processor", [])]
+                options["logits_processor"] = [grammar_for(tokenizer, model).logits_processor(self.tools),
+                                               *options.get("logits_processor", [])]
             with _LOCK, torch.inference_mode(), _sampling_seed(self.seed, inputs["input_ids"]):
                 out = model.generate(**inputs, **options)  # pyright: ignore[reportAttributeAccessIssue]
             text = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

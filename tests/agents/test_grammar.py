@@ -40,7 +40,7 @@ def test_the_grammar_takes_the_templates_calls_and_refuses_broken_ones():
     from coworkenv.agents._hf import load_local_model
 
     tokenizer, model = load_local_model(str(FIXTURES / "tool-model"))
-    grammar = grammar_for(tokenizer, model.config.vocab_size, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    grammar = grammar_for(tokenizer, model)
 
     def takes(text: str) -> bool:
         return xgrammar.GrammarMatcher(grammar.compiled(TOOLS)).accept_string(text)
