@@ -32,6 +32,15 @@ def add_common(parser: argparse.ArgumentParser, eval_seed: int) -> None:
     parser.add_argument("--results-store", type=Path, help="the store the figures go to (default DIR/experiments.db)")
 
 
+def add_trained_model(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark that evaluates one trained model in arms: the model, a store holding
+    its training rows' tasks, those rows, and where the arms go."""
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--store", type=Path, required=True, help="a store holding the training rows' tasks")
+    parser.add_argument("--data", type=Path, required=True, help="the model's training rows (the split of each task)")
+    parser.add_argument("--dir", type=Path, required=True)
+
+
 def trained_settings(demo: Path) -> dict:
     """The settings a ``demo --full`` folder's SFT run was trained with, as its store recorded them."""
     store = Store(demo / "coworkenv.db", create=False)

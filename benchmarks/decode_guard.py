@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 import _arms
 
@@ -68,10 +67,7 @@ def guarded_cli() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--store", type=Path, required=True, help="a store holding the training rows' tasks")
-    parser.add_argument("--data", type=Path, required=True, help="the model's training rows (the split of each task)")
-    parser.add_argument("--dir", type=Path, required=True)
+    _arms.add_trained_model(parser)
     parser.add_argument("--n", type=int, nargs="+", default=[0, 6, 12])
     parser.add_argument("--eval-tasks", type=int, default=60)
     parser.add_argument("--eval-seed", type=int, default=10000)

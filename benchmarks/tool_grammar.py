@@ -38,10 +38,7 @@ def modes(store: Path, run_id: str) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--store", type=Path, required=True, help="a store holding the training rows' tasks")
-    parser.add_argument("--data", type=Path, required=True, help="the model's training rows (the split of each task)")
-    parser.add_argument("--dir", type=Path, required=True)
+    _arms.add_trained_model(parser)
     parser.add_argument("--eval-tasks", type=int, default=192)
     parser.add_argument("--eval-seed", type=int, default=10000)
     parser.add_argument("--capability", action="append", default=None)
