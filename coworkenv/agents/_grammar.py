@@ -19,13 +19,16 @@ import importlib.util
 import json
 import threading
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._providers import ProviderSpec
 
 TRIGGER = "<tool_call>"
 
 
-def check_tool_grammar(spec: Any) -> None:
-    """Raise ``ValueError`` naming what is wrong when ``spec`` (a ``ProviderSpec``) cannot decode under
+def check_tool_grammar(spec: ProviderSpec) -> None:
+    """Raise ``ValueError`` naming what is wrong when ``spec`` cannot decode under
     a tool grammar here: a provider other than ``hf`` and ``openai`` with a URL, or no xgrammar for ``hf``."""
     if spec.kind == "openai" and spec.base_url:
         return

@@ -82,9 +82,10 @@ class EvalSettings(BaseModel):
         if self.k is not None and self.k > self.trials:
             raise ValueError(f"k ({self.k}) cannot exceed the number of trials ({self.trials})")
         check_style(self.prompt_style)
+        spec = parse_provider(self.model)
         if self.tool_grammar:
-            check_tool_grammar(parse_provider(self.model))
-        if parse_provider(self.model).kind == "oracle" and self.suite == "claw-eval":
+            check_tool_grammar(spec)
+        if spec.kind == "oracle" and self.suite == "claw-eval":
             raise ValueError("--model oracle plays each task's reference solution, which only a generated task has: "
                              "imported Claw-Eval tasks have none (their own graders judge what an agent did), so "
                              "every trial would score 0; evaluate the oracle on --suite generated, or a model "
